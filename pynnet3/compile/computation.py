@@ -1,0 +1,132 @@
+"""NnetComputation: the compiled program, as Kaldi's data structure.
+
+A computation is a list of commands over *matrices* (whole allocations) and
+*submatrices* (row/column ranges of a matrix; submatrix 0 is the empty one),
+plus index tables the row-copy commands refer to. The compiler produces it,
+the optimizer rewrites it, NnetComputer executes it. Field names and command
+argument meanings are Kaldi's (nnet-computation.h), in snake_case.
+
+Printing in Kaldi's format and reading/writing Kaldi's serialization live in
+``computation_io.py``.
+"""
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class CommandType(IntEnum):
+    """Kaldi's CommandType, in Kaldi's order (the order matters for I/O)."""
+
+    kAllocMatrix = 0
+    kDeallocMatrix = 1
+    kSwapMatrix = 2
+    kSetConst = 3
+    kPropagate = 4
+    kBackprop = 5
+    kBackpropNoModelUpdate = 6
+    kMatrixCopy = 7
+    kMatrixAdd = 8
+    kCopyRows = 9
+    kAddRows = 10
+    kCopyRowsMulti = 11
+    kCopyToRowsMulti = 12
+    kAddRowsMulti = 13
+    kAddToRowsMulti = 14
+    kAddRowRanges = 15
+    kCompressMatrix = 16
+    kDecompressMatrix = 17
+    kAcceptInput = 18
+    kProvideOutput = 19
+    kNoOperation = 20
+    kNoOperationPermanent = 21
+    kNoOperationMarker = 22
+    kNoOperationLabel = 23
+    kGotoLabel = 24
+
+
+class MatrixStrideType(IntEnum):
+    kDefaultStride = 0
+    kStrideEqualNumCols = 1
+
+
+@dataclass(slots=True)
+class Command:
+    """One command; unused args are -1 and alpha defaults to 1.0, as in Kaldi."""
+
+    command_type: CommandType = CommandType.kNoOperationMarker
+    arg1: int = -1
+    arg2: int = -1
+    arg3: int = -1
+    arg4: int = -1
+    arg5: int = -1
+    arg6: int = -1
+    arg7: int = -1
+    alpha: float = 1.0
+
+
+@dataclass(slots=True)
+class MatrixInfo:
+    num_rows: int
+    num_cols: int
+    stride_type: MatrixStrideType = MatrixStrideType.kDefaultStride
+
+
+@dataclass(slots=True)
+class MatrixDebugInfo:
+    is_deriv: bool = False
+    cindexes: list = field(default_factory=list)   # list of (node, (n, t, x))
+
+
+@dataclass(slots=True)
+class SubMatrixInfo:
+    matrix_index: int
+    row_offset: int
+    num_rows: int
+    col_offset: int
+    num_cols: int
+
+
+@dataclass(slots=True)
+class PrecomputedIndexesInfo:
+    """What a non-simple component precomputed for one propagate/backprop."""
+
+    data: object = None                 # a component's precomputed-indexes object
+    input_indexes: list = field(default_factory=list)
+    output_indexes: list = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class NnetComputation:
+    matrices: list = field(default_factory=list)            # MatrixInfo
+    matrix_debug_info: list = field(default_factory=list)   # MatrixDebugInfo (may be empty)
+    submatrices: list = field(default_factory=list)         # SubMatrixInfo; [0] is empty
+    component_precomputed_indexes: list = field(default_factory=list)  # [0] is empty
+    indexes: list = field(default_factory=list)             # lists of int (-1 = none)
+    indexes_multi: list = field(default_factory=list)       # lists of (submatrix, row)
+    indexes_ranges: list = field(default_factory=list)      # lists of (begin, end)
+    commands: list = field(default_factory=list)            # Command
+    need_model_derivative: bool = False
+
+    def new_matrix(self, num_rows, num_cols, stride_type=MatrixStrideType.kDefaultStride):
+        """Adds a matrix and the submatrix covering all of it; returns that
+        submatrix. Index 0 of both lists is reserved for the empty matrix, as
+        in Kaldi."""
+        if not self.matrices:
+            self.matrices.append(MatrixInfo(0, 0))
+            self.submatrices.append(SubMatrixInfo(0, 0, 0, 0, 0))
+        matrix_index = len(self.matrices)
+        self.matrices.append(MatrixInfo(num_rows, num_cols, stride_type))
+        if self.matrix_debug_info:
+            self.matrix_debug_info.append(MatrixDebugInfo())
+        return self.new_submatrix(matrix_index, 0, num_rows, 0, num_cols)
+
+    def new_submatrix(self, matrix_index, row_offset, num_rows, col_offset, num_cols):
+        self.submatrices.append(SubMatrixInfo(matrix_index, row_offset, num_rows,
+                                              col_offset, num_cols))
+        return len(self.submatrices) - 1
+
+    def is_whole_matrix(self, submatrix_index):
+        s = self.submatrices[submatrix_index]
+        m = self.matrices[s.matrix_index]
+        return (s.row_offset == 0 and s.col_offset == 0 and s.num_rows == m.num_rows
+                and s.num_cols == m.num_cols)

@@ -1,0 +1,72 @@
+"""The one exception hierarchy of pynnet3.
+
+Every error a user can cause (a bad file, config line, descriptor, request or
+command-line argument) is a :class:`PynnetError` whose message names *where*
+(file and byte offset, file and line, node, option) and *what was expected*.
+Tools catch ``PynnetError`` and print it as a Kaldi-style ``ERROR`` line; any
+other exception escaping a tool is a bug in pynnet3.
+"""
+
+
+class PynnetError(Exception):
+    """Base class of every error pynnet3 raises on bad input."""
+
+
+class KaldiFormatError(PynnetError):
+    """A Kaldi file (model, archive, matrix...) is not what was expected.
+
+    ``source`` is the file name as the user gave it, ``offset`` the byte
+    offset at which reading failed (``None`` if unknown).
+    """
+
+    def __init__(self, message, source=None, offset=None):
+        self.source = source
+        self.offset = offset
+        self.detail = message
+        where = ""
+        if source is not None:
+            where = f"{source}"
+            if offset is not None:
+                where += f" (byte offset {offset})"
+            where += ": "
+        super().__init__(where + message)
+
+
+class ConfigError(PynnetError):
+    """A config line (nnet3-init, edits config, component config) is invalid.
+
+    ``source`` is the file name, ``line_number`` 1-based, ``line`` the text.
+    """
+
+    def __init__(self, message, source=None, line_number=None, line=None):
+        self.source = source
+        self.line_number = line_number
+        self.line = line
+        self.detail = message
+        where = ""
+        if source is not None:
+            where = f"{source}"
+            if line_number is not None:
+                where += f":{line_number}"
+            where += ": "
+        text = where + message
+        if line is not None:
+            text += f" (in config line: {line.strip()})"
+        super().__init__(text)
+
+
+class DescriptorError(ConfigError):
+    """A Descriptor expression could not be parsed or refers to unknown nodes."""
+
+
+class NnetError(PynnetError):
+    """A network is inconsistent: dimension mismatch, missing node, bad cycle."""
+
+
+class ComputationError(PynnetError):
+    """A computation could not be compiled (e.g. outputs not computable) or
+    failed while running; the message names the command or the Cindexes."""
+
+
+class UsageError(PynnetError):
+    """A command-line tool was called with wrong arguments or options."""

@@ -1,0 +1,120 @@
+"""Kaldi's rxfilename / wxfilename forms.
+
+rxfilename (something to read):
+  ``-`` or empty   standard input
+  ``cmd |``         the standard output of a shell command
+  ``path:offset``   a file, starting at a byte offset (what scp files point to)
+  ``path``          a file
+wxfilename (something to write):
+  ``-`` or empty   standard output
+  ``| cmd``         the standard input of a shell command
+  ``path``          a file, written to a temporary name and renamed into place, so
+                    a failure never leaves a half-written file behind.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from ..errors import KaldiFormatError, PynnetError
+from .stream import InputStream, OutputStream
+
+_OFFSET_RE = re.compile(r"^(.*):([0-9]+)$")
+
+
+def classify_rxfilename(rxfilename):
+    """One of 'stdin', 'pipe', 'offset', 'file'."""
+    name = rxfilename.strip() if rxfilename else ""
+    if name in ("", "-"):
+        return "stdin"
+    if name.endswith("|"):
+        return "pipe"
+    if _OFFSET_RE.match(rxfilename) and not os.path.exists(rxfilename):
+        return "offset"
+    return "file"
+
+
+def read_bytes(rxfilename):
+    """The whole content an rxfilename names, and the offset to start at."""
+    kind = classify_rxfilename(rxfilename)
+    try:
+        if kind == "stdin":
+            return sys.stdin.buffer.read(), 0
+        if kind == "pipe":
+            command = rxfilename.rstrip()[:-1]
+            proc = subprocess.run(command, shell=True, stdout=subprocess.PIPE)
+            if proc.returncode != 0:
+                raise PynnetError("command '%s' exited with status %d while reading %s"
+                                  % (command.strip(), proc.returncode, rxfilename))
+            return proc.stdout, 0
+        if kind == "offset":
+            path, offset = _OFFSET_RE.match(rxfilename).groups()
+            with open(path, "rb") as f:
+                data = f.read()
+            offset = int(offset)
+            if offset > len(data):
+                raise KaldiFormatError("offset %d is past the end of the file (%d bytes)"
+                                       % (offset, len(data)), path)
+            return data, offset
+        with open(rxfilename, "rb") as f:
+            return f.read(), 0
+    except OSError as e:
+        raise PynnetError("cannot open %s for reading: %s" % (rxfilename, e.strerror or e)) from None
+
+
+def open_input(rxfilename):
+    """An :class:`InputStream` over an rxfilename, binary mode detected from
+    Kaldi's ``\\0B`` header as Kaldi's Input class does."""
+    data, offset = read_bytes(rxfilename)
+    return InputStream.from_bytes(data, rxfilename or "-", offset)
+
+
+def write_bytes(wxfilename, data):
+    """Writes ``data`` to a wxfilename; a file appears complete or not at all."""
+    name = wxfilename.strip() if wxfilename else ""
+    if name in ("", "-"):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    if name.startswith("|"):
+        command = name[1:]
+        proc = subprocess.run(command, shell=True, input=data)
+        if proc.returncode != 0:
+            raise PynnetError("command '%s' exited with status %d while writing %s"
+                              % (command.strip(), proc.returncode, wxfilename))
+        return
+    directory = os.path.dirname(os.path.abspath(wxfilename))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=directory)
+    except OSError as e:
+        raise PynnetError("cannot open %s for writing: %s" % (wxfilename, e.strerror or e)) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, wxfilename)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise PynnetError("cannot write %s: %s" % (wxfilename, e.strerror or e)) from None
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_object(wxfilename, binary, write_fn):
+    """Serializes with ``write_fn(stream)`` (after Kaldi's binary header) and
+    writes the bytes to ``wxfilename``."""
+    stream = OutputStream(binary)
+    stream.write_header()
+    write_fn(stream)
+    write_bytes(wxfilename, stream.getvalue())

@@ -1,0 +1,433 @@
+"""Kaldi's serialization primitives, binary and text, over an in-memory buffer.
+
+Kaldi writes every object as a sequence of *tokens* (``<LinearParams>``),
+*basic types* (int32, float, bool...) and *vectors/matrices*, in one of two
+modes chosen per file: binary (the file starts with ``\\0B``) or text.
+
+Guarantees:
+- :class:`OutputStream` produces exactly the bytes Kaldi produces for the same
+  sequence of calls (text floats are printed like C++ ``ostream`` with
+  precision 7, i.e. ``%.7g`` of the float32 value).
+- :class:`InputStream` accepts everything Kaldi's readers accept for these
+  primitives, and fails with a :class:`KaldiFormatError` naming the source and
+  byte offset and what was expected, never with an unrelated exception.
+"""
+
+import re
+import struct
+
+import numpy as np
+
+from ..errors import KaldiFormatError
+
+_WS = b" \t\n\r\x0b\x0c"
+_TOKEN_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
+_SKIP_WS_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
+
+_INT32 = struct.Struct("<i")
+_UINT32 = struct.Struct("<I")
+_INT64 = struct.Struct("<q")
+_FLOAT = struct.Struct("<f")
+_DOUBLE = struct.Struct("<d")
+_INT16 = struct.Struct("<h")
+_UINT16 = struct.Struct("<H")
+
+
+def format_float(value):
+    """Text form of a float as Kaldi writes it (C++ ostream, precision 7)."""
+    return "%.7g" % float(np.float32(value))
+
+
+def format_double(value):
+    """Text form of a double as Kaldi writes it (C++ ostream, precision 7)."""
+    return "%.7g" % float(value)
+
+
+def _format_array(values):
+    return " ".join(["%.7g" % v for v in values.tolist()])
+
+
+class InputStream:
+    """Reads Kaldi primitives from ``data`` starting at ``pos``.
+
+    ``source`` is a name for error messages (the rxfilename as given).
+    """
+
+    __slots__ = ("data", "pos", "binary", "source")
+
+    def __init__(self, data, binary, source="<memory>", pos=0):
+        self.data = data
+        self.pos = pos
+        self.binary = binary
+        self.source = source
+
+    @classmethod
+    def from_bytes(cls, data, source="<memory>", pos=0):
+        """Detects binary mode from Kaldi's ``\\0B`` header at ``pos``."""
+        if data[pos:pos + 2] == b"\0B":
+            return cls(data, True, source, pos + 2)
+        return cls(data, False, source, pos)
+
+    # -- errors -------------------------------------------------------------
+    def error(self, message, offset=None):
+        return KaldiFormatError(message, self.source, self.pos if offset is None else offset)
+
+    def _describe_next(self):
+        """A short description of what is at the current position, for errors."""
+        if self.at_eof():
+            return "end of file"
+        m = _TOKEN_RE.match(self.data, self.pos)
+        if m is None:
+            return "end of file"
+        text = m.group(1)[:40]
+        try:
+            return "'" + text.decode("latin-1") + "'"
+        except Exception:  # pragma: no cover - latin-1 decodes everything
+            return repr(text)
+
+    def at_eof(self):
+        """True if only whitespace remains."""
+        m = _SKIP_WS_RE.match(self.data, self.pos)
+        return m.end() >= len(self.data)
+
+    def skip_whitespace(self):
+        self.pos = _SKIP_WS_RE.match(self.data, self.pos).end()
+
+    # -- tokens -------------------------------------------------------------
+    def read_token(self):
+        """Reads a whitespace-delimited token and the one whitespace after it."""
+        m = _TOKEN_RE.match(self.data, self.pos)
+        if m is None:
+            raise self.error("expected a token, got end of file")
+        end = m.end()
+        if end < len(self.data):
+            if self.data[end] not in _WS:  # pragma: no cover - regex stops at ws
+                raise self.error("token not followed by whitespace", end)
+            end += 1
+        elif self.binary:
+            raise self.error("token '%s' not followed by whitespace (file truncated?)"
+                             % m.group(1).decode("latin-1"), end)
+        self.pos = end
+        try:
+            return m.group(1).decode("ascii")
+        except UnicodeDecodeError:
+            raise self.error("expected a token, got non-text bytes %r" % m.group(1)[:20],
+                             m.start(1)) from None
+
+    def peek_token(self):
+        """The next token without consuming it, or None at end of file."""
+        m = _TOKEN_RE.match(self.data, self.pos)
+        if m is None:
+            return None
+        return m.group(1).decode("latin-1")
+
+    def expect_token(self, token):
+        start = self.pos
+        got = self._describe_next()
+        try:
+            t = self.read_token()
+        except KaldiFormatError:
+            raise self.error("expected token %s, got %s" % (token, got), start) from None
+        if t != token:
+            raise self.error("expected token %s, got %s" % (token, got), start)
+
+    def read_optional_token(self, token):
+        """Consumes ``token`` if it is next; returns whether it was."""
+        if self.peek_token() == token:
+            self.read_token()
+            return True
+        return False
+
+    # -- basic types --------------------------------------------------------
+    def _read_sized(self, struct_, size_byte, what):
+        start = self.pos
+        data = self.data
+        if start >= len(data):
+            raise self.error("expected %s, got end of file" % what)
+        got = data[start]
+        got = got - 256 if got > 127 else got
+        if got != size_byte:
+            raise self.error("expected %s (size byte %d), got size byte %d"
+                             % (what, size_byte, got))
+        end = start + 1 + struct_.size
+        if end > len(data):
+            raise self.error("expected %s, got end of file" % what)
+        self.pos = end
+        return struct_.unpack_from(data, start + 1)[0]
+
+    def _read_text_word(self, what):
+        m = _TOKEN_RE.match(self.data, self.pos)
+        if m is None:
+            raise self.error("expected %s, got end of file" % what)
+        self.pos = m.end()
+        return m.group(1), m.start(1)
+
+    def read_int32(self):
+        if self.binary:
+            return self._read_sized(_INT32, 4, "int32")
+        word, at = self._read_text_word("an integer")
+        try:
+            value = int(word)
+        except ValueError:
+            raise self.error("expected an integer, got '%s'" % word.decode("latin-1"), at) from None
+        if not -2**31 <= value < 2**31:
+            raise self.error("integer %d out of int32 range" % value, at)
+        return value
+
+    def read_int64(self):
+        if self.binary:
+            return self._read_sized(_INT64, 8, "int64")
+        word, at = self._read_text_word("an integer")
+        try:
+            return int(word)
+        except ValueError:
+            raise self.error("expected an integer, got '%s'" % word.decode("latin-1"), at) from None
+
+    def read_uint32(self):
+        if self.binary:
+            return self._read_sized(_UINT32, -4, "uint32")
+        return self.read_int64()
+
+    def read_float(self):
+        """A float32 as Kaldi's ReadBasicType<float> (binary accepts a double too)."""
+        if self.binary:
+            if self.pos < len(self.data) and self.data[self.pos] == 8:
+                return float(np.float32(self._read_sized(_DOUBLE, 8, "float")))
+            return self._read_sized(_FLOAT, 4, "float")
+        return float(np.float32(self._read_text_float("a float")))
+
+    def read_double(self):
+        if self.binary:
+            if self.pos < len(self.data) and self.data[self.pos] == 4:
+                return self._read_sized(_FLOAT, 4, "double")
+            return self._read_sized(_DOUBLE, 8, "double")
+        return self._read_text_float("a double")
+
+    def _read_text_float(self, what):
+        word, at = self._read_text_word(what)
+        try:
+            return float(word)
+        except ValueError:
+            raise self.error("expected %s, got '%s'" % (what, word.decode("latin-1")), at) from None
+
+    def read_bool(self):
+        self.skip_whitespace()
+        if self.pos >= len(self.data):
+            raise self.error("expected a bool (T or F), got end of file")
+        c = self.data[self.pos:self.pos + 1]
+        if c not in (b"T", b"F"):
+            raise self.error("expected a bool (T or F), got %s" % self._describe_next())
+        self.pos += 1
+        if not self.binary and self.pos < len(self.data) and self.data[self.pos] in _WS:
+            self.pos += 1
+        return c == b"T"
+
+    # -- vectors and matrices -----------------------------------------------
+    def _read_raw(self, nbytes, what):
+        start = self.pos
+        end = start + nbytes
+        if nbytes < 0 or end > len(self.data):
+            raise self.error("expected %d bytes of %s, file has only %d left"
+                             % (nbytes, what, len(self.data) - start))
+        self.pos = end
+        return self.data[start:end]
+
+    def _text_bracketed(self, what):
+        """The bytes between the next '[' token and its matching ']'."""
+        m = _TOKEN_RE.match(self.data, self.pos)
+        if m is None or m.group(1) != b"[":
+            raise self.error("expected '[' to start %s, got %s" % (what, self._describe_next()))
+        start = m.end()
+        end = self.data.find(b"]", start)
+        if end < 0:
+            raise self.error("no closing ']' for %s" % what, m.start(1))
+        self.pos = end + 1
+        if self.pos < len(self.data) and self.data[self.pos] == 10:  # "]\n"
+            self.pos += 1
+        return self.data[start:end], start
+
+    def _parse_floats(self, text, at, dtype, what):
+        words = text.split()
+        try:
+            return np.array([float(w) for w in words], dtype=dtype)
+        except ValueError:
+            bad = next(w for w in words if not _is_float(w))
+            raise self.error("expected a number in %s, got '%s'"
+                             % (what, bad.decode("latin-1")[:40]), at) from None
+
+    def read_vector(self, dtype=np.float32):
+        """A Kaldi Vector (FV or DV in binary, '[ ... ]' in text) as ``dtype``."""
+        if self.binary:
+            start = self.pos
+            tok = self.read_token()
+            if tok == "FV":
+                src = "<f4"
+            elif tok == "DV":
+                src = "<f8"
+            else:
+                raise self.error("expected a vector (FV or DV), got '%s'" % tok, start)
+            n = self.read_int32()
+            if n < 0:
+                raise self.error("negative vector size %d" % n, start)
+            raw = self._read_raw(n * (4 if src == "<f4" else 8), "vector data")
+            return np.frombuffer(raw, dtype=src).astype(dtype)
+        text, at = self._text_bracketed("a vector")
+        return self._parse_floats(text, at, dtype, "vector")
+
+    def read_double_vector(self):
+        return self.read_vector(np.float64)
+
+    def read_matrix(self, dtype=np.float32):
+        """A Kaldi Matrix (FM, DM or compressed CM/CM2/CM3 in binary; text form)."""
+        if self.binary:
+            start = self.pos
+            tok = self.read_token()
+            if tok in ("FM", "DM"):
+                rows = self.read_int32()
+                cols = self.read_int32()
+                if rows < 0 or cols < 0:
+                    raise self.error("negative matrix size %dx%d" % (rows, cols), start)
+                width = 4 if tok == "FM" else 8
+                raw = self._read_raw(rows * cols * width, "matrix data")
+                mat = np.frombuffer(raw, dtype="<f4" if tok == "FM" else "<f8")
+                return mat.reshape(rows, cols).astype(dtype)
+            if tok in ("CM", "CM2", "CM3"):
+                from .compressed import read_compressed_matrix
+                return read_compressed_matrix(self, tok, start).astype(dtype, copy=False)
+            raise self.error("expected a matrix (FM, DM, CM, CM2 or CM3), got '%s'" % tok, start)
+        text, at = self._text_bracketed("a matrix")
+        rows = [line.split() for line in text.split(b"\n")]
+        rows = [r for r in rows if r]
+        if not rows:
+            return np.zeros((0, 0), dtype=dtype)
+        cols = len(rows[0])
+        for i, r in enumerate(rows):
+            if len(r) != cols:
+                raise self.error("matrix row %d has %d numbers, row 0 has %d"
+                                 % (i, len(r), cols), at)
+        flat = self._parse_floats(b" ".join(b" ".join(r) for r in rows), at, dtype, "matrix")
+        return flat.reshape(len(rows), cols)
+
+    def read_int_vector(self):
+        """Kaldi's ReadIntegerVector for int32 elements, as a list of ints."""
+        if self.binary:
+            start = self.pos
+            size_byte = self._read_raw(1, "integer vector")[0]
+            if size_byte != 4:
+                raise self.error("expected int32 vector (size byte 4), got %d" % size_byte, start)
+            n = _INT32.unpack(self._read_raw(4, "vector size"))[0]
+            if n < 0:
+                raise self.error("negative vector size %d" % n, start)
+            return np.frombuffer(self._read_raw(4 * n, "integer vector"), "<i4").tolist()
+        text, at = self._text_bracketed("an integer vector")
+        try:
+            return [int(w) for w in text.split()]
+        except ValueError:
+            raise self.error("expected integers in integer vector", at) from None
+
+
+def _is_float(word):
+    try:
+        float(word)
+        return True
+    except ValueError:
+        return False
+
+
+class OutputStream:
+    """Accumulates Kaldi primitives in binary or text mode; ``getvalue()``
+    returns the bytes (without the ``\\0B`` header unless ``write_header``)."""
+
+    __slots__ = ("binary", "_parts")
+
+    def __init__(self, binary):
+        self.binary = binary
+        self._parts = []
+
+    def getvalue(self):
+        return b"".join(self._parts)
+
+    def write_raw(self, data):
+        self._parts.append(data)
+
+    def write_header(self):
+        if self.binary:
+            self._parts.append(b"\0B")
+
+    def write_token(self, token):
+        self._parts.append(token.encode("ascii") + b" ")
+
+    def write_int32(self, value):
+        if self.binary:
+            self._parts.append(b"\x04" + _INT32.pack(value))
+        else:
+            self._parts.append(b"%d " % value)
+
+    def write_int64(self, value):
+        if self.binary:
+            self._parts.append(b"\x08" + _INT64.pack(value))
+        else:
+            self._parts.append(b"%d " % value)
+
+    def write_uint32(self, value):
+        if self.binary:
+            self._parts.append(b"\xfc" + _UINT32.pack(value))
+        else:
+            self._parts.append(b"%d " % value)
+
+    def write_float(self, value):
+        if self.binary:
+            self._parts.append(b"\x04" + _FLOAT.pack(value))
+        else:
+            self._parts.append(format_float(value).encode() + b" ")
+
+    def write_double(self, value):
+        if self.binary:
+            self._parts.append(b"\x08" + _DOUBLE.pack(value))
+        else:
+            self._parts.append(format_double(value).encode() + b" ")
+
+    def write_bool(self, value):
+        if self.binary:
+            self._parts.append(b"T" if value else b"F")
+        else:
+            self._parts.append(b"T " if value else b"F ")
+
+    def write_vector(self, vec, double=False):
+        vec = np.asarray(vec)
+        if self.binary:
+            self._parts.append(b"DV " if double else b"FV ")
+            self.write_int32(vec.shape[0])
+            self._parts.append(vec.astype("<f8" if double else "<f4").tobytes())
+        else:
+            vec = vec.astype(np.float64 if double else np.float32)
+            if vec.shape[0] == 0:
+                self._parts.append(b" [ ]\n")
+            else:
+                self._parts.append(b" [ " + _format_array(vec).encode() + b" ]\n")
+
+    def write_double_vector(self, vec):
+        self.write_vector(vec, double=True)
+
+    def write_matrix(self, mat, double=False):
+        mat = np.asarray(mat)
+        if self.binary:
+            self._parts.append(b"DM " if double else b"FM ")
+            self.write_int32(mat.shape[0])
+            self.write_int32(mat.shape[1])
+            self._parts.append(np.ascontiguousarray(mat, "<f8" if double else "<f4").tobytes())
+        else:
+            mat = mat.astype(np.float64 if double else np.float32)
+            if mat.shape[1] == 0:
+                self._parts.append(b" [ ]\n")
+            else:
+                rows = [b"\n  " + _format_array(row).encode() + b" " for row in mat]
+                self._parts.append(b" [" + b"".join(rows) + b"]\n")
+
+    def write_int_vector(self, values):
+        values = [int(v) for v in values]
+        if self.binary:
+            self._parts.append(b"\x04" + _INT32.pack(len(values)))
+            self._parts.append(np.asarray(values, dtype="<i4").tobytes())
+        else:
+            self._parts.append(b"[ " + b"".join(b"%d " % v for v in values) + b"]\n")
