@@ -118,3 +118,125 @@ def write_object(wxfilename, binary, write_fn):
     stream.write_header()
     write_fn(stream)
     write_bytes(wxfilename, stream.getvalue())
+
+
+def read_buffer(rxfilename):
+    """Like :func:`read_bytes`, but a plain file (or ``path:offset``) is
+    memory-mapped instead of copied, so reading one object out of a large
+    archive costs only the pages it touches. Returns ``(buffer, offset)``;
+    the buffer supports slicing, ``find`` and regular expressions like bytes.
+    """
+    import mmap
+
+    kind = classify_rxfilename(rxfilename)
+    if kind not in ("file", "offset"):
+        return read_bytes(rxfilename)
+    if kind == "offset":
+        path, offset = _OFFSET_RE.match(rxfilename).groups()
+        offset = int(offset)
+    else:
+        path, offset = rxfilename, 0
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0 or not os.path.isfile(path):
+                data = f.read()
+            else:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise PynnetError("cannot open %s for reading: %s" % (rxfilename, e.strerror or e)) from None
+    if offset > len(data):
+        raise KaldiFormatError("offset %d is past the end of the file (%d bytes)"
+                               % (offset, len(data)), path)
+    return data, offset
+
+
+class OutputSink:
+    """A wxfilename opened for writing piece by piece (what a table writer
+    needs). A file is written under a temporary name and renamed into place by
+    :meth:`close`; :meth:`abort` removes it, so a failed run leaves no partial
+    file. ``tell()`` is the number of bytes written so far."""
+
+    __slots__ = ("wxfilename", "_file", "_tmp", "_proc", "_pos", "_closed")
+
+    def __init__(self, wxfilename):
+        self.wxfilename = wxfilename
+        self._tmp = None
+        self._proc = None
+        self._pos = 0
+        self._closed = False
+        name = wxfilename.strip() if wxfilename else ""
+        if name in ("", "-"):
+            self._file = sys.stdout.buffer
+        elif name.startswith("|"):
+            self._proc = subprocess.Popen(name[1:], shell=True, stdin=subprocess.PIPE)
+            self._file = self._proc.stdin
+        else:
+            directory = os.path.dirname(os.path.abspath(wxfilename))
+            try:
+                fd, self._tmp = tempfile.mkstemp(prefix=".tmp.", dir=directory)
+            except OSError as e:
+                raise PynnetError("cannot open %s for writing: %s"
+                                  % (wxfilename, e.strerror or e)) from None
+            self._file = os.fdopen(fd, "wb")
+
+    def tell(self):
+        return self._pos
+
+    def write(self, data):
+        try:
+            self._file.write(data)
+        except OSError as e:
+            raise PynnetError("cannot write %s: %s" % (self.wxfilename, e.strerror or e)) from None
+        self._pos += len(data)
+
+    def flush(self):
+        try:
+            self._file.flush()
+        except OSError as e:
+            raise PynnetError("cannot write %s: %s" % (self.wxfilename, e.strerror or e)) from None
+
+    def close(self):
+        """Finishes the output: renames the file into place, or waits for the
+        pipe's command and checks its exit status."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._proc is not None:
+                self._file.close()
+                status = self._proc.wait()
+                if status != 0:
+                    raise PynnetError("command '%s' exited with status %d while writing %s"
+                                      % (self.wxfilename.strip()[1:].strip(), status,
+                                         self.wxfilename))
+            elif self._tmp is not None:
+                self._file.close()
+                os.chmod(self._tmp, 0o666 & ~_umask())
+                os.replace(self._tmp, self.wxfilename)
+                self._tmp = None
+            else:
+                self._file.flush()
+        except OSError as e:
+            self.abort()
+            raise PynnetError("cannot write %s: %s" % (self.wxfilename, e.strerror or e)) from None
+
+    def abort(self):
+        """Gives up: a temporary file is removed, a pipe is closed."""
+        self._closed = True
+        if self._tmp is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None
+        elif self._proc is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._proc.wait()
