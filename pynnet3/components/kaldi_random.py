@@ -1,0 +1,45 @@
+"""The random source behind components' stochastic behaviour.
+
+Kaldi draws from the C library's ``rand()`` in a few component methods: stats
+are stored only on some minibatches (``RandInt(0, 1) == 0`` skips), self-repair
+runs on about half of them (``RandUniform() > 0.5`` skips), and dropout masks
+are uniform draws. pynnet3 cannot reproduce ``rand()``'s sequence, so these
+draws come from one seedable source instead; what is guaranteed is the same
+*distribution* of decisions as Kaldi, and reproducibility after :func:`seed`.
+"""
+
+import random
+
+import numpy as np
+
+_PY_RNG = random.Random(0)
+_NP_RNG = np.random.default_rng(0)
+
+
+def seed(value):
+    """Reseeds every draw made by components (stats skipping, self-repair,
+    dropout masks), for reproducible runs and tests."""
+    global _NP_RNG
+    _PY_RNG.seed(value)
+    _NP_RNG = np.random.default_rng(value)
+
+
+def rand_int(lo, hi):
+    """Kaldi's RandInt(lo, hi): uniform integer in [lo, hi], both inclusive."""
+    return _PY_RNG.randint(lo, hi)
+
+
+def rand_uniform():
+    """Kaldi's RandUniform(): uniform float in (0, 1)."""
+    value = _PY_RNG.random()
+    while value == 0.0:
+        value = _PY_RNG.random()
+    return value
+
+
+def uniform_matrix(xp, shape):
+    """A float32 matrix of uniform [0, 1) draws on the array module ``xp``
+    (Kaldi's CuRand::RandUniform)."""
+    if xp is np:
+        return _NP_RNG.random(shape, dtype=np.float32)
+    return xp.random.random_sample(shape, dtype=xp.float32)
