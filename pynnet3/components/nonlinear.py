@@ -20,7 +20,7 @@ from ..errors import NnetError
 from ..nnet.format import kaldi_str
 from . import kaldi_random
 from .base import Component, P
-from .summary import summarize_vector
+from .param_stats import summarize_vector
 
 #: Kaldi's kUnsetThreshold: a self-repair threshold that was not configured.
 UNSET_THRESHOLD = -1000.0
