@@ -1,0 +1,624 @@
+"""The neural network: named nodes wired by Descriptors, and named Components.
+
+Node layout is Kaldi's, exactly, because node indexes appear in computations:
+
+- ``input-node name=x dim=D``         -> one kInput node "x";
+- ``component-node name=c component=C input=DESC`` -> TWO nodes: a kDescriptor
+  node "c_input" (holding DESC) immediately followed by a kComponent node "c";
+- ``output-node name=o input=DESC``   -> one kDescriptor node "o" (an output
+  node is a kDescriptor node *not* followed by a kComponent node);
+- ``dim-range-node name=r input-node=n dim-offset=O dim=D`` -> one kDimRange node.
+
+On disk (Kaldi's Nnet::Write) a network is ``<Nnet3>``, a newline, the config
+lines of its nodes (component-input nodes implied by their component-nodes), an
+empty line, ``<NumComponents> N`` and N times ``<ComponentName> name
+<XxxComponent> ... </XxxComponent>``, then ``</Nnet3>``; in binary mode the
+tokens and numbers are binary but the config section stays text.
+
+Guarantees: :meth:`Nnet.write_to` produces Kaldi's bytes for the network it
+holds; :meth:`Nnet.read_from` accepts what Kaldi's Nnet::Read accepts (raw
+nnets in either mode, and ``.mdl`` files, whose network it takes) and raises
+KaldiFormatError / ConfigError / NnetError naming the file and what was wrong;
+every network it returns has passed :meth:`Nnet.check`.
+"""
+
+import logging
+from enum import IntEnum
+
+from ..errors import ConfigError, DescriptorError, KaldiFormatError, NnetError, PynnetError
+from ..io.files import open_input, write_object
+from ..io.stream import InputStream, OutputStream
+
+logger = logging.getLogger("pynnet3")
+
+
+class NodeType(IntEnum):
+    """Kaldi's NodeType, same values."""
+
+    kInput = 0
+    kDescriptor = 1
+    kComponent = 2
+    kDimRange = 3
+    kNone = 4
+
+
+class ObjectiveType(IntEnum):
+    """Kaldi's ObjectiveType, same values."""
+
+    kLinear = 0
+    kQuadratic = 1
+
+
+kInput, kDescriptor, kComponent, kDimRange, kNone = (
+    NodeType.kInput, NodeType.kDescriptor, NodeType.kComponent, NodeType.kDimRange,
+    NodeType.kNone)
+kLinear, kQuadratic = ObjectiveType.kLinear, ObjectiveType.kQuadratic
+
+
+class NetworkNode:
+    """One node (Kaldi's NetworkNode).
+
+    ``descriptor``: kDescriptor nodes; ``component_index``: kComponent nodes;
+    ``node_index``: kDimRange nodes (the source node); ``objective_type``:
+    output nodes; ``dim``: kInput and kDimRange nodes; ``dim_offset``:
+    kDimRange nodes. Unused fields are None / -1.
+    """
+
+    __slots__ = ("node_type", "descriptor", "component_index", "node_index", "dim",
+                 "dim_offset", "objective_type")
+
+    def __init__(self, node_type=kNone, descriptor=None, component_index=-1,
+                 node_index=-1, dim=-1, dim_offset=-1, objective_type=kLinear):
+        self.node_type = NodeType(node_type)
+        self.descriptor = descriptor
+        self.component_index = component_index
+        self.node_index = node_index
+        self.dim = dim
+        self.dim_offset = dim_offset
+        self.objective_type = ObjectiveType(objective_type)
+
+    def copy(self):
+        # Descriptors are immutable, so sharing them is safe.
+        return NetworkNode(self.node_type, self.descriptor, self.component_index,
+                           self.node_index, self.dim, self.dim_offset, self.objective_type)
+
+    def __repr__(self):
+        return ("NetworkNode(%s, component_index=%d, node_index=%d, dim=%d, dim_offset=%d, "
+                "descriptor=%r)" % (self.node_type.name, self.component_index,
+                                    self.node_index, self.dim, self.dim_offset,
+                                    self.descriptor))
+
+
+class Nnet:
+    """Kaldi's Nnet: ``nodes``/``node_names`` and ``components``/``component_names``."""
+
+    __slots__ = ("nodes", "node_names", "components", "component_names")
+
+    def __init__(self):
+        self.nodes = []
+        self.node_names = []
+        self.components = []
+        self.component_names = []
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def read(cls, rxfilename):
+        """Reads a network (text or binary, raw nnet or .mdl) from an rxfilename."""
+        stream = open_input(rxfilename)
+        nnet = cls()
+        nnet.read_from(stream)
+        return nnet
+
+    @classmethod
+    def from_config(cls, text_or_path, source=None):
+        """A new network from nnet3-init config text, or from a config file if
+        ``text_or_path`` names one (a string without newlines that exists)."""
+        from .nnet_config import read_config_source
+        text, source = read_config_source(text_or_path, source)
+        nnet = cls()
+        nnet.read_config(text, source)
+        return nnet
+
+    def read_config(self, text, source=None):
+        """Adds (or replaces) nodes and components from config text, as Kaldi's
+        Nnet::ReadConfig does; on error the network is left unchanged."""
+        from .nnet_config import read_config
+        read_config(self, text, source)
+
+    def copy(self):
+        ans = Nnet()
+        ans.nodes = [n.copy() for n in self.nodes]
+        ans.node_names = list(self.node_names)
+        ans.components = [c.copy() for c in self.components]
+        ans.component_names = list(self.component_names)
+        return ans
+
+    def swap(self, other):
+        for slot in Nnet.__slots__:
+            a, b = getattr(self, slot), getattr(other, slot)
+            setattr(self, slot, b)
+            setattr(other, slot, a)
+
+    # -- reading ----------------------------------------------------------------------
+    def read_from(self, stream):
+        """Kaldi's Nnet::Read from an InputStream positioned at the object."""
+        token = stream.peek_token()
+        if token is not None and token.startswith("<T"):
+            self._read_from_mdl(stream)
+            return
+        stream.expect_token("<Nnet3>")
+        data = stream.data
+        newline = data.find(b"\n", stream.pos)
+        if newline < 0:
+            raise stream.error("expected a newline after <Nnet3>, got end of file")
+        rest = data[stream.pos:newline]
+        if rest not in (b"", b"\r"):
+            raise stream.error("expected a newline after <Nnet3>, got %r" % rest[:40])
+        pos = newline + 1
+        config_start = pos
+        lines = []
+        while True:
+            newline = data.find(b"\n", pos)
+            if newline < 0:
+                raise stream.error("the config section after <Nnet3> is not terminated "
+                                   "by an empty line (file truncated?)", pos)
+            line = data[pos:newline]
+            pos = newline + 1
+            if line in (b"", b"\r"):
+                break
+            lines.append(line)
+        stream.pos = pos
+        try:
+            config_text = b"\n".join(lines).decode("ascii")
+        except UnicodeDecodeError:
+            raise stream.error("the config section after <Nnet3> contains non-text bytes",
+                               config_start) from None
+        stream.expect_token("<NumComponents>")
+        start = stream.pos
+        num_components = stream.read_int32()
+        if not 0 <= num_components < 100000:
+            raise stream.error("invalid number of components %d" % num_components, start)
+        from ..components import Component
+        components, names = [], []
+        for c in range(num_components):
+            stream.expect_token("<ComponentName>")
+            names.append(stream.read_token())
+            try:
+                components.append(Component.read_new(stream))
+            except KaldiFormatError:
+                raise
+            except PynnetError as e:
+                raise stream.error("error reading component %s: %s" % (names[-1], e)) from None
+        stream.expect_token("</Nnet3>")
+        self.nodes, self.node_names = [], []
+        self.components, self.component_names = components, names
+        from .nnet_config import read_config
+        read_config(self, config_text, "%s (config section)" % stream.source,
+                    first_line_number=_line_number(data, config_start))
+
+    def _read_from_mdl(self, stream):
+        """A .mdl file (TransitionModel, then the network and priors): takes the
+        network, as Kaldi's Nnet::Read does."""
+        try:
+            from .am_nnet import AmNnetSimple, TransitionModel
+        except ImportError:
+            raise stream.error("this looks like a .mdl file (it starts with %s); reading "
+                               "it needs pynnet3.nnet.am_nnet, which is not available"
+                               % stream.peek_token()) from None
+        TransitionModel.read_new(stream) if hasattr(TransitionModel, "read_new") \
+            else TransitionModel().read_from(stream)
+        am = AmNnetSimple()
+        am.read_from(stream)
+        self.swap(am.nnet)
+
+    # -- writing ----------------------------------------------------------------------
+    def write(self, wxfilename, binary=True):
+        """Writes the network like Kaldi's WriteKaldiObject (atomic for files)."""
+        write_object(wxfilename, binary, self.write_to)
+
+    def write_to(self, stream):
+        """Kaldi's Nnet::Write into an OutputStream."""
+        stream.write_token("<Nnet3>")
+        stream.write_raw(b"\n")
+        for line in self.get_config_lines(include_dim=False):
+            stream.write_raw(line.encode("ascii") + b"\n")
+        stream.write_raw(b"\n")
+        stream.write_token("<NumComponents>")
+        stream.write_int32(len(self.components))
+        if not stream.binary:
+            stream.write_raw(b"\n")
+        for name, comp in zip(self.component_names, self.components):
+            stream.write_token("<ComponentName>")
+            stream.write_token(name)
+            comp.write_to(stream)
+            if not stream.binary:
+                stream.write_raw(b"\n")
+        stream.write_token("</Nnet3>")
+
+    def to_bytes(self, binary=True):
+        """The file content :meth:`write` would produce (with the binary header)."""
+        stream = OutputStream(binary)
+        stream.write_header()
+        self.write_to(stream)
+        return stream.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data, source="<memory>"):
+        nnet = cls()
+        nnet.read_from(InputStream.from_bytes(data, source))
+        return nnet
+
+    # -- nodes ------------------------------------------------------------------------
+    def num_nodes(self):
+        return len(self.nodes)
+
+    def num_components(self):
+        return len(self.components)
+
+    def get_node(self, i):
+        return self.nodes[i]
+
+    def get_node_index(self, name):
+        """The index of the node called ``name``, or -1."""
+        try:
+            return self.node_names.index(name)
+        except ValueError:
+            return -1
+
+    def get_component_index(self, name):
+        """The index of the component called ``name``, or -1."""
+        try:
+            return self.component_names.index(name)
+        except ValueError:
+            return -1
+
+    def get_node_name(self, i):
+        return self.node_names[i]
+
+    def get_node_names(self):
+        return self.node_names
+
+    def get_component_name(self, i):
+        return self.component_names[i]
+
+    def get_component_names(self):
+        return self.component_names
+
+    def get_component(self, i):
+        return self.components[i]
+
+    def set_component(self, i, component):
+        self.components[i] = component
+
+    def add_component(self, name, component):
+        """Appends a component; returns its index."""
+        from .config_line import is_valid_name
+        if not is_valid_name(name):
+            raise NnetError("invalid component name '%s'" % name)
+        self.components.append(component)
+        self.component_names.append(name)
+        return len(self.components) - 1
+
+    def set_node_name(self, i, new_name):
+        """Kaldi's SetNodeName: renames node ``i`` (no duplicates, valid names)."""
+        from .config_line import is_valid_name
+        if not 0 <= i < len(self.nodes):
+            raise NnetError("invalid node index %d" % i)
+        if self.get_node_index(new_name) != -1:
+            raise NnetError("You cannot rename a node to create a duplicate node name "
+                            "(%s)" % new_name)
+        if not is_valid_name(new_name):
+            raise NnetError("Node name %s is not allowed." % new_name)
+        self.node_names[i] = new_name
+
+    def is_input_node(self, i):
+        return self.nodes[i].node_type == kInput
+
+    def is_descriptor_node(self, i):
+        return self.nodes[i].node_type == kDescriptor
+
+    def is_component_node(self, i):
+        return self.nodes[i].node_type == kComponent
+
+    def is_dim_range_node(self, i):
+        return self.nodes[i].node_type == kDimRange
+
+    def is_output_node(self, i):
+        """A kDescriptor node not followed by a kComponent node."""
+        nodes = self.nodes
+        return nodes[i].node_type == kDescriptor and (
+            i + 1 == len(nodes) or nodes[i + 1].node_type != kComponent)
+
+    def is_component_input_node(self, i):
+        """A kDescriptor node immediately followed by a kComponent node."""
+        nodes = self.nodes
+        return (i + 1 < len(nodes) and nodes[i].node_type == kDescriptor
+                and nodes[i + 1].node_type == kComponent)
+
+    def node_dim(self, i):
+        """The dimension node ``i`` outputs (Kaldi's NetworkNode::Dim)."""
+        node = self.nodes[i]
+        t = node.node_type
+        if t == kInput or t == kDimRange:
+            ans = node.dim
+        elif t == kDescriptor:
+            ans = node.descriptor.dim(self)
+        elif t == kComponent:
+            ans = self.components[node.component_index].output_dim()
+        else:
+            raise NnetError("node %s has an invalid node type" % self.node_names[i])
+        if ans <= 0:
+            raise NnetError("node %s has non-positive dimension %d"
+                            % (self.node_names[i], ans))
+        return ans
+
+    def input_dim(self, name):
+        """The dim of input node ``name``, or -1 if there is no such input node."""
+        n = self.get_node_index(name)
+        if n == -1 or self.nodes[n].node_type != kInput:
+            return -1
+        return self.nodes[n].dim
+
+    def output_dim(self, name):
+        """The dim of output node ``name``, or -1 if there is no such output node."""
+        n = self.get_node_index(name)
+        if n == -1 or not self.is_output_node(n):
+            return -1
+        return self.node_dim(n)
+
+    def modulus(self):
+        """Kaldi's Nnet::Modulus: the lcm of the descriptors' moduli."""
+        from .descriptor import _lcm
+        ans = 1
+        for node in self.nodes:
+            if node.node_type == kDescriptor:
+                ans = _lcm(ans, node.descriptor.modulus())
+        return ans
+
+    def get_some_node_names(self):
+        """Node names a descriptor may refer to; kDescriptor nodes become "**"."""
+        return [name if node.node_type != kDescriptor else "**"
+                for node, name in zip(self.nodes, self.node_names)]
+
+    # -- config form ----------------------------------------------------------------------
+    def get_as_config_line(self, i, include_dim):
+        """Kaldi's GetAsConfigLine for node ``i`` (not a component-input node)."""
+        node = self.nodes[i]
+        name = self.node_names[i]
+        t = node.node_type
+        if t == kInput:
+            return "input-node name=%s dim=%d" % (name, node.dim)
+        if t == kDescriptor:
+            if not self.is_output_node(i):
+                raise NnetError("node %s is a component-input node, which has no config "
+                                "line of its own" % name)
+            line = "output-node name=%s input=%s" % (
+                name, node.descriptor.write_config(self.node_names))
+            if include_dim:
+                line += " dim=%d" % self.node_dim(i)
+            return line + " objective=" + ("linear" if node.objective_type == kLinear
+                                           else "quadratic")
+        if t == kComponent:
+            line = "component-node name=%s component=%s input=%s" % (
+                name, self.component_names[node.component_index],
+                self.nodes[i - 1].descriptor.write_config(self.node_names))
+            if include_dim:
+                line += " input-dim=%d output-dim=%d" % (self.node_dim(i - 1),
+                                                         self.node_dim(i))
+            return line
+        if t == kDimRange:
+            return "dim-range-node name=%s input-node=%s dim-offset=%d dim=%d" % (
+                name, self.node_names[node.node_index], node.dim_offset, node.dim)
+        raise NnetError("node %s has an unknown node type" % name)
+
+    def get_config_lines(self, include_dim=False):
+        """One config line per node, component-input nodes omitted (Kaldi's
+        GetConfigLines); ``include_dim`` adds dims as nnet3-info shows them."""
+        return [self.get_as_config_line(i, include_dim) for i in range(len(self.nodes))
+                if not self.is_component_input_node(i)]
+
+    def info(self):
+        """Kaldi's Nnet::Info() (what nnet3-info prints)."""
+        from .info import nnet_info
+        return nnet_info(self)
+
+    # -- structural edits (see utils.py) ----------------------------------------------------
+    def remove_orphan_nodes(self, remove_orphan_inputs=False):
+        from .utils import remove_orphan_nodes
+        remove_orphan_nodes(self, remove_orphan_inputs)
+
+    def remove_orphan_components(self):
+        from .utils import remove_orphan_components
+        remove_orphan_components(self)
+
+    def remove_some_nodes(self, nodes_to_remove):
+        from .utils import remove_some_nodes
+        remove_some_nodes(self, nodes_to_remove)
+
+    # -- consistency --------------------------------------------------------------------
+    def check(self, warn_for_orphans=True):
+        """Kaldi's Nnet::Check, stricter: raises NnetError naming the node when
+        names are duplicated, a descriptor refers to a node it may not read,
+        dimensions disagree (component inputs, dim-range nodes, Sum/Failover
+        terms, output descriptors), or a cycle of nodes has no time delay
+        (a Cindex that would need its own value; Kaldi accepts such networks
+        and fails only when computing with them)."""
+        nodes = self.nodes
+        names = self.node_names
+        num_nodes = len(nodes)
+        if num_nodes == 0:
+            raise NnetError("the network has no nodes")
+        if len(names) != num_nodes:
+            raise NnetError("internal error: %d nodes but %d node names"
+                            % (num_nodes, len(names)))
+        seen = {}
+        for n, name in enumerate(names):
+            if name in seen:
+                raise NnetError("node name %s is used twice (nodes %d and %d)"
+                                % (name, seen[name], n))
+            seen[name] = n
+        num_inputs = num_outputs = 0
+        num_components = len(self.components)
+        for n, node in enumerate(nodes):
+            name = names[n]
+            t = node.node_type
+            if t == kInput:
+                if node.dim <= 0:
+                    raise NnetError("input node %s has invalid dimension %d" % (name, node.dim))
+                num_inputs += 1
+            elif t == kDescriptor:
+                if node.descriptor is None:
+                    raise NnetError("node %s has no descriptor" % name)
+                is_output = self.is_output_node(n)
+                if is_output:
+                    num_outputs += 1
+                for src in sorted(node.descriptor.get_node_dependencies(set())):
+                    if not 0 <= src < num_nodes:
+                        raise NnetError("Descriptor of node %s refers to node index %d, "
+                                        "which does not exist" % (name, src))
+                    if nodes[src].node_type not in (kInput, kDimRange, kComponent):
+                        raise NnetError("Invalid source node type in Descriptor of node %s: "
+                                        "source node %s" % (name, names[src]))
+                if is_output:
+                    try:
+                        node.descriptor.dim(self)
+                    except DescriptorError as e:
+                        raise NnetError("Error in Descriptor for output node %s: %s"
+                                        % (name, e)) from None
+            elif t == kComponent:
+                if n == 0 or nodes[n - 1].node_type != kDescriptor:
+                    raise NnetError("component node %s is not preceded by its input "
+                                    "descriptor node" % name)
+                c = node.component_index
+                if not 0 <= c < num_components:
+                    raise NnetError("component node %s refers to component index %d, which "
+                                    "does not exist" % (name, c))
+                try:
+                    src_dim = nodes[n - 1].descriptor.dim(self)
+                except DescriptorError as e:
+                    raise NnetError("Error in Descriptor for network-node %s: %s"
+                                    % (name, e)) from None
+                input_dim = self.components[c].input_dim()
+                if src_dim != input_dim:
+                    raise NnetError("Dimension mismatch for network-node %s: input-dim %d "
+                                    "versus component-input-dim %d"
+                                    % (name, src_dim, input_dim))
+            elif t == kDimRange:
+                src = node.node_index
+                if not 0 <= src < num_nodes:
+                    raise NnetError("dim-range node %s refers to node index %d, which does "
+                                    "not exist" % (name, src))
+                if nodes[src].node_type not in (kInput, kComponent):
+                    raise NnetError("Invalid source node type in DimRange node: source node "
+                                    "%s" % names[src])
+                input_dim = self.node_dim(src)
+                if not (node.dim > 0 and node.dim_offset >= 0
+                        and node.dim + node.dim_offset <= input_dim):
+                    raise NnetError("Invalid node dimensions for DimRange node: %s: "
+                                    "input-dim=%d, dim=%d, dim-offset=%d"
+                                    % (name, input_dim, node.dim, node.dim_offset))
+            else:
+                raise NnetError("Invalid node type for node %s" % name)
+        seen = set()
+        for cname in self.component_names:
+            if cname in seen:
+                raise NnetError("component name %s is used twice" % cname)
+            seen.add(cname)
+        if num_inputs == 0:
+            raise NnetError("the network has no input nodes")
+        if num_outputs == 0:
+            raise NnetError("the network has no output nodes")
+        self._check_no_zero_delay_cycle()
+        if warn_for_orphans:
+            from .utils import find_orphan_components, find_orphan_nodes
+            for c in find_orphan_components(self):
+                logger.warning("Component %s is never used by any node.",
+                               self.component_names[c])
+            for n in find_orphan_nodes(self):
+                if not self.is_component_input_node(n):
+                    logger.warning("Node %s is never used to compute any output.", names[n])
+
+    def _check_no_zero_delay_cycle(self):
+        """Raises NnetError if some nodes depend on each other in a cycle along
+        which every step keeps the Index unchanged (whole node names, simple
+        components, dim-range nodes): such a Cindex would need its own value."""
+        graph = [[] for _ in self.nodes]   # node -> nodes it reads at the same Index
+        for n, node in enumerate(self.nodes):
+            t = node.node_type
+            if t == kDescriptor:
+                graph[n] = sorted(_same_index_sources(node.descriptor))
+            elif t == kComponent:
+                comp = self.components[node.component_index]
+                if comp.is_simple():
+                    graph[n] = [n - 1]
+            elif t == kDimRange:
+                graph[n] = [node.node_index]
+        cycle = _find_cycle(graph)
+        if cycle is not None:
+            shown = [self.node_names[i] for i in cycle
+                     if not self.is_component_input_node(i)]
+            shown.append(shown[0])
+            raise NnetError("the network has a cycle without a time delay: %s (each of "
+                            "these nodes needs its own output at the same time index; "
+                            "a recurrence must go through an Offset() with a nonzero delay)"
+                            % " -> ".join(shown))
+
+
+def _same_index_sources(descriptor):
+    """The source nodes a descriptor reads at exactly the output Index, through
+    plain node names or Scale() only (inside Sum/Failover/IfDefined)."""
+    from .descriptor import (BinarySumDescriptor, OptionalSumDescriptor,
+                             SimpleForwardingDescriptor, SimpleSumDescriptor)
+    out = set()
+
+    def visit(part):
+        if isinstance(part, SimpleSumDescriptor):
+            if isinstance(part.src, SimpleForwardingDescriptor):
+                out.add(part.src.src_node)
+        elif isinstance(part, BinarySumDescriptor):
+            visit(part.src1)
+            visit(part.src2)
+        elif isinstance(part, OptionalSumDescriptor):
+            visit(part.src)
+
+    for part in descriptor.parts:
+        visit(part)
+    return out
+
+
+def _find_cycle(graph):
+    """A list of nodes forming a cycle in ``graph`` (adjacency lists), or None."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = [WHITE] * len(graph)
+    for root in range(len(graph)):
+        if color[root] != WHITE:
+            continue
+        stack = [(root, iter(graph[root]))]
+        path = [root]
+        color[root] = GREY
+        while stack:
+            node, it = stack[-1]
+            advanced = False
+            for nxt in it:
+                if color[nxt] == GREY:
+                    return path[path.index(nxt):]
+                if color[nxt] == WHITE:
+                    color[nxt] = GREY
+                    stack.append((nxt, iter(graph[nxt])))
+                    path.append(nxt)
+                    advanced = True
+                    break
+            if not advanced:
+                color[node] = BLACK
+                stack.pop()
+                path.pop()
+    return None
+
+
+def _line_number(data, pos):
+    """1-based line number of byte ``pos`` in ``data``."""
+    return data.count(b"\n", 0, pos) + 1
+
+
+__all__ = ["Nnet", "NetworkNode", "NodeType", "ObjectiveType", "kInput", "kDescriptor",
+           "kComponent", "kDimRange", "kNone", "kLinear", "kQuadratic", "ConfigError"]
