@@ -1,0 +1,46 @@
+"""pynnet3: Kaldi's nnet3 neural-network framework in Python.
+
+Top-level names are imported lazily (on first use), so ``import pynnet3`` is
+cheap and a problem in one subpackage cannot break importing another:
+
+    >>> from pynnet3 import Nnet
+    >>> nnet = Nnet.read("final.raw")
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> (module, attribute)
+_EXPORTS = {
+    "Nnet": ("pynnet3.nnet.nnet", "Nnet"),
+    "NetworkNode": ("pynnet3.nnet.nnet", "NetworkNode"),
+    "NodeType": ("pynnet3.nnet.nnet", "NodeType"),
+    "ObjectiveType": ("pynnet3.nnet.nnet", "ObjectiveType"),
+    "Descriptor": ("pynnet3.nnet.descriptor", "Descriptor"),
+    "parse_descriptor": ("pynnet3.nnet.descriptor", "parse_descriptor"),
+    "Index": ("pynnet3.nnet.index", "Index"),
+    "Cindex": ("pynnet3.nnet.index", "Cindex"),
+    "Component": ("pynnet3.components", "Component"),
+    "PynnetError": ("pynnet3.errors", "PynnetError"),
+    "KaldiFormatError": ("pynnet3.errors", "KaldiFormatError"),
+    "ConfigError": ("pynnet3.errors", "ConfigError"),
+    "DescriptorError": ("pynnet3.errors", "DescriptorError"),
+    "NnetError": ("pynnet3.errors", "NnetError"),
+    "ComputationError": ("pynnet3.errors", "ComputationError"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError("module 'pynnet3' has no attribute %r" % name)
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
