@@ -1,0 +1,702 @@
+"""The Compiler: Nnet + ComputationRequest(s) -> unoptimized NnetComputation
+(Kaldi's nnet-compile.cc).
+
+Pipeline (Kaldi's CreateComputation): build and prune the computation graph
+(per segment), order it into phases and steps, locate every cindex_id at a
+(step, row), decide which steps need derivative matrices, create one matrix
+(and its derivative) per step, a sub-matrix per dim-range step and per part of
+an Append, then emit commands:
+
+- allocation (kAllocMatrix + kSetConst 0) of every matrix except those the
+  user supplies (inputs, output derivatives);
+- forward: kAcceptInput for inputs, a kNoOperationPermanent after the last
+  input, kPropagate per component step (memo index = step when the component
+  uses a memo and its derivative is needed; arg6 = store stats), and per
+  Descriptor part the row gathers — kSetConst for a Const() term, then per
+  scale (Scale() expressions) the SplitLocations pieces as kMatrixAdd (same
+  rows), kAddRows (one source) or kAddRowsMulti; kProvideOutput for outputs;
+- a kNoOperationMarker (also between segments), then backward in reverse step
+  order where a derivative is needed: kAcceptInput of output derivatives,
+  SplitLocationsBackward pieces as kMatrixAdd, kAddRows (reversed mapping),
+  kAddRowRanges (contiguous property) or kAddToRowsMulti, kBackprop per
+  component step, kProvideOutput of input derivatives;
+- deallocation of everything except outputs and requested input derivatives;
+- ConsolidateIoOperations (kAcceptInput first, kProvideOutput last in each
+  segment) and matrix debug info.
+
+Guarantees: for any request Kaldi can compile, the computation equals
+Kaldi's unoptimized one (same matrices, submatrices, index tables, commands,
+debug info); anything Kaldi refuses raises ComputationError with a message
+naming the node/Cindexes involved.
+"""
+
+import math
+
+from ..errors import ComputationError
+from ..nnet.index import Index
+from .computation import (Command, CommandType, MatrixDebugInfo, MatrixStrideType,
+                          NnetComputation, PrecomputedIndexesInfo)
+from .graph_py import kComponent, kDescriptor, kDimRange, kInput
+from .steps import (ComputationStepsComputer, compute_computation_phases, cindex_sort_key)
+from . import split_locations as _split_py
+
+CT = CommandType
+kNoTime = -2 ** 31
+
+# ComponentProperties bits used here (values as Kaldi's).
+kUpdatableComponent = 0x002
+kBackpropNeedsInput = 0x040
+kBackpropNeedsOutput = 0x080
+kStoresStats = 0x200
+kInputContiguous = 0x400
+kOutputContiguous = 0x800
+kUsesMemo = 0x1000
+
+_INF = float("inf")
+
+
+class StepInfo:
+    """What the compiler knows about one step (Kaldi's Compiler::StepInfo)."""
+
+    __slots__ = ("node_index", "value", "deriv", "segment", "precomputed_indexes_index",
+                 "output_indexes", "output_cindex_ids", "value_parts", "deriv_parts",
+                 "input_locations_list")
+
+    def __init__(self):
+        self.node_index = -1
+        self.value = 0
+        self.deriv = 0
+        self.segment = 0
+        self.precomputed_indexes_index = 0
+        self.output_indexes = []
+        self.output_cindex_ids = []
+        self.value_parts = []
+        self.deriv_parts = []
+        self.input_locations_list = []
+
+
+def _new_submatrix(computation, base_submatrix, row_offset, num_rows, col_offset, num_cols):
+    """Kaldi's NnetComputation::NewSubMatrix: a range of an existing submatrix
+    (-1 for num_rows/num_cols means 'the rest')."""
+    base = computation.submatrices[base_submatrix]
+    if num_rows == -1:
+        num_rows = base.num_rows - row_offset
+    if num_cols == -1:
+        num_cols = base.num_cols - col_offset
+    if not (row_offset + num_rows <= base.num_rows and col_offset + num_cols <= base.num_cols
+            and row_offset >= 0 and col_offset >= 0 and num_rows > 0 and num_cols > 0):
+        raise ComputationError("invalid sub-matrix (%d rows at %d, %d cols at %d) of a "
+                               "%dx%d submatrix" % (num_rows, row_offset, num_cols, col_offset,
+                                                    base.num_rows, base.num_cols))
+    return computation.new_submatrix(base.matrix_index, base.row_offset + row_offset, num_rows,
+                                     base.col_offset + col_offset, num_cols)
+
+
+def get_whole_submatrices(computation):
+    """Kaldi's GetWholeSubmatrices: for each matrix, the LAST submatrix that
+    covers it entirely."""
+    whole = [0] * len(computation.matrices)
+    matrices = computation.matrices
+    for s, sub in enumerate(computation.submatrices):
+        if s == 0:
+            continue
+        m = matrices[sub.matrix_index]
+        if (sub.row_offset == 0 and sub.col_offset == 0 and sub.num_rows == m.num_rows
+                and sub.num_cols == m.num_cols):
+            whole[sub.matrix_index] = s
+    return whole
+
+
+def consolidate_io_operations(computation):
+    """Kaldi's ConsolidateIoOperations: within each marker-separated segment,
+    kAcceptInput commands first and kProvideOutput commands last."""
+    commands = computation.commands
+    out = []
+    segment = []
+
+    def flush():
+        out.extend(c for c in segment if c.command_type == CT.kAcceptInput)
+        out.extend(c for c in segment if c.command_type not in (CT.kAcceptInput,
+                                                                CT.kProvideOutput))
+        out.extend(c for c in segment if c.command_type == CT.kProvideOutput)
+        segment.clear()
+
+    for c in commands:
+        if c.command_type == CT.kNoOperationMarker:
+            flush()
+            out.append(c)
+        else:
+            segment.append(c)
+    flush()
+    computation.commands = out
+
+
+class Compiler:
+    """Kaldi's Compiler. ``requests`` is one ComputationRequest or a list (one
+    per segment, for online computations). ``kernels`` selects the
+    implementation of the hot loops: a module with the functions of
+    :mod:`pynnet3.compile.split_locations` (the default is the Cython one when
+    built, else the Python twin)."""
+
+    def __init__(self, requests, nnet, use_fast=True):
+        if not isinstance(requests, (list, tuple)):
+            requests = [requests]
+        if not requests:
+            raise ComputationError("Compiler needs at least one request")
+        if len(requests) > 1:
+            for r in requests:
+                if r.need_model_derivative:
+                    raise ComputationError("model derivatives are not supported for "
+                                           "multi-segment (online) computations")
+                if r.store_component_stats != requests[0].store_component_stats:
+                    raise ComputationError("all segments must agree on store_component_stats")
+        self.requests = list(requests)
+        self.nnet = nnet
+        self.use_fast = use_fast
+        self.graph = None
+        self.steps = []
+        self.cindex_id_to_location = []
+        self._kernels = _split_py
+        if use_fast:
+            try:
+                from .._fast import split_locations as fast_split
+                self._kernels = fast_split
+            except ImportError:
+                pass
+
+    # -- driver -----------------------------------------------------------------------------
+    def create_computation(self, output_debug_info=True):
+        nnet = self.nnet
+        builder = self._make_builder()
+        for request in self.requests:
+            builder.compute(request)
+            if not builder.all_outputs_are_computable():
+                raise builder.not_computable_error()
+            builder.prune()
+        self.graph = graph = builder.graph
+        phases_per_segment = compute_computation_phases(nnet, graph)
+        steps = []
+        step_to_segment = []
+        computer = ComputationStepsComputer(nnet, graph, steps, self.cindex_id_to_location)
+        for segment, request in enumerate(self.requests):
+            computer.compute_for_segment(request, phases_per_segment[segment])
+            while len(step_to_segment) < len(steps):
+                step_to_segment.append(segment)
+        computer.check()
+        computation = NnetComputation()
+        deriv_needed = self.compute_deriv_needed(steps, step_to_segment)
+        self.create_step_info(deriv_needed, step_to_segment, steps, computation)
+        self.add_commands(deriv_needed, step_to_segment, computation)
+        consolidate_io_operations(computation)
+        if output_debug_info:
+            self.output_debug_info(computation)
+        return computation
+
+    def _make_builder(self):
+        if self.use_fast:
+            try:
+                from .._fast.graph import FastComputationGraphBuilder
+                return FastComputationGraphBuilder(self.nnet)
+            except ImportError:
+                pass
+        from .graph_py import ComputationGraphBuilder
+        return ComputationGraphBuilder(self.nnet)
+
+    # -- derivatives -----------------------------------------------------------------------------
+    def _step_dependencies(self, this_step, step_index):
+        if not this_step:
+            return set()
+        node_index = self.graph.cindexes[this_step[0]][0]
+        if self.nnet.is_component_node(node_index):
+            return {step_index - 1}
+        deps_of = self.graph.dependencies
+        location = self.cindex_id_to_location
+        ans = set()
+        for c in this_step:
+            for d in deps_of[c]:
+                ans.add(location[d][0])
+        return ans
+
+    def compute_deriv_needed(self, steps, step_to_segment):
+        nnet, graph = self.nnet, self.graph
+        deriv_needed = [False] * len(steps)
+        for step, this_step in enumerate(steps):
+            if not this_step:
+                continue
+            cid = this_step[0]
+            node_index = graph.cindexes[cid][0]
+            node_name = nnet.node_names[node_index]
+            for dep_step in self._step_dependencies(this_step, step):
+                if dep_step >= step:
+                    raise ComputationError("internal error: step %d depends on later step %d"
+                                           % (step, dep_step))
+                if deriv_needed[dep_step]:
+                    deriv_needed[step] = True
+            request = self.requests[step_to_segment[step]]
+            if graph.is_input[cid]:
+                i = request.index_for_input(node_name)
+                if i == -1:
+                    raise ComputationError("internal error: input step for %s not in request"
+                                           % node_name)
+                if request.inputs[i].has_deriv:
+                    deriv_needed[step] = True
+            if nnet.is_output_node(node_index):
+                i = request.index_for_output(node_name)
+                if i == -1:
+                    raise ComputationError("internal error: output step for %s not in request"
+                                           % node_name)
+                if request.outputs[i].has_deriv:
+                    deriv_needed[step] = True
+            if nnet.is_component_node(node_index) and request.need_model_derivative:
+                c = nnet.get_component(nnet.nodes[node_index].component_index)
+                if c.properties() & kUpdatableComponent:
+                    if getattr(c, "learning_rate", 1.0) != 0:
+                        deriv_needed[step] = True
+        return deriv_needed
+
+    # -- matrices -------------------------------------------------------------------------------
+    def _stride_type(self, node_index):
+        nnet = self.nnet
+        if nnet.is_component_input_node(node_index):
+            comp = nnet.get_component(nnet.nodes[node_index + 1].component_index)
+            flag = kInputContiguous
+        elif nnet.is_component_node(node_index):
+            comp = nnet.get_component(nnet.nodes[node_index].component_index)
+            flag = kOutputContiguous
+        else:
+            return MatrixStrideType.kDefaultStride
+        if comp.properties() & flag:
+            return MatrixStrideType.kStrideEqualNumCols
+        return MatrixStrideType.kDefaultStride
+
+    def create_step_info(self, deriv_needed, step_to_segment, by_step, computation):
+        nnet, graph = self.nnet, self.graph
+        cindexes = graph.cindexes
+        self.steps = infos = [StepInfo() for _ in by_step]
+        for step, info in enumerate(infos):
+            info.output_cindex_ids = ids = by_step[step]
+            info.segment = step_to_segment[step]
+            info.output_indexes = [cindexes[c][1] for c in ids]
+            if not ids:
+                # the empty input step of a component that needs no input
+                if step + 1 >= len(by_step) or not by_step[step + 1]:
+                    raise ComputationError("internal error: empty step not followed by a "
+                                           "component step")
+                info.node_index = cindexes[by_step[step + 1][0]][0] - 1
+                continue
+            info.node_index = node_index = cindexes[ids[0]][0]
+            node = nnet.nodes[node_index]
+            node_type = int(node.node_type)
+            num_rows = len(ids)
+            num_cols = nnet.node_dim(node_index)
+            if node_type != kDimRange:
+                stride = self._stride_type(node_index)
+                info.value = computation.new_matrix(num_rows, num_cols, stride)
+                if deriv_needed[step]:
+                    info.deriv = computation.new_matrix(num_rows, num_cols, stride)
+            else:
+                source = -1
+                for c in ids:
+                    deps = graph.dependencies[c]
+                    if deps:
+                        source = deps[0]
+                        break
+                if source < 0:
+                    raise ComputationError("internal error: dim-range step for %s has no "
+                                           "source" % nnet.node_names[node_index])
+                input_step = self.cindex_id_to_location[source][0]
+                src_info = infos[input_step]
+                if len(src_info.output_cindex_ids) != num_rows or not 0 <= input_step < step:
+                    raise ComputationError("internal error: dim-range step for %s does not "
+                                           "match its source step" % nnet.node_names[node_index])
+                info.value = _new_submatrix(computation, src_info.value, 0, -1,
+                                            node.dim_offset, node.dim)
+                if deriv_needed[step]:
+                    info.deriv = _new_submatrix(computation, src_info.deriv, 0, -1,
+                                                node.dim_offset, node.dim)
+            if node_type == kDescriptor:
+                desc = node.descriptor
+                num_parts = desc.num_parts()
+                info.input_locations_list = [self.compute_input_locations_list(step, p)
+                                             for p in range(num_parts)]
+                if num_parts == 1:
+                    info.value_parts = [info.value]
+                    if deriv_needed[step]:
+                        info.deriv_parts = [info.deriv]
+                else:
+                    offset = 0
+                    for p in range(num_parts):
+                        dim = desc.part(p).dim(nnet)
+                        info.value_parts.append(_new_submatrix(computation, info.value, 0, -1,
+                                                               offset, dim))
+                        if deriv_needed[step]:
+                            info.deriv_parts.append(_new_submatrix(computation, info.deriv, 0,
+                                                                   -1, offset, dim))
+                        offset += dim
+
+    def compute_input_locations_list(self, step, part_index):
+        """For each row of this step, the sorted (step, row) locations summed
+        into it for Descriptor part ``part_index``."""
+        info = self.steps[step]
+        graph = self.graph
+        descriptor = self.nnet.nodes[info.node_index].descriptor.part(part_index)
+        ids = graph._ids
+        location = self.cindex_id_to_location
+
+        def exists(cindex):
+            return (cindex[0], cindex[1]) in ids
+
+        ans = []
+        for index in info.output_indexes:
+            if index[1] == kNoTime:
+                ans.append([])
+                continue
+            used = []
+            if not descriptor.is_computable(index, exists, used):
+                raise ComputationError("internal error: descriptor of node %s not computable "
+                                       "at %s while compiling"
+                                       % (self.nnet.node_names[info.node_index], tuple(index)))
+            used.sort(key=cindex_sort_key)
+            ans.append([location[ids[(c[0], c[1])]] for c in used])
+        return ans
+
+    # -- commands ------------------------------------------------------------------------------
+    def add_commands(self, deriv_needed, step_to_segment, computation):
+        computation.need_model_derivative = self.requests[0].need_model_derivative
+        whole = get_whole_submatrices(computation)
+        self.allocate_matrices(whole, computation)
+        self.set_up_precomputed_indexes(step_to_segment, computation)
+        num_steps = len(self.steps)
+        for step in range(num_steps):
+            self.compile_forward(step, computation)
+            if step + 1 < len(step_to_segment) and \
+                    step_to_segment[step + 1] != step_to_segment[step]:
+                computation.commands.append(Command(CT.kNoOperationMarker))
+        computation.commands.append(Command(CT.kNoOperationMarker))
+        for step in range(num_steps - 1, -1, -1):
+            if deriv_needed[step]:
+                self.compile_backward(step, computation)
+        self.deallocate_matrices(whole, step_to_segment, computation)
+
+    def allocate_matrices(self, whole, computation):
+        nnet, graph = self.nnet, self.graph
+        skip = set()
+        for info in self.steps:
+            if not info.output_cindex_ids:
+                continue
+            if graph.is_input[info.output_cindex_ids[0]]:
+                skip.add(computation.submatrices[info.value].matrix_index)
+            if nnet.is_output_node(info.node_index) and info.deriv != 0:
+                skip.add(computation.submatrices[info.deriv].matrix_index)
+        commands = computation.commands
+        for m in range(1, len(computation.matrices)):
+            if m not in skip:
+                commands.append(Command(CT.kAllocMatrix, whole[m]))
+                commands.append(Command(CT.kSetConst, whole[m], alpha=0.0))
+
+    def set_up_precomputed_indexes(self, step_to_segment, computation):
+        nnet = self.nnet
+        computation.component_precomputed_indexes = [PrecomputedIndexesInfo()]
+        for step, info in enumerate(self.steps):
+            node = nnet.nodes[info.node_index]
+            if int(node.node_type) != kComponent:
+                continue
+            input_info = self.steps[step - 1]
+            if input_info.node_index != info.node_index - 1:
+                raise ComputationError("internal error: component step not preceded by its "
+                                       "input step")
+            component = nnet.get_component(node.component_index)
+            request = self.requests[step_to_segment[step]]
+            input_indexes = input_info.output_indexes
+            output_indexes = info.output_indexes
+            pre = component.precompute_indexes(request.misc_info, input_indexes, output_indexes,
+                                               request.need_derivatives())
+            if pre is None:
+                info.precomputed_indexes_index = 0
+                continue
+            info.precomputed_indexes_index = len(computation.component_precomputed_indexes)
+            entry = PrecomputedIndexesInfo(pre)
+            if (input_indexes and input_indexes[-1][0] == 1 and output_indexes
+                    and output_indexes[-1][0] == 1):
+                # possibly 'shortcut' compilation: ExpandComputation needs these
+                entry.input_indexes = list(input_indexes)
+                entry.output_indexes = list(output_indexes)
+            computation.component_precomputed_indexes.append(entry)
+
+    def _is_input_step(self, step):
+        if step >= len(self.steps):
+            return False
+        return int(self.nnet.nodes[self.steps[step].node_index].node_type) == kInput
+
+    def compile_forward(self, step, computation):
+        info = self.steps[step]
+        node_type = int(self.nnet.nodes[info.node_index].node_type)
+        commands = computation.commands
+        if node_type == kInput:
+            commands.append(Command(CT.kAcceptInput, info.value, info.node_index))
+            if not self._is_input_step(step + 1):
+                commands.append(Command(CT.kNoOperationPermanent))
+        elif node_type == kDimRange:
+            pass
+        elif node_type == kComponent:
+            self._forward_component(step, computation)
+        elif node_type == kDescriptor:
+            for part in range(len(info.value_parts)):
+                self._forward_sum_descriptor(step, part, computation)
+            if self.nnet.is_output_node(info.node_index):
+                commands.append(Command(CT.kProvideOutput, info.value, info.node_index))
+        else:
+            raise ComputationError("invalid node type")
+
+    def _forward_component(self, step, computation):
+        info = self.steps[step]
+        input_info = self.steps[step - 1]
+        node = self.nnet.nodes[info.node_index]
+        component = self.nnet.get_component(node.component_index)
+        props = component.properties()
+        memo = step if (info.deriv > 0 and props & kUsesMemo) else 0
+        store_stats = 1 if (self.requests[0].store_component_stats and
+                            props & kStoresStats) else 0
+        computation.commands.append(Command(CT.kPropagate, node.component_index,
+                                            info.precomputed_indexes_index, input_info.value,
+                                            info.value, memo, store_stats))
+
+    def _split_by_scale(self, descriptor, locations_list):
+        """Kaldi's SplitByScale: (shared_alpha, None) when every node has one
+        scale, else (inf, [(alpha, partial locations list), ...]) by increasing alpha."""
+        alpha_to_nodes = {}
+        for node in sorted(set(descriptor.get_node_dependencies([]))):
+            alpha = descriptor.get_scale_for_node(node)
+            if alpha - alpha != 0.0:
+                raise ComputationError("invalid scale for node %d in a descriptor" % node)
+            alpha_to_nodes.setdefault(alpha, []).append(node)
+        if len(alpha_to_nodes) == 1:
+            return next(iter(alpha_to_nodes)), None
+        steps_used = set()
+        for row in locations_list:
+            for step, _ in row:
+                steps_used.add(step)
+        node_to_steps = {}
+        for s in steps_used:
+            node_to_steps.setdefault(self.steps[s].node_index, []).append(s)
+        step_to_split = {}
+        alphas = sorted(alpha_to_nodes)
+        for i, alpha in enumerate(alphas):
+            for node in alpha_to_nodes[alpha]:
+                if node not in node_to_steps:
+                    raise ComputationError("internal error: no step for node %d in SplitByScale"
+                                           % node)
+                for s in node_to_steps[node]:
+                    step_to_split[s] = i
+        split = [(alpha, [[] for _ in locations_list]) for alpha in alphas]
+        for r, row in enumerate(locations_list):
+            for pair in row:
+                split[step_to_split[pair[0]]][1][r].append(pair)
+        return _INF, split
+
+    def _forward_sum_descriptor(self, step, part, computation):
+        info = self.steps[step]
+        value_submatrix = info.value_parts[part]
+        descriptor = self.nnet.nodes[info.node_index].descriptor.part(part)
+        offset_term = descriptor.get_scale_for_node(-1)
+        if offset_term != 0.0:
+            computation.commands.append(Command(CT.kSetConst, value_submatrix,
+                                                alpha=offset_term))
+        locations_list = info.input_locations_list[part]
+        shared_alpha, split = self._split_by_scale(descriptor, locations_list)
+        if split is None:
+            pieces = [(shared_alpha, locations_list)]
+        else:
+            pieces = split
+        for alpha, locs in pieces:
+            submat_list = [[(self.steps[s].value, r) for s, r in row] for row in locs]
+            self._forward_from_submat_locations_list(value_submatrix, alpha, submat_list,
+                                                     computation)
+
+    def _forward_from_submat_locations_list(self, value_submatrix, alpha, submat_lists,
+                                            computation):
+        kernels = self._kernels
+        for locations in kernels.split_locations(submat_lists):
+            converted = kernels.convert_to_indexes(locations)
+            if converted is not None:
+                self._forward_from_indexes(value_submatrix, converted[0], alpha, converted[1],
+                                           computation)
+            else:
+                computation.indexes_multi.append(list(locations))
+                computation.commands.append(Command(CT.kAddRowsMulti, value_submatrix,
+                                                    len(computation.indexes_multi) - 1,
+                                                    alpha=alpha))
+
+    def _forward_from_indexes(self, value_submatrix, input_submatrix, alpha, indexes,
+                              computation):
+        input_rows = computation.submatrices[input_submatrix].num_rows
+        num_rows = len(indexes)
+        if input_rows == num_rows and all(i == r for r, i in enumerate(indexes)):
+            computation.commands.append(Command(CT.kMatrixAdd, value_submatrix, input_submatrix,
+                                                alpha=alpha))
+            return
+        computation.indexes.append(list(indexes))
+        computation.commands.append(Command(CT.kAddRows, value_submatrix, input_submatrix,
+                                            len(computation.indexes) - 1, alpha=alpha))
+
+    # -- backward ------------------------------------------------------------------------------
+    def compile_backward(self, step, computation):
+        info = self.steps[step]
+        node_type = int(self.nnet.nodes[info.node_index].node_type)
+        commands = computation.commands
+        if node_type == kInput:
+            if info.deriv != 0:
+                commands.append(Command(CT.kProvideOutput, info.deriv, info.node_index))
+            if not self._is_input_step(step + 1):
+                commands.append(Command(CT.kNoOperationPermanent))
+        elif node_type == kDimRange:
+            pass
+        elif node_type == kComponent:
+            self._backward_component(step, computation)
+        elif node_type == kDescriptor:
+            if self.nnet.is_output_node(info.node_index) and info.deriv > 0:
+                commands.append(Command(CT.kAcceptInput, info.deriv, info.node_index))
+            for part in range(len(info.value_parts)):
+                self._backward_sum_descriptor(step, part, computation)
+        else:
+            raise ComputationError("invalid node type")
+
+    def _backward_component(self, step, computation):
+        info = self.steps[step]
+        input_info = self.steps[step - 1]
+        node = self.nnet.nodes[info.node_index]
+        component = self.nnet.get_component(node.component_index)
+        props = component.properties()
+        input_sub = input_info.value if props & kBackpropNeedsInput else 0
+        output_sub = info.value if props & kBackpropNeedsOutput else 0
+        memo = step if props & kUsesMemo else 0
+        if not (info.deriv > 0 and (input_info.deriv > 0 or props & kUpdatableComponent)):
+            raise ComputationError("internal error: backprop for component %s without "
+                                   "derivatives" % self.nnet.node_names[info.node_index])
+        computation.commands.append(Command(CT.kBackprop, node.component_index,
+                                            info.precomputed_indexes_index, input_sub,
+                                            output_sub, info.deriv, input_info.deriv, memo))
+
+    def _backward_sum_descriptor(self, step, part, computation):
+        info = self.steps[step]
+        deriv_submatrix = info.deriv_parts[part]
+        descriptor = self.nnet.nodes[info.node_index].descriptor.part(part)
+        locations_list = info.input_locations_list[part]
+        shared_alpha, split = self._split_by_scale(descriptor, locations_list)
+        pieces = [(shared_alpha, locations_list)] if split is None else split
+        steps = self.steps
+        for alpha, locs in pieces:
+            submat_list = [[(steps[s].deriv, r) for s, r in row if steps[s].deriv > 0]
+                           for row in locs]
+            self._backward_from_submat_locations_list(deriv_submatrix, alpha, submat_list,
+                                                      computation)
+
+    def _backward_from_submat_locations_list(self, deriv_submatrix, alpha, submat_lists,
+                                             computation):
+        kernels = self._kernels
+        for locations in kernels.split_locations_backward(submat_lists):
+            converted = kernels.convert_to_indexes(locations)
+            if converted is not None:
+                self._backward_from_indexes(deriv_submatrix, converted[0], alpha, converted[1],
+                                            computation)
+            else:
+                # Kaldi checks an (always empty) sorted copy here, so multi-source
+                # pieces always become kAddToRowsMulti.
+                computation.indexes_multi.append(list(locations))
+                computation.commands.append(Command(CT.kAddToRowsMulti, deriv_submatrix,
+                                                    len(computation.indexes_multi) - 1,
+                                                    alpha=alpha))
+
+    def _backward_from_indexes(self, deriv_submatrix, input_deriv_submatrix, alpha, indexes,
+                               computation):
+        num_rows = computation.submatrices[deriv_submatrix].num_rows
+        input_rows = computation.submatrices[input_deriv_submatrix].num_rows
+        if len(indexes) != num_rows:
+            raise ComputationError("internal error: index vector size mismatch in backprop")
+        if input_rows == num_rows and all(i == r for r, i in enumerate(indexes)):
+            computation.commands.append(Command(CT.kMatrixAdd, input_deriv_submatrix,
+                                                deriv_submatrix, alpha=alpha))
+            return
+        if input_rows >= num_rows:
+            reverse = [-1] * input_rows
+            ok = True
+            for i, j in enumerate(indexes):
+                if not -1 <= j < input_rows:
+                    raise ComputationError("internal error: row index %d out of range" % j)
+                if j >= 0:
+                    if reverse[j] == -1:
+                        reverse[j] = i
+                    else:
+                        ok = False
+                        break
+            if ok:
+                computation.indexes.append(reverse)
+                computation.commands.append(Command(CT.kAddRows, input_deriv_submatrix,
+                                                    deriv_submatrix, len(computation.indexes) - 1,
+                                                    alpha=alpha))
+                return
+        ranges = self._kernels.has_contiguous_property(indexes)
+        if ranges is not None:
+            ranges = list(ranges)
+            if len(ranges) != input_rows:
+                if len(ranges) > input_rows:
+                    raise ComputationError("internal error: row ranges exceed the input rows")
+                ranges.extend([(-1, -1)] * (input_rows - len(ranges)))
+            computation.indexes_ranges.append(ranges)
+            computation.commands.append(Command(CT.kAddRowRanges, input_deriv_submatrix,
+                                                deriv_submatrix,
+                                                len(computation.indexes_ranges) - 1,
+                                                alpha=alpha))
+            return
+        raise ComputationError("this backprop case is not implemented (as in Kaldi): a "
+                               "descriptor's rows repeat an input row non-contiguously")
+
+    # -- deallocation and debug info ----------------------------------------------------------
+    def deallocate_matrices(self, whole, step_to_segment, computation):
+        nnet = self.nnet
+        will_destroy = [True] * len(computation.matrices)
+        for step, info in enumerate(self.steps):
+            request = self.requests[step_to_segment[step]]
+            if nnet.is_output_node(info.node_index):
+                will_destroy[computation.submatrices[info.value].matrix_index] = False
+            elif nnet.is_input_node(info.node_index):
+                name = nnet.node_names[info.node_index]
+                has_deriv = None
+                for spec in request.inputs:
+                    if spec.name == name:
+                        has_deriv = spec.has_deriv
+                        break
+                if has_deriv is None:
+                    raise ComputationError("internal error: input %s not in request" % name)
+                if has_deriv:
+                    will_destroy[computation.submatrices[info.deriv].matrix_index] = False
+        for m in range(1, len(computation.matrices)):
+            if will_destroy[m]:
+                computation.commands.append(Command(CT.kDeallocMatrix, whole[m]))
+
+    def output_debug_info(self, computation):
+        computation.matrix_debug_info = debug = [MatrixDebugInfo()
+                                                 for _ in computation.matrices]
+        for info in self.steps:
+            if info.value == 0 or not computation.is_whole_matrix(info.value):
+                continue
+            value_matrix = computation.submatrices[info.value].matrix_index
+            deriv_matrix = 0
+            if info.deriv != 0 and computation.is_whole_matrix(info.deriv):
+                deriv_matrix = computation.submatrices[info.deriv].matrix_index
+            entry = debug[value_matrix]
+            entry.is_deriv = False
+            if entry.cindexes:
+                continue  # a whole-matrix dim-range alias of an existing matrix
+            node = info.node_index
+            entry.cindexes = [(node, i) for i in info.output_indexes]
+            if deriv_matrix != 0:
+                d = debug[deriv_matrix]
+                d.is_deriv = True
+                d.cindexes = list(entry.cindexes)
+
+
+def create_computation(nnet, request, output_debug_info=True, use_fast=True):
+    """Compiles ``request`` (or a list of requests, one per segment) for ``nnet``
+    into an unoptimized NnetComputation."""
+    return Compiler(request, nnet, use_fast).create_computation(output_debug_info)
