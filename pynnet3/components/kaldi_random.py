@@ -43,3 +43,8 @@ def uniform_matrix(xp, shape):
     if xp is np:
         return _NP_RNG.random(shape, dtype=np.float32)
     return xp.random.random_sample(shape, dtype=xp.float32)
+
+
+def normal_vector(dim):
+    """A float64 vector of standard normal draws (Kaldi's SetRandn)."""
+    return _NP_RNG.standard_normal(dim)
