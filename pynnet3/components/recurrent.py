@@ -17,20 +17,16 @@ Guarantees:
   learning-rate step (gradient when ``to_update.is_gradient``); Kaldi's
   natural-gradient preconditioning is not applied.
 - The GRUs accumulate statistics and self-repair on a random half of the
-  minibatches, as Kaldi does; the draw is :func:`rand_uniform` (NumPy's
-  global generator), which tests may replace.
+  minibatches, as Kaldi does; the draw comes from
+  :mod:`pynnet3.components.kaldi_random` (seedable, not Kaldi's sequence).
 """
 
 import numpy as np
 
 from ..nnet.format import kaldi_str
+from . import kaldi_random
 from .base import P, UpdatableComponent, array_module, read_layout, write_layout
 from .param_stats import parameter_stats, summarize_vector
-
-
-def rand_uniform():
-    """A uniform draw on [0, 1) (Kaldi's RandUniform), from NumPy's global generator."""
-    return np.random.random_sample()
 
 
 def _f32(value):
@@ -44,7 +40,10 @@ def _sigmoid(xp, x):
 
 
 def _randn(shape):
-    return np.random.standard_normal(shape).astype(np.float32)
+    """Standard normal float32 draws (Kaldi's SetRandn) from the components'
+    seedable random source."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return kaldi_random.normal_vector(int(np.prod(shape))).astype(np.float32).reshape(shape)
 
 
 def _to_host(arr):
@@ -475,7 +474,7 @@ class _GruBase(_RecurrentBase):
         accumulates the tanh value/derivative stats of ``h_t`` and adds the
         self-repair term to ``h_t_deriv`` in place."""
         prob = self.repair_and_stats_probability
-        if rand_uniform() > prob:
+        if kaldi_random.rand_uniform() > prob:
             return
         xp = array_module(h_t)
         tanh_deriv = 1.0 - h_t * h_t
