@@ -118,7 +118,6 @@ class NonlinearComponent(Component):
         self.self_repair_upper_threshold = f32(
             cfl.get_float("self-repair-upper-threshold", UNSET_THRESHOLD))
         self.self_repair_scale = f32(cfl.get_float("self-repair-scale", 0.0))
-        cfl.check_all_used()
         if (dim is None or self.dim <= 0 or self.block_dim <= 0
                 or self.dim % self.block_dim != 0):
             raise invalid_initializer(cfl, self.type_name)

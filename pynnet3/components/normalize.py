@@ -84,7 +84,6 @@ class NormalizeComponent(Component):
         self.block_dim = cfl.get_int("block-dim", self.dim)
         self.target_rms = f32(cfl.get_float("target-rms", 1.0))
         self.add_log_stddev = cfl.get_bool("add-log-stddev", False)
-        cfl.check_all_used()
         if (dim is None or self.dim <= 0 or self.target_rms <= 0.0 or self.block_dim <= 0
                 or self.dim % self.block_dim != 0):
             raise invalid_initializer(cfl, self.type_name)
@@ -257,7 +256,6 @@ class BatchNormComponent(Component):
         if not (self.block_dim > 0 and self.dim % self.block_dim == 0 and self.epsilon > 0
                 and self.target_rms > 0):
             raise cfl.error("invalid configuration in BatchNormComponent")
-        cfl.check_all_used()
         self.count = 0.0
         self.stats_sum = np.zeros(self.block_dim)
         self.stats_sumsq = np.zeros(self.block_dim)

@@ -50,7 +50,6 @@ class PnormComponent(Component):
     def init_from_config(self, cfl):
         output_dim = _int_key(cfl, "output-dim")
         input_dim = _int_key(cfl, "input-dim") if output_dim is not None else None
-        cfl.check_all_used()
         if input_dim is None or output_dim is None or output_dim <= 0:
             raise invalid_initializer(cfl, self.type_name)
         if input_dim <= 0 or input_dim % output_dim != 0:
@@ -125,14 +124,12 @@ class SumGroupComponent(Component):
     def init_from_config(self, cfl):
         sizes = cfl.get_int_list("sizes")
         if sizes is not None:
-            cfl.check_all_used()
             if not sizes or any(s <= 0 for s in sizes):
                 raise invalid_initializer(cfl, self.type_name)
             self._init_sizes(sizes)
             return
         input_dim = _int_key(cfl, "input-dim")
         output_dim = _int_key(cfl, "output-dim") if input_dim is not None else None
-        cfl.check_all_used()
         if input_dim is None or output_dim is None:
             raise invalid_initializer(cfl, self.type_name)
         if output_dim <= 0 or input_dim <= 0 or input_dim % output_dim != 0:
@@ -210,7 +207,6 @@ class SumBlockComponent(Component):
             raise cfl.error("Invalid values input-dim=%d output-dim=%d" % (input_dim, output_dim))
         self.in_dim, self.out_dim = input_dim, output_dim
         self.scale_value = f32(cfl.get_float("scale", 1.0))
-        cfl.check_all_used()
 
     def read_body(self, stream):
         stream.read_optional_token("<SumBlockComponent>")
@@ -261,7 +257,6 @@ class ElementwiseProductComponent(Component):
     def init_from_config(self, cfl):
         output_dim = _int_key(cfl, "output-dim")
         input_dim = _int_key(cfl, "input-dim") if output_dim is not None else None
-        cfl.check_all_used()
         if input_dim is None or output_dim is None or output_dim <= 0:
             raise invalid_initializer(cfl, self.type_name)
         if not (input_dim > output_dim and input_dim % output_dim == 0):
@@ -351,7 +346,6 @@ class PermuteComponent(Component):
 
     def init_from_config(self, cfl):
         text = cfl.get_str("column-map")
-        cfl.check_all_used()
         if text is None:
             raise invalid_initializer(cfl, self.type_name)
         try:
@@ -419,7 +413,6 @@ class NoOpComponent(Component):
     def init_from_config(self, cfl):
         self.backprop_scale = f32(cfl.get_float("backprop-scale", 1.0))
         dim = cfl.get_int("dim")
-        cfl.check_all_used()
         if dim is None or dim <= 0:
             raise invalid_initializer(cfl, self.type_name)
         self.dim = dim
@@ -528,7 +521,6 @@ class ClipGradientComponent(Component):
         threshold = f32(cfl.get_float("self-repair-clipped-proportion-threshold", 0.01))
         target = f32(cfl.get_float("self-repair-target", 0.0))
         scale = f32(cfl.get_float("self-repair-scale", 1.0))
-        cfl.check_all_used()
         if (dim is None or clipping_threshold < 0 or dim <= 0 or threshold < 0.0
                 or target < 0.0 or scale < 0.0):
             raise invalid_initializer(cfl, self.type_name)
@@ -725,7 +717,6 @@ class DropoutComponent(Component):
         proportion = cfl.get_float("dropout-proportion") if dim is not None else None
         per_frame = cfl.get_bool("dropout-per-frame", False)
         self.test_mode = cfl.get_bool("test-mode", False)
-        cfl.check_all_used()
         if dim is None or proportion is None or dim <= 0 or not 0.0 <= proportion <= 1.0:
             raise invalid_initializer(cfl, self.type_name)
         self.dim = dim
