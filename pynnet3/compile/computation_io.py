@@ -18,8 +18,8 @@ from ..components.base import PrecomputedIndexes
 from ..errors import KaldiFormatError
 from ..io.stream import format_float
 from ..nnet.format import kaldi_str
-from ..nnet.index_io import (read_cindex_vector, read_index_vector, write_cindex_vector,
-                             write_index_vector)
+from ..nnet.index_io import (print_indexes, read_cindex_vector, read_index_vector,
+                             write_cindex_vector, write_index_vector)
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo, MatrixStrideType,
                           NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
 
@@ -39,30 +39,6 @@ def _summarize(text):
 # ---------------------------------------------------------------------------
 # Printing
 # ---------------------------------------------------------------------------
-
-def print_indexes(indexes):
-    """Kaldi's PrintIndexes: runs of consecutive t (same n, x) as ``(n,t1:t2)``."""
-    if len(indexes) == 0:
-        return "[ ]"
-    parts = []
-    size = len(indexes)
-    start = 0
-    for i in range(1, size + 1):
-        if i < size:
-            cur, prev = indexes[i], indexes[i - 1]
-            if cur[1] == prev[1] + 1 and cur[0] == prev[0] and cur[2] == prev[2]:
-                continue
-        first, last = indexes[start], indexes[i - 1]
-        if i - 1 == start:
-            s = "(%d,%d" % (first[0], first[1])
-        else:
-            s = "(%d,%d:%d" % (first[0], first[1], last[1])
-        if first[2] != 0:
-            s += ",%d" % first[2]
-        parts.append(s + ")")
-        start = i
-    return _summarize("[" + ", ".join(parts) + "]")
-
 
 def print_cindexes(cindexes, node_names):
     """Kaldi's PrintCindexes: ``node[indexes]`` for each run of one node."""

@@ -132,7 +132,7 @@ class NnetComputer:
     def accept_input(self, node_name, matrix):
         """Supplies the matrix for an input node, or (after the forward pass)
         the derivative for an output node; ``matrix`` is copied."""
-        m = self._io_matrix_index(node_name, is_output=False)
+        m, pending = self._io_matrix_index(node_name, is_output=False)
         info = self.computation.matrices[m]
         shape = getattr(matrix, "shape", None)
         if shape is None or len(shape) != 2:
@@ -145,11 +145,14 @@ class NnetComputer:
             raise ComputationError("num-cols mismatch for input '%s': %d in computation-"
                                    "request, %d provided" % (node_name, info.num_cols, shape[1]))
         self.matrices[m] = self.backend.from_host(matrix)
+        # Only an accepted input is no longer pending (a rejected one may be
+        # given again).
+        self.pending_commands.remove(pending)
 
     def get_output(self, node_name):
         """A copy of the output of a node (after forward), or the input
         derivative of an input node (after backward), as a backend array."""
-        m = self._io_matrix_index(node_name, is_output=True)
+        m, _ = self._io_matrix_index(node_name, is_output=True)
         mat = self.matrices[m]
         if mat is None or mat.shape[0] == 0:
             raise ComputationError("output for node '%s' is not available (matrix m%d is "
@@ -159,7 +162,7 @@ class NnetComputer:
     def get_output_destructive(self, node_name):
         """Like get_output, but hands over the matrix itself (no copy) and
         forgets it, as Kaldi's GetOutputDestructive."""
-        m = self._io_matrix_index(node_name, is_output=True)
+        m, _ = self._io_matrix_index(node_name, is_output=True)
         mat = self.matrices[m]
         if mat is None or mat.shape[0] == 0:
             raise ComputationError("output for node '%s' is not available (matrix m%d is "
@@ -195,17 +198,16 @@ class NnetComputer:
             if commands[self.program_counter].command_type != CommandType.kNoOperationMarker:
                 self.pending_commands.append(self.program_counter)
             self.program_counter += 1
-        for i, ci in enumerate(self.pending_commands):
+        for ci in self.pending_commands:
             c = commands[ci]
             this_is_output = c.command_type == CommandType.kProvideOutput
             if this_is_output == is_output and c.arg2 == node_index:
-                if not is_output:
-                    # Outputs stay pending so that they may be read twice.
-                    del self.pending_commands[i]
                 if not self.computation.is_whole_matrix(c.arg1):
                     raise ComputationError("input or output of node '%s' is not a whole "
                                            "matrix (command c%d)" % (node_name, ci))
-                return self.computation.submatrices[c.arg1].matrix_index
+                # The caller removes an accepted input from the pending list;
+                # outputs stay pending so that they may be read twice.
+                return self.computation.submatrices[c.arg1].matrix_index, ci
         raise ComputationError("could not %s for network node '%s' (it is not expected at "
                                "this point in the computation)"
                                % ("provide output" if is_output else "accept input", node_name))
@@ -277,9 +279,9 @@ class NnetComputer:
         try:
             text = command_string(self.computation, self.nnet, pc)
         except Exception:  # the command may itself be malformed
-            text = repr(self.computation.commands[pc])
+            text = "c%d: %r" % (pc, self.computation.commands[pc])
         detail = str(e) if isinstance(e, PynnetError) else "%s: %s" % (type(e).__name__, e)
-        return ComputationError("error running command c%d (%s): %s" % (pc, text, detail))
+        return ComputationError("error running command %s -- %s" % (text, detail))
 
     # ------------------------------------------------------------------------
     # Commands
