@@ -199,17 +199,9 @@ class Nnet:
     def _read_from_mdl(self, stream):
         """A .mdl file (TransitionModel, then the network and priors): takes the
         network, as Kaldi's Nnet::Read does."""
-        try:
-            from .am_nnet import AmNnetSimple, TransitionModel
-        except ImportError:
-            raise stream.error("this looks like a .mdl file (it starts with %s); reading "
-                               "it needs pynnet3.nnet.am_nnet, which is not available"
-                               % stream.peek_token()) from None
-        TransitionModel.read_new(stream) if hasattr(TransitionModel, "read_new") \
-            else TransitionModel().read_from(stream)
-        am = AmNnetSimple()
-        am.read_from(stream)
-        self.swap(am.nnet)
+        from .am import read_mdl_from
+        _, am_nnet = read_mdl_from(stream)
+        self.swap(am_nnet.nnet)
 
     # -- writing ----------------------------------------------------------------------
     def write(self, wxfilename, binary=True):

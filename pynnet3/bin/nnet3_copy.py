@@ -1,0 +1,99 @@
+"""nnet3-copy: copy a raw nnet3 network, optionally changing it.
+
+In Kaldi's order: read; apply ``--nnet-config`` (nnet3-init semantics); set
+learning rates (``--learning-rate``); scale (``--scale``); apply
+``--edits-config`` then ``--edits``; then either prepare for test
+(``--prepare-for-test``: batch-norm and dropout test mode, then Kaldi's
+CollapseModel) or set batch-norm test mode to ``--batchnorm-test-mode``
+(Kaldi always does this, so a copy stores test-mode false by default); write.
+"""
+
+import logging
+import sys
+
+from ..errors import UsageError
+from ..nnet import utils
+from ..nnet.edits import apply_edits_string, read_edit_config
+from ..nnet.nnet import Nnet
+from ._cli import ToolParser, kaldi_tool
+from .nnet3_init import read_config_text
+
+log = logging.getLogger(__name__)
+
+USAGE = """Copy 'raw' nnet3 neural network to standard output
+Also supports setting all the learning rates to a value
+(the --learning-rate option)
+
+Usage:  nnet3-copy [options] <nnet-in> <nnet-out>
+e.g.:
+ nnet3-copy --binary=false 0.raw text.raw
+"""
+
+
+def _collapse_model():
+    """Kaldi's CollapseModel, from the module that implements it, or None."""
+    try:
+        from ..nnet.collapse import collapse_model
+    except ImportError:
+        return None
+    return collapse_model
+
+
+def prepare_for_test(nnet, collapse_model):
+    """What ``--prepare-for-test=true`` does (Kaldi's order)."""
+    utils.set_batchnorm_test_mode(nnet, True)
+    utils.set_dropout_test_mode(nnet, True)
+    collapse_model(nnet)
+
+
+@kaldi_tool
+def main(argv=None):
+    parser = ToolParser(USAGE)
+    parser.register_bool("binary", True, "Write output in binary mode")
+    parser.register_float("learning-rate", -1.0, "If supplied, all the learning rates of "
+                          "updatable components are set to this value.")
+    parser.register_str("nnet-config", "", "Name of nnet3 config file that can be used to "
+                        "add or replace components or nodes of the neural network (the same "
+                        "as you would give to nnet3-init).")
+    parser.register_str("edits-config", "", "Name of edits-config file that can be used to "
+                        "modify the network (applied after nnet-config).  See comments for "
+                        "ReadEditConfig()in nnet3/nnet-utils.h to see currently supported "
+                        "commands.")
+    parser.register_str("edits", "", "Can be used as an inline alternative to edits-config; "
+                        "semicolons will be converted to newlines before parsing.  E.g. "
+                        "'--edits=remove-orphans'.")
+    parser.register_float("scale", 1.0, "The parameter matrices are scaled by the specified "
+                          "value.")
+    parser.register_bool("prepare-for-test", False, "If true, prepares the model for test "
+                         "time (may reduce model size slightly.  Involves setting test mode "
+                         "in dropout and batch-norm components, and calling CollapseModel() "
+                         "which may remove some components.")
+    parser.register_bool("batchnorm-test-mode", False, "Batch-norm components' test mode is "
+                         "set to this value. The deafult is false, but is overriden when "
+                         "--prepare-for-test is used")
+    opts, (nnet_in, nnet_out) = parser.parse(argv, num_args=2)
+    collapse_model = _collapse_model() if opts.prepare_for_test else None
+    if opts.prepare_for_test and collapse_model is None:
+        raise UsageError("--prepare-for-test=true needs Kaldi's CollapseModel "
+                         "(pynnet3.nnet.collapse), which this installation does not have")
+    nnet = Nnet.read(nnet_in)
+    if opts.nnet_config:
+        nnet.read_config(read_config_text(opts.nnet_config), opts.nnet_config)
+    if opts.learning_rate >= 0:
+        utils.set_learning_rate(nnet, opts.learning_rate)
+    if opts.scale != 1.0:
+        utils.scale_nnet(nnet, opts.scale)
+    if opts.edits_config:
+        read_edit_config(nnet, read_config_text(opts.edits_config), opts.edits_config)
+    if opts.edits:
+        apply_edits_string(nnet, opts.edits)
+    if opts.prepare_for_test:
+        prepare_for_test(nnet, collapse_model)
+    else:
+        utils.set_batchnorm_test_mode(nnet, opts.batchnorm_test_mode)
+    nnet.write(nnet_out, opts.binary)
+    log.info("Copied raw neural net from %s to %s", nnet_in, nnet_out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
