@@ -50,8 +50,15 @@ def assert_close(ours, kaldi, what):
     assert ours.shape == kaldi.shape, "%s: shape %s, Kaldi %s" % (what, ours.shape, kaldi.shape)
     if kaldi.size == 0:
         return
-    err = float(np.abs(ours.astype(np.float64) - kaldi).max())
-    tol = 1e-3 * max(1.0, float(np.abs(kaldi).max()))
+    # Where Kaldi's numbers diverged (inf/NaN, e.g. an exploding recurrence),
+    # ours must diverge in the same places; the finite ones are compared.
+    finite = np.isfinite(kaldi)
+    assert np.array_equal(finite, np.isfinite(ours)), "%s: inf/NaN pattern differs" % what
+    assert np.array_equal(np.isnan(kaldi), np.isnan(ours)), "%s: NaN pattern differs" % what
+    if not finite.any():
+        return
+    err = float(np.abs(ours[finite].astype(np.float64) - kaldi[finite]).max())
+    tol = 1e-3 * max(1.0, float(np.abs(kaldi[finite]).max()))
     assert err <= tol, "%s: max |ours - kaldi| = %g > %g" % (what, err, tol)
 
 

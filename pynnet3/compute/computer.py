@@ -36,6 +36,7 @@ the command as Kaldi prints it.
 import numpy as np
 
 from ..compile.computation import CommandType
+from ..components.base import ComponentProperty
 from ..errors import ComputationError, PynnetError
 from .backend import get_backend
 
@@ -323,7 +324,7 @@ class NnetComputer:
         component = self.nnet.components[c.arg1]
         upd_component = None
         if c.command_type == CommandType.kBackprop:
-            if component.is_updatable():
+            if component.properties() & ComponentProperty.kUpdatableComponent:
                 if self.computation.need_model_derivative:
                     if self.nnet_to_update is None:
                         raise ComputationError("the computation needs the model derivative "
