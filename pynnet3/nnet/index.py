@@ -2,7 +2,9 @@
 
 An Index is (n, t, x): n the sequence within a minibatch, t the time, x an
 extra coordinate (mostly 0). A Cindex is (node_index, Index). Both are plain
-tuples, hashable and ordered as Kaldi orders them (n, then t, then x).
+tuples and hashable. CAUTION: tuple comparison orders an Index by (n, t, x),
+but Kaldi's Index::operator< orders by t, then x, then n; sort with
+``key=index_key`` / ``key=cindex_key`` to get Kaldi's order.
 """
 
 from typing import NamedTuple
@@ -25,3 +27,14 @@ class Index(NamedTuple):
 class Cindex(NamedTuple):
     node: int
     index: Index
+
+
+def index_key(index):
+    """Sort key giving Kaldi's Index order (t, then x, then n)."""
+    return (index[1], index[2], index[0])
+
+
+def cindex_key(cindex):
+    """Sort key giving Kaldi's Cindex order (node, then the Index order)."""
+    index = cindex[1]
+    return (cindex[0], index[1], index[2], index[0])

@@ -1,0 +1,127 @@
+"""Descriptors compiled into flat integer programs for the Cython compiler.
+
+The Python Descriptor tree (``pynnet3.nnet.descriptor``) is the readable form;
+evaluating it once per Cindex from Cython would mean a Python call per row.
+This module flattens each Descriptor into an int32 array that
+``pynnet3/_fast/cindex.pxd`` interprets in C (GetDependencies, IsComputable with
+the inputs used, MapToInput), with exactly the Python classes' semantics.
+
+Program layout (positions are absolute offsets into the same array; every
+record starts with its opcode):
+
+ForwardingDescriptor records
+  ``F_NODE node``                              the node itself (any Scale is
+                                               irrelevant to indexing)
+  ``F_OFFSET dn dt dx child``                  Index + offset
+  ``F_SWITCH k pos_0 .. pos_{k-1}``            child number (t mod k), the
+                                               mathematical modulus
+  ``F_ROUND modulus child``                    t rounded down to a multiple
+  ``F_REPLACE_T value child`` / ``F_REPLACE_X value child``
+SumDescriptor records
+  ``S_SIMPLE fwd``, ``S_OPTIONAL sum``, ``S_CONST``,
+  ``S_SUM pos2 sum1 sum2`` / ``S_FAILOVER pos2 sum1 sum2`` (sum1 follows the
+  header, sum2 starts at pos2)
+
+A Descriptor is a program plus the start of each of its parts.
+
+Non-simple components get an *index program* too when their index hooks are
+simple enough to run in C: ``("simple",)`` for simple components,
+``("offsets", [o1, o2, ...])`` for Kaldi's TdnnComponent (inputs (n, t+o, x),
+all required); anything else is ``("python",)`` and is called back per Cindex,
+as Kaldi makes a virtual call.
+"""
+
+import numpy as np
+
+from ..errors import ComputationError
+from ..nnet import descriptor as D
+
+F_NODE = 1
+F_OFFSET = 2
+F_SWITCH = 3
+F_ROUND = 4
+F_REPLACE_T = 5
+F_REPLACE_X = 6
+S_SIMPLE = 10
+S_OPTIONAL = 11
+S_CONST = 12
+S_SUM = 13
+S_FAILOVER = 14
+
+kSimpleComponent = 0x001
+
+
+def _emit_forwarding(fwd, prog):
+    if isinstance(fwd, D.SimpleForwardingDescriptor):
+        prog += [F_NODE, fwd.src_node]
+    elif isinstance(fwd, D.OffsetForwardingDescriptor):
+        off = fwd.offset
+        prog += [F_OFFSET, off[0], off[1], off[2]]
+        _emit_forwarding(fwd.src, prog)
+    elif isinstance(fwd, D.SwitchingForwardingDescriptor):
+        k = len(fwd.srcs)
+        prog += [F_SWITCH, k]
+        table = len(prog)
+        prog += [0] * k
+        for i, src in enumerate(fwd.srcs):
+            prog[table + i] = len(prog)
+            _emit_forwarding(src, prog)
+    elif isinstance(fwd, D.RoundingForwardingDescriptor):
+        if fwd.t_modulus < 1:
+            raise ComputationError("Round() with modulus %d cannot be evaluated" % fwd.t_modulus)
+        prog += [F_ROUND, fwd.t_modulus]
+        _emit_forwarding(fwd.src, prog)
+    elif isinstance(fwd, D.ReplaceIndexForwardingDescriptor):
+        prog += [F_REPLACE_T if fwd.variable == "t" else F_REPLACE_X, fwd.value]
+        _emit_forwarding(fwd.src, prog)
+    else:
+        raise ComputationError("cannot compile forwarding descriptor of type %s"
+                               % type(fwd).__name__)
+
+
+def _emit_sum(part, prog):
+    if isinstance(part, D.SimpleSumDescriptor):
+        prog.append(S_SIMPLE)
+        _emit_forwarding(part.src, prog)
+    elif isinstance(part, D.OptionalSumDescriptor):
+        prog.append(S_OPTIONAL)
+        _emit_sum(part.src, prog)
+    elif isinstance(part, D.ConstantSumDescriptor):
+        prog.append(S_CONST)
+    elif isinstance(part, D.BinarySumDescriptor):
+        prog.append(S_SUM if part.op == D.kSumOperation else S_FAILOVER)
+        slot = len(prog)
+        prog.append(0)
+        _emit_sum(part.src1, prog)
+        prog[slot] = len(prog)
+        _emit_sum(part.src2, prog)
+    else:
+        raise ComputationError("cannot compile sum descriptor of type %s" % type(part).__name__)
+
+
+def compile_descriptor(descriptor):
+    """(program, part_starts) as int32 NumPy arrays for a Descriptor."""
+    prog = []
+    starts = []
+    for part in descriptor.parts:
+        starts.append(len(prog))
+        _emit_sum(part, prog)
+    return np.asarray(prog, dtype=np.int32), np.asarray(starts, dtype=np.int32)
+
+
+def compile_sum_descriptor(part):
+    """The program of one SumDescriptor (its start is 0)."""
+    prog = []
+    _emit_sum(part, prog)
+    return np.asarray(prog, dtype=np.int32)
+
+
+def component_index_program(component):
+    """How the C graph builder evaluates a component's index hooks."""
+    if component.properties() & kSimpleComponent:
+        return ("simple",)
+    if component.type_name == "TdnnComponent":
+        # Kaldi's TdnnComponent: inputs (n, t + o, x) for each time offset o,
+        # computable only when all of them are.
+        return ("offsets", [int(o) for o in component.time_offsets])
+    return ("python",)
