@@ -61,13 +61,13 @@ class RandomMixin:
 
 class ConstantComponent(UpdatableComponent):
     """Outputs the same vector ``output`` for every requested Index; needs no
-    input. Optionally updatable (``is_updatable``); ``use_natural_gradient``
+    input. Optionally updatable (``updatable``, Kaldi's is_updatable_); ``use_natural_gradient``
     is stored but the update here is always a plain learning-rate step."""
 
     type_name = "ConstantComponent"
 
     def properties(self):
-        return P.kUpdatableComponent if self.is_updatable else 0
+        return P.kUpdatableComponent if self.updatable else 0
 
     def input_dim(self):
         # No input is ever used; Kaldi reports the output dim.
@@ -79,7 +79,7 @@ class ConstantComponent(UpdatableComponent):
     def init_from_config(self, cfl):
         self.init_updatable_common(cfl)
         output_dim = cfl.get_int("output-dim", 0)
-        self.is_updatable = cfl.get_bool("is-updatable", True)
+        self.updatable = cfl.get_bool("is-updatable", True)
         self.use_natural_gradient = cfl.get_bool("use-natural-gradient", True)
         mean = _f32(cfl.get_float("output-mean", 0.0))
         stddev = _f32(cfl.get_float("output-stddev", 0.0))
@@ -95,7 +95,7 @@ class ConstantComponent(UpdatableComponent):
         stream.expect_token("<Output>")
         self.output = stream.read_vector()
         stream.expect_token("<IsUpdatable>")
-        self.is_updatable = stream.read_bool()
+        self.updatable = stream.read_bool()
         stream.expect_token("<UseNaturalGradient>")
         self.use_natural_gradient = stream.read_bool()
         stream.expect_token("</ConstantComponent>")
@@ -105,7 +105,7 @@ class ConstantComponent(UpdatableComponent):
         stream.write_token("<Output>")
         stream.write_vector(_to_host(self.output))
         stream.write_token("<IsUpdatable>")
-        stream.write_bool(self.is_updatable)
+        stream.write_bool(self.updatable)
         stream.write_token("<UseNaturalGradient>")
         stream.write_bool(self.use_natural_gradient)
 
@@ -113,7 +113,7 @@ class ConstantComponent(UpdatableComponent):
         return (self.updatable_info()
                 + ", ConstantComponent, output-dim=%d, is-updatable=%s, "
                   "use-natural-gradient=%s" % (self.output_dim(),
-                                               kaldi_str(bool(self.is_updatable)),
+                                               kaldi_str(bool(self.updatable)),
                                                kaldi_str(bool(self.use_natural_gradient)))
                 + parameter_stats("output", self.output, include_mean=True))
 
@@ -133,21 +133,21 @@ class ConstantComponent(UpdatableComponent):
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         # The output does not depend on the input: no input derivative.
-        if to_update is not None and to_update.is_updatable:
+        if to_update is not None and to_update.updatable:
             xp = array_module(to_update.output)
             to_update.output += np.float32(to_update.learning_rate) * \
                 xp.asarray(out_deriv.sum(axis=0, dtype=np.float32))
 
     # -- parameters ---------------------------------------------------------------
     def scale(self, alpha):
-        if self.is_updatable:
+        if self.updatable:
             if alpha == 0.0:
                 self.output[...] = 0.0
             else:
                 self.output *= np.float32(alpha)
 
     def add(self, alpha, other):
-        if self.is_updatable:
+        if self.updatable:
             self.output += np.float32(alpha) * other.output
 
     def num_parameters(self):
