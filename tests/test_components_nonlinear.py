@@ -151,7 +151,8 @@ def test_backprop_stats_and_info(monkeypatch):
     c.backprop("", None, None, y, out_deriv, None, c, None)  # stats even without in_deriv
     assert c.oderiv_count == 2.0
     np.testing.assert_allclose(c.oderiv_sumsq, [9.0, 16.0])
-    assert "<OderivRms>  [ 2.12132 2.828427 ]\n<OderivCount> 2 " in component_bytes(c, False).decode()
+    text = component_bytes(c, False).decode()
+    assert "<OderivRms>  [ 2.12132 2.828427 ]\n<OderivCount> 2 " in text
     assert c.info().endswith(", oderiv-rms=[ 2.1 2.8 ], oderiv-count=2")
     # the value stats only (Kaldi stores no derivative stats for softmax)
     assert c.deriv_sum.shape == (0,)

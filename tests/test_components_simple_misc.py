@@ -13,10 +13,7 @@ from pynnet3.components import Component, kaldi_random
 from pynnet3.components.backprop_truncation import (
     BackpropTruncationComponent, BackpropTruncationComponentPrecomputedIndexes)
 from pynnet3.components.base import P, PrecomputedIndexes
-from pynnet3.components.simple_misc import (ClipGradientComponent, DropoutComponent,
-                                            ElementwiseProductComponent, NoOpComponent,
-                                            PermuteComponent, PnormComponent, SumBlockComponent,
-                                            SumGroupComponent)
+from pynnet3.components.simple_misc import ClipGradientComponent, DropoutComponent
 from pynnet3.errors import ConfigError, KaldiFormatError, NnetError
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.nnet.config_line import ConfigLine
@@ -108,7 +105,8 @@ def test_pnorm():
 def test_sum_group_unequal_sizes():
     c = from_config("type=SumGroupComponent sizes=1,3,2")
     assert (c.input_dim(), c.output_dim()) == (6, 3)
-    assert component_bytes(c, False) == b"<SumGroupComponent> <Sizes> [ 1 3 2 ]\n</SumGroupComponent> "
+    assert component_bytes(c, False) == (b"<SumGroupComponent> <Sizes> [ 1 3 2 ]\n"
+                                         b"</SumGroupComponent> ")
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     out = np.zeros((2, 3), np.float32)
     c.propagate(None, x, out)
@@ -155,7 +153,8 @@ def test_permute():
     in_deriv = np.zeros_like(x)
     c.backprop("", None, x, out, out, None, None, in_deriv)
     assert in_deriv.tolist() == x.tolist()
-    assert component_bytes(c, False) == b"<PermuteComponent> <ColumnMap> [ 2 0 1 ]\n</PermuteComponent> "
+    assert component_bytes(c, False) == (b"<PermuteComponent> <ColumnMap> [ 2 0 1 ]\n"
+                                         b"</PermuteComponent> ")
 
 
 def test_permute_reads_old_float_map():
