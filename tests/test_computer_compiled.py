@@ -5,13 +5,18 @@ parameter gradients against Kaldi's numbers, for every reference case), but the
 computation comes from ``pynnet3.compile.compile(nnet, request)`` on the case's
 ``request.txt``. Newly allocated matrices are filled with NaN, so a compiled
 computation that reads memory it never wrote fails here instead of passing by
-luck.
+luck. The compiled computation also survives Write/Read (binary) unchanged:
+same bytes and same printed form (this covers command types that Kaldi's
+optimized files do not contain, e.g. AddRowsMulti).
 """
 
 import numpy as np
 import pytest
 
 from pynnet3.compile import ComputationRequest, compile
+from pynnet3.compile.computation_io import (computation_to_bytes, print_computation,
+                                            read_computation)
+from pynnet3.io.stream import InputStream
 from pynnet3.nnet.nnet import Nnet
 from test_computer_kaldi import case_dirs, case_id, run_and_check
 
@@ -23,6 +28,10 @@ def test_compiled_computation_matches_kaldi(case):
     nnet = Nnet.read(str(case / "model.raw"))
     request = ComputationRequest.read(str(case / "request.txt"))
     computation = compile(nnet, request)
+    data = computation_to_bytes(computation)
+    again = read_computation(InputStream.from_bytes(data, "compiled"))
+    assert computation_to_bytes(again) == data
+    assert print_computation(again, nnet) == print_computation(computation, nnet)
     done = run_and_check(case, computation, nnet, undefined_fill=np.nan)
     assert "forward" in done
     if (case / "input_derivs.ark").is_file():

@@ -154,7 +154,7 @@ def test_accept_input_checks_the_shape_and_the_node():
         computer.accept_input("output", value)
 
 
-def test_finished_computation_cannot_run_again():
+def test_backward_waits_for_output_derivative_and_finished_cannot_run():
     nnet, computation = _small()
     computer = NnetComputer(computation, nnet, nnet.copy())
     for name, value in read_ark(SMALL / "inputs.ark").items():
@@ -163,6 +163,14 @@ def test_finished_computation_cannot_run_again():
     computer.get_output("output")
     # before the output derivative arrives, the backward pass may not start
     with pytest.raises(ComputationError, match="no input was given for node 'output'"):
+        computer.run()
+    for name, value in read_ark(SMALL / "output_derivs.ark").items():
+        computer.accept_input(name, value)
+    computer.run()
+    computer.get_output("input")
+    while computer.program_counter < len(computation.commands):
+        computer.run()
+    with pytest.raises(ComputationError, match="has finished"):
         computer.run()
 
 
