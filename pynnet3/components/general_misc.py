@@ -134,9 +134,11 @@ class ConstantComponent(UpdatableComponent):
                  to_update, in_deriv):
         # The output does not depend on the input: no input derivative.
         if to_update is not None and to_update.updatable:
+            delta = out_deriv.sum(axis=0, dtype=np.float32)
             xp = array_module(to_update.output)
-            to_update.output += np.float32(to_update.learning_rate) * \
-                xp.asarray(out_deriv.sum(axis=0, dtype=np.float32))
+            if array_module(delta) is not xp:
+                delta = delta.get() if xp is np else xp.asarray(delta)
+            to_update.output += np.float32(to_update.learning_rate) * delta
 
     # -- parameters ---------------------------------------------------------------
     def scale(self, alpha):

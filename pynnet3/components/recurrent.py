@@ -52,6 +52,14 @@ def _to_host(arr):
     return arr
 
 
+def _like(array, param):
+    """``array`` moved to the device (NumPy or CuPy) that ``param`` lives on."""
+    xp = array_module(param)
+    if array_module(array) is xp:
+        return array
+    return array.get() if xp is np else xp.asarray(array)
+
+
 def _scaled_avg(sums, count):
     """On-disk average of in-memory sums: the sums as float32, times the
     float32 of 1/count (left alone when count is 0), as Kaldi computes it."""
@@ -356,7 +364,7 @@ class LstmNonlinearityComponent(_RecurrentBase):
             to_update.self_repair_total += repaired
             to_update.count += float(num_rows)
             to_update.params += np.float32(to_update.learning_rate) * \
-                array_module(to_update.params).asarray(params_deriv)
+                _like(params_deriv, to_update.params)
 
 
 # ---------------------------------------------------------------------------
@@ -624,7 +632,8 @@ class GruNonlinearityComponent(_GruBase):
                                              in_deriv, z_d, c_t1_d)
         if to_update is not None:
             to_update.tanh_stats_and_self_repair(h_t, h_t_deriv)
-            to_update.w_h += np.float32(to_update.learning_rate) * (h_t_deriv.T @ sdotr)
+            to_update.w_h += np.float32(to_update.learning_rate) * \
+                _like(h_t_deriv.T @ sdotr, to_update.w_h)
         if in_deriv is not None:
             hpart_d += h_t_deriv
             sdotr_deriv = h_t_deriv @ xp.asarray(self.w_h)
@@ -727,7 +736,7 @@ class OutputGruNonlinearityComponent(_GruBase):
         if to_update is not None:
             to_update.tanh_stats_and_self_repair(h_t, h_t_deriv)
             to_update.w_h += np.float32(to_update.learning_rate) * \
-                (h_t_deriv * c_t1).sum(axis=0)
+                _like((h_t_deriv * c_t1).sum(axis=0), to_update.w_h)
         if in_deriv is not None:
             hpart_d += h_t_deriv
             c_t1_d += h_t_deriv * xp.asarray(self.w_h)
