@@ -457,6 +457,16 @@ def test_precomputed_indexes_round_trip(case):
         assert to_bytes(obj, binary) == raw, obj.type_name
 
 
+def test_precomputed_indexes_in_kaldis_compiler_cache(kaldi_ref):
+    """nnet3-xvector-compute's cached computations (statistics components)."""
+    blobs = _pi_blobs(kaldi_ref / "models" / "xvector" / "kaldi-compiler-cache.bin")
+    assert {obj.type_name for obj, _, _ in blobs} == {
+        "StatisticsExtractionComponentPrecomputedIndexes",
+        "StatisticsPoolingComponentPrecomputedIndexes"}
+    for obj, raw, binary in blobs:
+        assert to_bytes(obj, binary) == raw
+
+
 @pytest.mark.parametrize("case", COMPUTATION_DIRS)
 def test_precompute_and_reorder_indexes_as_kaldi(case):
     """For each Propagate of our components in Kaldi's unoptimized computation
