@@ -298,11 +298,15 @@ class ConvolutionStep:
     Serialized: input_time_shift, params_start_col, height_map. Derived by
     :meth:`ConvolutionComputation.compute_derived`: ``columns`` (int64 array,
     -1 = zero), ``backward_columns`` (list of int64 arrays over input columns,
-    -1 = nothing), ``columns_are_contiguous``, ``first_column``.
+    -1 = nothing), ``columns_are_contiguous``, ``first_column``; and for
+    execution ``height_sources`` (height_map with -1 as 0), ``zero_heights``
+    (positions where height_map is -1) and ``backward_heights`` (per overlap
+    level, (input heights, temp positions) pairs).
     """
 
     __slots__ = ("input_time_shift", "params_start_col", "height_map", "columns",
-                 "backward_columns", "columns_are_contiguous", "first_column")
+                 "backward_columns", "columns_are_contiguous", "first_column",
+                 "height_sources", "zero_heights", "backward_heights")
 
     def __init__(self, input_time_shift=0, params_start_col=0, height_map=None):
         self.input_time_shift = input_time_shift
@@ -312,24 +316,29 @@ class ConvolutionStep:
         self.backward_columns = []
         self.columns_are_contiguous = False
         self.first_column = 0
+        self.height_sources = None
+        self.zero_heights = None
+        self.backward_heights = []
 
 
 def _reverse_column_mapping(columns, input_dim):
     """Kaldi's ReverseColumnMapping: list of arrays of size input_dim with
     backward[k][j] = i for the k'th i having columns[i] == j."""
-    targets = [[] for _ in range(input_dim)]
-    for i, j in enumerate(columns):
-        if j != -1:
-            targets[j].append(i)
-    max_overlap = max((len(t) for t in targets), default=0)
-    backward = []
-    for k in range(max_overlap):
-        row = np.full(input_dim, -1, dtype=np.int64)
-        for j, t in enumerate(targets):
-            if k < len(t):
-                row[j] = t[k]
-        backward.append(row)
-    return backward
+    columns = np.asarray(columns, dtype=np.int64)
+    sources = np.nonzero(columns != -1)[0]
+    targets = columns[sources]
+    # Stable sort by target keeps the i's of each j in increasing order, so
+    # the k'th occurrence of j goes to backward[k] as in Kaldi.
+    order = np.argsort(targets, kind="stable")
+    sources, targets = sources[order], targets[order]
+    if targets.size == 0:
+        return []
+    group_start = np.concatenate(([0], np.nonzero(np.diff(targets))[0] + 1))
+    starts = np.repeat(group_start, np.diff(np.concatenate((group_start, [targets.size]))))
+    rank = np.arange(targets.size) - starts
+    backward = np.full((int(rank.max()) + 1, input_dim), -1, dtype=np.int64)
+    backward[rank, targets] = sources
+    return list(backward)
 
 
 def _is_contiguous(vec):
@@ -452,9 +461,16 @@ class ConvolutionComputation:
                 else:
                     columns[h * f_in:(h + 1) * f_in] = np.arange(src * f_in, (src + 1) * f_in)
             step.columns = columns
-            step.backward_columns = _reverse_column_mapping(columns.tolist(), input_dim)
+            step.backward_columns = _reverse_column_mapping(columns, input_dim)
             step.columns_are_contiguous = hm[0] != -1 and _is_contiguous(hm)
             step.first_column = int(columns[0])
+            # The same maps at height granularity (blocks of num_filters_in
+            # columns), which is how execution gathers and scatters.
+            step.height_sources = np.maximum(np.asarray(hm, dtype=np.int64), 0)
+            step.zero_heights = np.nonzero(np.asarray(hm) == -1)[0]
+            step.backward_heights = [
+                (np.nonzero(b >= 0)[0], b[b >= 0])
+                for b in _reverse_column_mapping(hm, self.height_in)]
 
     def check(self):
         """Kaldi's ConvolutionComputation::Check (raises ComputationError)."""
@@ -834,14 +850,25 @@ def compile_convolution_computation(model, input_indexes, output_indexes, max_me
 # execution
 # ---------------------------------------------------------------------------
 
-def _gather_columns(xp, src, columns):
-    """src[:, columns] with zeros where columns == -1 (Kaldi's CopyCols)."""
-    cols = xp.asarray(columns)
-    out = src[:, xp.maximum(cols, 0)]
-    neg = columns < 0
-    if neg.any():
-        out[:, xp.asarray(neg)] = 0
-    return out
+def _gather(xp, cc, part, step):
+    """The step's temporary matrix: part's column blocks in height_map order,
+    zero blocks where height_map is -1 (Kaldi's CopyCols with step.columns),
+    or the plain column range when the map is contiguous."""
+    rows = part.shape[0]
+    ncols = len(step.columns)
+    if step.columns_are_contiguous:
+        if ncols == part.shape[1]:
+            return part
+        return xp.ascontiguousarray(part[:, step.first_column:step.first_column + ncols])
+    src = part.reshape(rows, cc.height_in, cc.num_filters_in)
+    temp = xp.take(src, xp.asarray(step.height_sources), axis=1)
+    if step.zero_heights.size:
+        temp[:, xp.asarray(step.zero_heights), :] = 0
+    return temp.reshape(rows, ncols)
+
+
+def _params_part(xp, params, step, pcols):
+    return xp.ascontiguousarray(params[:, step.params_start_col:step.params_start_col + pcols])
 
 
 def _reshape_input(cc, mat, what):
@@ -891,16 +918,9 @@ def convolve_forward(cc, inp, params, out):
         out_r = out_chunk.reshape(rows * ho, cc.num_filters_out)
         for step in cc.steps:
             part = in_chunk[step.input_time_shift * ni:step.input_time_shift * ni + rows]
-            ncols = len(step.columns)
-            pcols = ncols // ho
-            pp = params[:, step.params_start_col:step.params_start_col + pcols]
-            if not step.columns_are_contiguous:
-                temp = _gather_columns(xp, part, step.columns)
-            elif ncols != inp.shape[1]:
-                temp = xp.ascontiguousarray(part[:, step.first_column:step.first_column + ncols])
-            else:
-                temp = part
-            out_r += temp.reshape(rows * ho, pcols) @ pp.T
+            pcols = len(step.columns) // ho
+            temp = _gather(xp, cc, part, step)
+            out_r += temp.reshape(rows * ho, pcols) @ _params_part(xp, params, step, pcols).T
 
 
 def convolve_backward_data(cc, params, out_deriv, in_deriv):
@@ -920,14 +940,16 @@ def convolve_backward_data(cc, params, out_deriv, in_deriv):
             part = ind_chunk[step.input_time_shift * ni:step.input_time_shift * ni + rows]
             ncols = len(step.columns)
             pcols = ncols // ho
-            pp = params[:, step.params_start_col:step.params_start_col + pcols]
-            temp = (od_r @ pp).reshape(rows, ncols)
-            if not step.columns_are_contiguous:
-                for back in step.backward_columns:
-                    valid = back >= 0
-                    part[:, xp.asarray(valid)] += temp[:, xp.asarray(back[valid])]
-            else:
+            temp = (od_r @ _params_part(xp, params, step, pcols)).reshape(rows, ncols)
+            if step.columns_are_contiguous:
                 part[:, step.first_column:step.first_column + ncols] += temp
+                continue
+            # Kaldi's AddCols with each level of backward_columns, in blocks
+            # of num_filters_in columns (one block per height).
+            part3 = part.reshape(rows, cc.height_in, cc.num_filters_in)
+            temp3 = temp.reshape(rows, len(step.height_map), cc.num_filters_in)
+            for heights, positions in step.backward_heights:
+                part3[:, xp.asarray(heights), :] += temp3[:, xp.asarray(positions), :]
 
 
 def convolve_backward_params(cc, inp, out_deriv, alpha, params_deriv):
@@ -944,13 +966,7 @@ def convolve_backward_params(cc, inp, out_deriv, alpha, params_deriv):
         od_r = od_chunk.reshape(rows * ho, cc.num_filters_out)
         for step in cc.steps:
             part = in_chunk[step.input_time_shift * ni:step.input_time_shift * ni + rows]
-            ncols = len(step.columns)
-            pcols = ncols // ho
-            if not step.columns_are_contiguous:
-                temp = _gather_columns(xp, part, step.columns)
-            elif ncols != inp.shape[1]:
-                temp = xp.ascontiguousarray(part[:, step.first_column:step.first_column + ncols])
-            else:
-                temp = part
+            pcols = len(step.columns) // ho
+            temp = _gather(xp, cc, part, step)
             grad = od_r.T @ temp.reshape(rows * ho, pcols)
             params_deriv[:, step.params_start_col:step.params_start_col + pcols] += alpha * grad
