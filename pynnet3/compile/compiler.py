@@ -30,14 +30,13 @@ debug info); anything Kaldi refuses raises ComputationError with a message
 naming the node/Cindexes involved.
 """
 
-import math
+import numpy as np
 
+from ..components.base import Component
 from ..errors import ComputationError
-from ..nnet.index import Index
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixStrideType,
                           NnetComputation, PrecomputedIndexesInfo)
 from .graph_py import kComponent, kDescriptor, kDimRange, kInput
-from .steps import (ComputationStepsComputer, compute_computation_phases, cindex_sort_key)
 from . import split_locations as _split_py
 
 CT = CommandType
@@ -56,11 +55,13 @@ _INF = float("inf")
 
 
 class StepInfo:
-    """What the compiler knows about one step (Kaldi's Compiler::StepInfo)."""
+    """What the compiler knows about one step (Kaldi's Compiler::StepInfo).
+    The step's cindexes live in the StepsData object (``num_rows`` of them);
+    ``input_locations_list[p]`` is, for Descriptor part p, the CSR triple
+    (row_ptr, loc_steps, loc_rows) of the (step, row) locations each row sums."""
 
     __slots__ = ("node_index", "value", "deriv", "segment", "precomputed_indexes_index",
-                 "output_indexes", "output_cindex_ids", "value_parts", "deriv_parts",
-                 "input_locations_list")
+                 "num_rows", "value_parts", "deriv_parts", "input_locations_list")
 
     def __init__(self):
         self.node_index = -1
@@ -68,8 +69,7 @@ class StepInfo:
         self.deriv = 0
         self.segment = 0
         self.precomputed_indexes_index = 0
-        self.output_indexes = []
-        self.output_cindex_ids = []
+        self.num_rows = 0
         self.value_parts = []
         self.deriv_parts = []
         self.input_locations_list = []
@@ -133,10 +133,9 @@ def consolidate_io_operations(computation):
 
 class Compiler:
     """Kaldi's Compiler. ``requests`` is one ComputationRequest or a list (one
-    per segment, for online computations). ``kernels`` selects the
-    implementation of the hot loops: a module with the functions of
-    :mod:`pynnet3.compile.split_locations` (the default is the Cython one when
-    built, else the Python twin)."""
+    per segment, for online computations). ``use_fast`` selects the Cython
+    graph builder, steps and SplitLocations kernels (when built); with False
+    the readable Python twins run instead. Both give the same computation."""
 
     def __init__(self, requests, nnet, use_fast=True):
         if not isinstance(requests, (list, tuple)):
@@ -152,88 +151,69 @@ class Compiler:
                     raise ComputationError("all segments must agree on store_component_stats")
         self.requests = list(requests)
         self.nnet = nnet
-        self.use_fast = use_fast
-        self.graph = None
         self.steps = []
-        self.cindex_id_to_location = []
+        self.data = None
+        self._fast = None
         self._kernels = _split_py
         if use_fast:
             try:
+                from .._fast import graph as fast_graph
                 from .._fast import split_locations as fast_split
+                from .._fast import steps as fast_steps
+                self._fast = (fast_graph, fast_steps)
                 self._kernels = fast_split
             except ImportError:
-                pass
+                self._fast = None
 
     # -- driver -----------------------------------------------------------------------------
     def create_computation(self, output_debug_info=True):
         nnet = self.nnet
-        builder = self._make_builder()
+        if self._fast is not None:
+            fast_graph, fast_steps = self._fast
+            builder = fast_graph.FastComputationGraphBuilder(nnet)
+        else:
+            from .graph_py import ComputationGraphBuilder
+            builder = ComputationGraphBuilder(nnet)
         for request in self.requests:
             builder.compute(request)
             if not builder.all_outputs_are_computable():
                 raise builder.not_computable_error()
             builder.prune()
-        self.graph = graph = builder.graph
-        phases_per_segment = compute_computation_phases(nnet, graph)
-        steps = []
-        step_to_segment = []
-        computer = ComputationStepsComputer(nnet, graph, steps, self.cindex_id_to_location)
-        for segment, request in enumerate(self.requests):
-            computer.compute_for_segment(request, phases_per_segment[segment])
-            while len(step_to_segment) < len(steps):
-                step_to_segment.append(segment)
-        computer.check()
+        if self._fast is not None:
+            self.data = fast_steps.compute_steps(builder.net, builder.graph, self.requests)
+        else:
+            from .steps import PyStepsData
+            self.data = PyStepsData.compute(nnet, builder.graph, self.requests)
+        step_to_segment = list(self.data.step_to_segment)
         computation = NnetComputation()
-        deriv_needed = self.compute_deriv_needed(steps, step_to_segment)
-        self.create_step_info(deriv_needed, step_to_segment, steps, computation)
+        deriv_needed = self.compute_deriv_needed(step_to_segment)
+        self.create_step_info(deriv_needed, step_to_segment, computation)
         self.add_commands(deriv_needed, step_to_segment, computation)
         consolidate_io_operations(computation)
         if output_debug_info:
             self.output_debug_info(computation)
         return computation
 
-    def _make_builder(self):
-        if self.use_fast:
-            try:
-                from .._fast.graph import FastComputationGraphBuilder
-                return FastComputationGraphBuilder(self.nnet)
-            except ImportError:
-                pass
-        from .graph_py import ComputationGraphBuilder
-        return ComputationGraphBuilder(self.nnet)
-
     # -- derivatives -----------------------------------------------------------------------------
-    def _step_dependencies(self, this_step, step_index):
-        if not this_step:
-            return set()
-        node_index = self.graph.cindexes[this_step[0]][0]
-        if self.nnet.is_component_node(node_index):
-            return {step_index - 1}
-        deps_of = self.graph.dependencies
-        location = self.cindex_id_to_location
-        ans = set()
-        for c in this_step:
-            for d in deps_of[c]:
-                ans.add(location[d][0])
-        return ans
-
-    def compute_deriv_needed(self, steps, step_to_segment):
-        nnet, graph = self.nnet, self.graph
-        deriv_needed = [False] * len(steps)
-        for step, this_step in enumerate(steps):
-            if not this_step:
+    def compute_deriv_needed(self, step_to_segment):
+        nnet, data = self.nnet, self.data
+        num_steps = data.num_steps()
+        deriv_needed = [False] * num_steps
+        for step in range(num_steps):
+            if data.step_size(step) == 0:
                 continue
-            cid = this_step[0]
-            node_index = graph.cindexes[cid][0]
+            node_index = data.step_node(step)
             node_name = nnet.node_names[node_index]
-            for dep_step in self._step_dependencies(this_step, step):
+            is_component = nnet.is_component_node(node_index)
+            dep_steps = [step - 1] if is_component else data.step_dependency_steps(step)
+            for dep_step in dep_steps:
                 if dep_step >= step:
                     raise ComputationError("internal error: step %d depends on later step %d"
                                            % (step, dep_step))
                 if deriv_needed[dep_step]:
                     deriv_needed[step] = True
             request = self.requests[step_to_segment[step]]
-            if graph.is_input[cid]:
+            if data.step_is_input(step):
                 i = request.index_for_input(node_name)
                 if i == -1:
                     raise ComputationError("internal error: input step for %s not in request"
@@ -247,7 +227,7 @@ class Compiler:
                                            % node_name)
                 if request.outputs[i].has_deriv:
                     deriv_needed[step] = True
-            if nnet.is_component_node(node_index) and request.need_model_derivative:
+            if is_component and request.need_model_derivative:
                 c = nnet.get_component(nnet.nodes[node_index].component_index)
                 if c.properties() & kUpdatableComponent:
                     if getattr(c, "learning_rate", 1.0) != 0:
@@ -269,25 +249,23 @@ class Compiler:
             return MatrixStrideType.kStrideEqualNumCols
         return MatrixStrideType.kDefaultStride
 
-    def create_step_info(self, deriv_needed, step_to_segment, by_step, computation):
-        nnet, graph = self.nnet, self.graph
-        cindexes = graph.cindexes
-        self.steps = infos = [StepInfo() for _ in by_step]
+    def create_step_info(self, deriv_needed, step_to_segment, computation):
+        nnet, data = self.nnet, self.data
+        num_steps = data.num_steps()
+        self.steps = infos = [StepInfo() for _ in range(num_steps)]
         for step, info in enumerate(infos):
-            info.output_cindex_ids = ids = by_step[step]
             info.segment = step_to_segment[step]
-            info.output_indexes = [cindexes[c][1] for c in ids]
-            if not ids:
+            info.num_rows = num_rows = data.step_size(step)
+            if num_rows == 0:
                 # the empty input step of a component that needs no input
-                if step + 1 >= len(by_step) or not by_step[step + 1]:
+                if step + 1 >= num_steps or data.step_size(step + 1) == 0:
                     raise ComputationError("internal error: empty step not followed by a "
                                            "component step")
-                info.node_index = cindexes[by_step[step + 1][0]][0] - 1
+                info.node_index = data.step_node(step + 1) - 1
                 continue
-            info.node_index = node_index = cindexes[ids[0]][0]
+            info.node_index = node_index = data.step_node(step)
             node = nnet.nodes[node_index]
             node_type = int(node.node_type)
-            num_rows = len(ids)
             num_cols = nnet.node_dim(node_index)
             if node_type != kDimRange:
                 stride = self._stride_type(node_index)
@@ -295,18 +273,12 @@ class Compiler:
                 if deriv_needed[step]:
                     info.deriv = computation.new_matrix(num_rows, num_cols, stride)
             else:
-                source = -1
-                for c in ids:
-                    deps = graph.dependencies[c]
-                    if deps:
-                        source = deps[0]
-                        break
-                if source < 0:
+                input_step = data.dim_range_source_step(step)
+                if input_step < 0:
                     raise ComputationError("internal error: dim-range step for %s has no "
                                            "source" % nnet.node_names[node_index])
-                input_step = self.cindex_id_to_location[source][0]
                 src_info = infos[input_step]
-                if len(src_info.output_cindex_ids) != num_rows or not 0 <= input_step < step:
+                if src_info.num_rows != num_rows or not 0 <= input_step < step:
                     raise ComputationError("internal error: dim-range step for %s does not "
                                            "match its source step" % nnet.node_names[node_index])
                 info.value = _new_submatrix(computation, src_info.value, 0, -1,
@@ -317,7 +289,7 @@ class Compiler:
             if node_type == kDescriptor:
                 desc = node.descriptor
                 num_parts = desc.num_parts()
-                info.input_locations_list = [self.compute_input_locations_list(step, p)
+                info.input_locations_list = [data.input_locations(step, p)
                                              for p in range(num_parts)]
                 if num_parts == 1:
                     info.value_parts = [info.value]
@@ -334,38 +306,14 @@ class Compiler:
                                                                    -1, offset, dim))
                         offset += dim
 
-    def compute_input_locations_list(self, step, part_index):
-        """For each row of this step, the sorted (step, row) locations summed
-        into it for Descriptor part ``part_index``."""
-        info = self.steps[step]
-        graph = self.graph
-        descriptor = self.nnet.nodes[info.node_index].descriptor.part(part_index)
-        ids = graph._ids
-        location = self.cindex_id_to_location
-
-        def exists(cindex):
-            return (cindex[0], cindex[1]) in ids
-
-        ans = []
-        for index in info.output_indexes:
-            if index[1] == kNoTime:
-                ans.append([])
-                continue
-            used = []
-            if not descriptor.is_computable(index, exists, used):
-                raise ComputationError("internal error: descriptor of node %s not computable "
-                                       "at %s while compiling"
-                                       % (self.nnet.node_names[info.node_index], tuple(index)))
-            used.sort(key=cindex_sort_key)
-            ans.append([location[ids[(c[0], c[1])]] for c in used])
-        return ans
-
     # -- commands ------------------------------------------------------------------------------
     def add_commands(self, deriv_needed, step_to_segment, computation):
         computation.need_model_derivative = self.requests[0].need_model_derivative
         whole = get_whole_submatrices(computation)
         self.allocate_matrices(whole, computation)
         self.set_up_precomputed_indexes(step_to_segment, computation)
+        self._value_of_step = np.array([info.value for info in self.steps], dtype=np.int32)
+        self._deriv_of_step = np.array([info.deriv for info in self.steps], dtype=np.int32)
         num_steps = len(self.steps)
         for step in range(num_steps):
             self.compile_forward(step, computation)
@@ -379,12 +327,12 @@ class Compiler:
         self.deallocate_matrices(whole, step_to_segment, computation)
 
     def allocate_matrices(self, whole, computation):
-        nnet, graph = self.nnet, self.graph
+        nnet, data = self.nnet, self.data
         skip = set()
-        for info in self.steps:
-            if not info.output_cindex_ids:
+        for step, info in enumerate(self.steps):
+            if info.num_rows == 0:
                 continue
-            if graph.is_input[info.output_cindex_ids[0]]:
+            if data.step_is_input(step):
                 skip.add(computation.submatrices[info.value].matrix_index)
             if nnet.is_output_node(info.node_index) and info.deriv != 0:
                 skip.add(computation.submatrices[info.deriv].matrix_index)
@@ -395,7 +343,7 @@ class Compiler:
                 commands.append(Command(CT.kSetConst, whole[m], alpha=0.0))
 
     def set_up_precomputed_indexes(self, step_to_segment, computation):
-        nnet = self.nnet
+        nnet, data = self.nnet, self.data
         computation.component_precomputed_indexes = [PrecomputedIndexesInfo()]
         for step, info in enumerate(self.steps):
             node = nnet.nodes[info.node_index]
@@ -406,13 +354,14 @@ class Compiler:
                 raise ComputationError("internal error: component step not preceded by its "
                                        "input step")
             component = nnet.get_component(node.component_index)
+            if type(component).precompute_indexes is Component.precompute_indexes:
+                continue  # the base hook returns None; no need to build Index lists
             request = self.requests[step_to_segment[step]]
-            input_indexes = input_info.output_indexes
-            output_indexes = info.output_indexes
+            input_indexes = data.step_indexes(step - 1)
+            output_indexes = data.step_indexes(step)
             pre = component.precompute_indexes(request.misc_info, input_indexes, output_indexes,
                                                request.need_derivatives())
             if pre is None:
-                info.precomputed_indexes_index = 0
                 continue
             info.precomputed_indexes_index = len(computation.component_precomputed_indexes)
             entry = PrecomputedIndexesInfo(pre)
@@ -461,38 +410,42 @@ class Compiler:
                                             info.precomputed_indexes_index, input_info.value,
                                             info.value, memo, store_stats))
 
-    def _split_by_scale(self, descriptor, locations_list):
-        """Kaldi's SplitByScale: (shared_alpha, None) when every node has one
-        scale, else (inf, [(alpha, partial locations list), ...]) by increasing alpha."""
+    def _split_by_scale(self, descriptor, locations):
+        """Kaldi's SplitByScale over a CSR locations triple: [(alpha, triple)],
+        one entry with the triple itself when every node has the same scale,
+        else one per distinct scale, by increasing alpha."""
         alpha_to_nodes = {}
         for node in sorted(set(descriptor.get_node_dependencies([]))):
             alpha = descriptor.get_scale_for_node(node)
             if alpha - alpha != 0.0:
-                raise ComputationError("invalid scale for node %d in a descriptor" % node)
+                raise ComputationError("invalid scale for node %s in a descriptor"
+                                       % self.nnet.node_names[node])
             alpha_to_nodes.setdefault(alpha, []).append(node)
         if len(alpha_to_nodes) == 1:
-            return next(iter(alpha_to_nodes)), None
-        steps_used = set()
-        for row in locations_list:
-            for step, _ in row:
-                steps_used.add(step)
+            return [(next(iter(alpha_to_nodes)), locations)]
+        row_ptr, loc_steps, loc_rows = locations
         node_to_steps = {}
-        for s in steps_used:
+        for s in np.unique(loc_steps).tolist():
             node_to_steps.setdefault(self.steps[s].node_index, []).append(s)
-        step_to_split = {}
+        step_to_split = np.full(len(self.steps), -1, dtype=np.int32)
         alphas = sorted(alpha_to_nodes)
         for i, alpha in enumerate(alphas):
             for node in alpha_to_nodes[alpha]:
                 if node not in node_to_steps:
-                    raise ComputationError("internal error: no step for node %d in SplitByScale"
-                                           % node)
+                    raise ComputationError("Scale() expression of node %s has no inputs here "
+                                           "(Kaldi fails on this case too)"
+                                           % self.nnet.node_names[node])
                 for s in node_to_steps[node]:
                     step_to_split[s] = i
-        split = [(alpha, [[] for _ in locations_list]) for alpha in alphas]
-        for r, row in enumerate(locations_list):
-            for pair in row:
-                split[step_to_split[pair[0]]][1][r].append(pair)
-        return _INF, split
+        split_of = step_to_split[loc_steps]
+        num_rows = len(row_ptr) - 1
+        row_of = np.repeat(np.arange(num_rows), np.diff(row_ptr))
+        pieces = []
+        for i, alpha in enumerate(alphas):
+            mask = split_of == i
+            pieces.append((alpha, (_row_ptr(row_of[mask], num_rows), loc_steps[mask],
+                                   loc_rows[mask])))
+        return pieces
 
     def _forward_sum_descriptor(self, step, part, computation):
         info = self.steps[step]
@@ -502,40 +455,30 @@ class Compiler:
         if offset_term != 0.0:
             computation.commands.append(Command(CT.kSetConst, value_submatrix,
                                                 alpha=offset_term))
-        locations_list = info.input_locations_list[part]
-        shared_alpha, split = self._split_by_scale(descriptor, locations_list)
-        if split is None:
-            pieces = [(shared_alpha, locations_list)]
-        else:
-            pieces = split
-        for alpha, locs in pieces:
-            submat_list = [[(self.steps[s].value, r) for s, r in row] for row in locs]
-            self._forward_from_submat_locations_list(value_submatrix, alpha, submat_list,
-                                                     computation)
-
-    def _forward_from_submat_locations_list(self, value_submatrix, alpha, submat_lists,
-                                            computation):
-        kernels = self._kernels
-        for locations in kernels.split_locations(submat_lists):
-            converted = kernels.convert_to_indexes(locations)
-            if converted is not None:
-                self._forward_from_indexes(value_submatrix, converted[0], alpha, converted[1],
-                                           computation)
-            else:
-                computation.indexes_multi.append(list(locations))
-                computation.commands.append(Command(CT.kAddRowsMulti, value_submatrix,
-                                                    len(computation.indexes_multi) - 1,
-                                                    alpha=alpha))
+        value_of_step = self._value_of_step
+        for alpha, (row_ptr, loc_steps, loc_rows) in self._split_by_scale(
+                descriptor, info.input_locations_list[part]):
+            firsts = value_of_step[loc_steps]
+            for pairs in self._kernels.split_locations_csr(row_ptr, firsts, loc_rows):
+                converted = self._kernels.convert_pairs_to_indexes(pairs)
+                if converted is not None:
+                    self._forward_from_indexes(value_submatrix, int(converted[0]), alpha,
+                                               np.asarray(converted[1], dtype=np.int32),
+                                               computation)
+                else:
+                    computation.indexes_multi.append(_pair_list(pairs))
+                    computation.commands.append(Command(CT.kAddRowsMulti, value_submatrix,
+                                                        len(computation.indexes_multi) - 1,
+                                                        alpha=alpha))
 
     def _forward_from_indexes(self, value_submatrix, input_submatrix, alpha, indexes,
                               computation):
         input_rows = computation.submatrices[input_submatrix].num_rows
-        num_rows = len(indexes)
-        if input_rows == num_rows and all(i == r for r, i in enumerate(indexes)):
+        if input_rows == len(indexes) and _is_identity(indexes):
             computation.commands.append(Command(CT.kMatrixAdd, value_submatrix, input_submatrix,
                                                 alpha=alpha))
             return
-        computation.indexes.append(list(indexes))
+        computation.indexes.append(indexes.tolist())
         computation.commands.append(Command(CT.kAddRows, value_submatrix, input_submatrix,
                                             len(computation.indexes) - 1, alpha=alpha))
 
@@ -581,31 +524,31 @@ class Compiler:
         info = self.steps[step]
         deriv_submatrix = info.deriv_parts[part]
         descriptor = self.nnet.nodes[info.node_index].descriptor.part(part)
-        locations_list = info.input_locations_list[part]
-        shared_alpha, split = self._split_by_scale(descriptor, locations_list)
-        pieces = [(shared_alpha, locations_list)] if split is None else split
-        steps = self.steps
-        for alpha, locs in pieces:
-            submat_list = [[(steps[s].deriv, r) for s, r in row if steps[s].deriv > 0]
-                           for row in locs]
-            self._backward_from_submat_locations_list(deriv_submatrix, alpha, submat_list,
-                                                      computation)
-
-    def _backward_from_submat_locations_list(self, deriv_submatrix, alpha, submat_lists,
-                                             computation):
-        kernels = self._kernels
-        for locations in kernels.split_locations_backward(submat_lists):
-            converted = kernels.convert_to_indexes(locations)
-            if converted is not None:
-                self._backward_from_indexes(deriv_submatrix, converted[0], alpha, converted[1],
-                                            computation)
-            else:
-                # Kaldi checks an (always empty) sorted copy here, so multi-source
-                # pieces always become kAddToRowsMulti.
-                computation.indexes_multi.append(list(locations))
-                computation.commands.append(Command(CT.kAddToRowsMulti, deriv_submatrix,
-                                                    len(computation.indexes_multi) - 1,
-                                                    alpha=alpha))
+        deriv_of_step = self._deriv_of_step
+        for alpha, (row_ptr, loc_steps, loc_rows) in self._split_by_scale(
+                descriptor, info.input_locations_list[part]):
+            firsts = deriv_of_step[loc_steps]
+            keep = firsts > 0
+            if not keep.all():
+                # inputs without a derivative matrix get no derivative
+                num_rows = len(row_ptr) - 1
+                row_of = np.repeat(np.arange(num_rows), np.diff(row_ptr))
+                row_ptr = _row_ptr(row_of[keep], num_rows)
+                firsts = firsts[keep]
+                loc_rows = loc_rows[keep]
+            for pairs in self._kernels.split_locations_backward_csr(row_ptr, firsts, loc_rows):
+                converted = self._kernels.convert_pairs_to_indexes(pairs)
+                if converted is not None:
+                    self._backward_from_indexes(deriv_submatrix, int(converted[0]), alpha,
+                                                np.asarray(converted[1], dtype=np.int32),
+                                                computation)
+                else:
+                    # Kaldi checks an (always empty) sorted copy here, so multi-source
+                    # pieces always become kAddToRowsMulti.
+                    computation.indexes_multi.append(_pair_list(pairs))
+                    computation.commands.append(Command(CT.kAddToRowsMulti, deriv_submatrix,
+                                                        len(computation.indexes_multi) - 1,
+                                                        alpha=alpha))
 
     def _backward_from_indexes(self, deriv_submatrix, input_deriv_submatrix, alpha, indexes,
                                computation):
@@ -613,29 +556,19 @@ class Compiler:
         input_rows = computation.submatrices[input_deriv_submatrix].num_rows
         if len(indexes) != num_rows:
             raise ComputationError("internal error: index vector size mismatch in backprop")
-        if input_rows == num_rows and all(i == r for r, i in enumerate(indexes)):
+        if input_rows == num_rows and _is_identity(indexes):
             computation.commands.append(Command(CT.kMatrixAdd, input_deriv_submatrix,
                                                 deriv_submatrix, alpha=alpha))
             return
         if input_rows >= num_rows:
-            reverse = [-1] * input_rows
-            ok = True
-            for i, j in enumerate(indexes):
-                if not -1 <= j < input_rows:
-                    raise ComputationError("internal error: row index %d out of range" % j)
-                if j >= 0:
-                    if reverse[j] == -1:
-                        reverse[j] = i
-                    else:
-                        ok = False
-                        break
-            if ok:
-                computation.indexes.append(reverse)
+            reverse = _reverse_indexes(indexes, input_rows)
+            if reverse is not None:
+                computation.indexes.append(reverse.tolist())
                 computation.commands.append(Command(CT.kAddRows, input_deriv_submatrix,
                                                     deriv_submatrix, len(computation.indexes) - 1,
                                                     alpha=alpha))
                 return
-        ranges = self._kernels.has_contiguous_property(indexes)
+        ranges = self._kernels.contiguous_ranges(indexes)
         if ranges is not None:
             ranges = list(ranges)
             if len(ranges) != input_rows:
@@ -677,7 +610,7 @@ class Compiler:
     def output_debug_info(self, computation):
         computation.matrix_debug_info = debug = [MatrixDebugInfo()
                                                  for _ in computation.matrices]
-        for info in self.steps:
+        for step, info in enumerate(self.steps):
             if info.value == 0 or not computation.is_whole_matrix(info.value):
                 continue
             value_matrix = computation.submatrices[info.value].matrix_index
@@ -688,12 +621,40 @@ class Compiler:
             entry.is_deriv = False
             if entry.cindexes:
                 continue  # a whole-matrix dim-range alias of an existing matrix
-            node = info.node_index
-            entry.cindexes = [(node, i) for i in info.output_indexes]
+            entry.cindexes = self.data.step_cindexes(step, info.node_index)
             if deriv_matrix != 0:
                 d = debug[deriv_matrix]
                 d.is_deriv = True
                 d.cindexes = list(entry.cindexes)
+
+
+def _row_ptr(row_of, num_rows):
+    """CSR row pointers for entries whose (sorted) row numbers are ``row_of``."""
+    ptr = np.zeros(num_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=num_rows), out=ptr[1:])
+    return ptr
+
+
+def _is_identity(indexes):
+    return bool(np.array_equal(indexes, np.arange(len(indexes), dtype=indexes.dtype)))
+
+
+def _reverse_indexes(indexes, input_rows):
+    """Kaldi's reversed row mapping for backprop kAddRows: None if a source
+    row repeats; ComputationError if an index is out of range."""
+    valid = indexes >= 0
+    targets = indexes[valid]
+    if len(indexes) and (indexes.min() < -1 or indexes.max() >= input_rows):
+        raise ComputationError("internal error: row index out of range in backprop")
+    if len(np.unique(targets)) != len(targets):
+        return None
+    reverse = np.full(input_rows, -1, dtype=np.int32)
+    reverse[targets] = np.nonzero(valid)[0]
+    return reverse
+
+
+def _pair_list(pairs):
+    return list(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
 
 
 def create_computation(nnet, request, output_debug_info=True, use_fast=True):

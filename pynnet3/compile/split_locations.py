@@ -17,6 +17,8 @@ counts, insertion at the front of the bucket or of the whole list, Kaldi's
 build: GCC 12 libstdc++) so our command order is Kaldi's.
 """
 
+from ..errors import ComputationError
+
 # Bucket counts libstdc++ (GCC 12) moves through as an unordered container of
 # default max_load_factor 1.0 grows one element at a time from empty.
 _BUCKET_COUNTS = (13, 29, 59, 127, 257, 541, 1109, 2357, 5087, 10273, 20753, 42043,
@@ -239,7 +241,7 @@ def split_pair_list(pairs):
             split_lists.append([(-1, -1)] * size)
         split_lists[count - 1][i] = pair
     if not split_lists:
-        raise ValueError("SplitPairList: input list has just dummy pairs")
+        raise ComputationError("internal error: SplitPairList got a list of only (-1, -1) pairs")
     return split_lists
 
 
@@ -288,3 +290,41 @@ def has_contiguous_property(indexes):
                 if indexes[j] != value:
                     return None
     return [tuple(p) for p in ranges]
+
+
+# -- the array API the Compiler uses (twin of pynnet3/_fast/split_locations.pyx) -------------
+# A submat-locations list is passed as CSR arrays: row r's pairs are
+# (firsts[k], seconds[k]) for row_ptr[r] <= k < row_ptr[r + 1]. Split lists come
+# back as (num_rows, 2) int32 arrays of (submatrix, row), (-1, -1) for nothing.
+
+def _csr_to_lists(row_ptr, firsts, seconds):
+    p = [int(v) for v in row_ptr]
+    f = [int(v) for v in firsts]
+    s = [int(v) for v in seconds]
+    return [list(zip(f[p[i]:p[i + 1]], s[p[i]:p[i + 1]])) for i in range(len(p) - 1)]
+
+
+def _as_array(pairs):
+    import numpy as np
+    return np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
+
+
+def split_locations_csr(row_ptr, firsts, seconds):
+    """split_locations over CSR input, as (num_rows, 2) arrays."""
+    return [_as_array(v) for v in split_locations(_csr_to_lists(row_ptr, firsts, seconds))]
+
+
+def split_locations_backward_csr(row_ptr, firsts, seconds):
+    """split_locations_backward over CSR input, as (num_rows, 2) arrays."""
+    return [_as_array(v) for v in
+            split_locations_backward(_csr_to_lists(row_ptr, firsts, seconds))]
+
+
+def convert_pairs_to_indexes(pairs):
+    """convert_to_indexes of a (num_rows, 2) array: (submatrix, rows list) or None."""
+    return convert_to_indexes([(int(a), int(b)) for a, b in pairs])
+
+
+def contiguous_ranges(indexes):
+    """has_contiguous_property of a sequence of ints: list of (begin, end) or None."""
+    return has_contiguous_property([int(i) for i in indexes])

@@ -426,3 +426,98 @@ class ComputationStepsComputer:
                 if cindexes[c][1][1] != kNoTime:
                     raise ComputationError("internal error computing computation steps at %s"
                                            % print_cindex(cindexes[c], self.nnet.node_names))
+
+
+# -- the StepsData interface (Python twin of pynnet3._fast.steps.FastStepsData) ---------------
+
+class PyStepsData:
+    """Steps and locations of a pruned Python graph, queried per step by the
+    Compiler. Same interface and results as the Cython FastStepsData."""
+
+    def __init__(self, nnet, graph, steps, locations, step_to_segment):
+        self.nnet = nnet
+        self.graph = graph
+        self.steps = steps
+        self.locations = locations
+        self.step_to_segment = step_to_segment
+
+    @classmethod
+    def compute(cls, nnet, graph, requests):
+        """Phases and steps for every segment of a pruned graph."""
+        phases_per_segment = compute_computation_phases(nnet, graph)
+        steps = []
+        locations = []
+        step_to_segment = []
+        computer = ComputationStepsComputer(nnet, graph, steps, locations)
+        for segment, request in enumerate(requests):
+            computer.compute_for_segment(request, phases_per_segment[segment])
+            while len(step_to_segment) < len(steps):
+                step_to_segment.append(segment)
+        computer.check()
+        return cls(nnet, graph, steps, locations, step_to_segment)
+
+    def num_steps(self):
+        return len(self.steps)
+
+    def step_size(self, s):
+        return len(self.steps[s])
+
+    def step_node(self, s):
+        step = self.steps[s]
+        return self.graph.cindexes[step[0]][0] if step else -1
+
+    def step_is_input(self, s):
+        return self.graph.is_input[self.steps[s][0]]
+
+    def step_dependency_steps(self, s):
+        deps_of = self.graph.dependencies
+        return sorted({self.locations[d][0] for c in self.steps[s] for d in deps_of[c]})
+
+    def dim_range_source_step(self, s):
+        for c in self.steps[s]:
+            deps = self.graph.dependencies[c]
+            if deps:
+                return self.locations[deps[0]][0]
+        return -1
+
+    def step_indexes(self, s):
+        cindexes = self.graph.cindexes
+        return [cindexes[c][1] for c in self.steps[s]]
+
+    def step_cindexes(self, s, node):
+        cindexes = self.graph.cindexes
+        return [(node, cindexes[c][1]) for c in self.steps[s]]
+
+    def input_locations(self, s, part_index):
+        """For each row of step s, the sorted (step, row) locations of the
+        inputs that part ``part_index`` of its Descriptor sums, as CSR arrays
+        (row_ptr int64, loc_steps int32, loc_rows int32)."""
+        import numpy as np
+        node = self.step_node(s)
+        descriptor = self.nnet.nodes[node].descriptor.part(part_index)
+        ids = self.graph._ids
+        cindexes = self.graph.cindexes
+        location = self.locations
+
+        def exists(cindex):
+            return (cindex[0], cindex[1]) in ids
+
+        row_ptr = [0]
+        loc_steps = []
+        loc_rows = []
+        for c in self.steps[s]:
+            index = cindexes[c][1]
+            if index[1] != kNoTime:
+                used = []
+                if not descriptor.is_computable(index, exists, used):
+                    raise ComputationError("internal error: descriptor of node %s not "
+                                           "computable at %s while compiling"
+                                           % (self.nnet.node_names[node], tuple(index)))
+                used.sort(key=cindex_sort_key)
+                for u in used:
+                    step, row = location[ids[(u[0], u[1])]]
+                    loc_steps.append(step)
+                    loc_rows.append(row)
+            row_ptr.append(len(loc_steps))
+        return (np.asarray(row_ptr, dtype=np.int64), np.asarray(loc_steps, dtype=np.int32),
+                np.asarray(loc_rows, dtype=np.int32))
