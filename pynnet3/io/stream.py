@@ -194,7 +194,9 @@ class InputStream:
             if self.pos < len(self.data) and self.data[self.pos] == 8:
                 return float(np.float32(self._read_sized(_DOUBLE, 8, "float")))
             return self._read_sized(_FLOAT, 4, "float")
-        return float(np.float32(self._read_text_float("a float")))
+        # Beyond float32's largest value a C++ stream read fails (no rounding to
+        # infinity); values that round down to it are fine.
+        return float(np.float32(self._read_text_float("a float", 3.4028235677973366e38)))
 
     def read_double(self):
         if self.binary:
@@ -203,12 +205,18 @@ class InputStream:
             return self._read_sized(_DOUBLE, 8, "double")
         return self._read_text_float("a double")
 
-    def _read_text_float(self, what):
+    def _read_text_float(self, what, limit=1.7976931348623157e308):
         word, at = self._read_text_word(what)
         try:
-            return float(word)
+            if b"_" in word:  # Python accepts digit separators; Kaldi does not
+                raise ValueError
+            value = float(word)
         except ValueError:
             raise self.error("expected %s, got '%s'" % (what, word.decode("latin-1")), at) from None
+        if abs(value) > limit and value == value and \
+                word.lower().lstrip(b"+-") not in (b"inf", b"infinity"):
+            raise self.error("%s %s is out of range" % (what, word.decode("latin-1")), at)
+        return value
 
     def read_bool(self):
         self.skip_whitespace()
@@ -249,11 +257,25 @@ class InputStream:
     def _parse_floats(self, text, at, dtype, what):
         words = text.split()
         try:
-            return np.array([float(w) for w in words], dtype=dtype)
+            with np.errstate(over="ignore"):
+                values = np.array([float(w) for w in words], dtype=dtype)
         except ValueError:
             bad = next(w for w in words if not _is_float(w))
             raise self.error("expected a number in %s, got '%s'"
                              % (what, bad.decode("latin-1")[:40]), at) from None
+        if b"_" in text:  # Python's float() accepts digit separators; Kaldi does not
+            bad = next(w for w in words if b"_" in w)
+            raise self.error("expected a number in %s, got '%s'"
+                             % (what, bad.decode("latin-1")[:40]), at)
+        if not np.all(np.isfinite(values)):
+            # Kaldi accepts inf/infinity/nan spelled out, but a finite number
+            # too large for the type is a read failure, not infinity.
+            for w, v in zip(words, values.tolist()):
+                if v in (float("inf"), float("-inf")) and \
+                        w.lower().lstrip(b"+-") not in (b"inf", b"infinity"):
+                    raise self.error("number %s in %s is out of range"
+                                     % (w.decode("latin-1")[:40], what), at)
+        return values
 
     def read_vector(self, dtype=np.float32):
         """A Kaldi Vector (FV or DV in binary, '[ ... ]' in text) as ``dtype``."""
