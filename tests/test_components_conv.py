@@ -27,8 +27,9 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 import pynnet3.components  # noqa: F401  (registers every component type)
 from pynnet3.components.base import Component, PrecomputedIndexes
-from pynnet3.components.convolution_model import (ConvolutionModel,
-                                                  compile_convolution_computation)
+from pynnet3.components.convolution_model import (ConvolutionComputationIo, ConvolutionModel,
+                                                  compile_convolution_computation,
+                                                  get_computation_io)
 from pynnet3.errors import ComputationError, ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.nnet.config_line import ConfigLine, read_config_lines
@@ -717,6 +718,17 @@ def test_convolution_model_io_and_check():
     with pytest.raises(ComputationError, match="required"):
         compile_convolution_computation(model, [Index(0, 0, 0)],
                                         [Index(0, 0, 0), Index(0, 1, 0)])
+    io = get_computation_io([Index(n, t, 0) for n in range(2) for t in range(-1, 6)],
+                            [Index(n, t, 0) for n in range(2) for t in range(0, 5, 2)])
+    assert (io.num_images, io.start_t_in, io.t_step_in, io.num_t_in, io.start_t_out,
+            io.t_step_out, io.num_t_out, io.reorder_t_in) == (2, -1, 1, 7, 0, 2, 3, 1)
+    for binary in (True, False):
+        out = OutputStream(binary)
+        io.write(out)
+        assert ConvolutionComputationIo.read(InputStream(out.getvalue(), binary)) == io
+    out = OutputStream(False)
+    io.write(out)
+    assert out.getvalue() == b"<ConvCompIo> 2 -1 1 7 0 2 3 1 </ConvCompIo> "
 
 
 # ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import re
 
 import numpy as np
 
-from ..errors import ComputationError, KaldiFormatError
+from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
 from .base import array_module
 
@@ -522,6 +522,26 @@ class ConvolutionComputationIo:
         io = ConvolutionComputationIo()
         for s in self.__slots__:
             setattr(io, s, getattr(self, s))
+        return io
+
+    def __eq__(self, other):
+        return isinstance(other, ConvolutionComputationIo) and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    def write(self, stream):
+        """Kaldi's ConvolutionComputationIo::Write (``<ConvCompIo> ... </ConvCompIo>``)."""
+        stream.write_token("<ConvCompIo>")
+        for s in self.__slots__:
+            stream.write_int32(getattr(self, s))
+        stream.write_token("</ConvCompIo>")
+
+    @classmethod
+    def read(cls, stream):
+        stream.expect_token("<ConvCompIo>")
+        io = cls()
+        for s in cls.__slots__:
+            setattr(io, s, stream.read_int32())
+        stream.expect_token("</ConvCompIo>")
         return io
 
 
