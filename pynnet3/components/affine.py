@@ -13,8 +13,9 @@ Guarantees:
 - ``init_from_config`` accepts exactly the keys Kaldi's InitFromConfig accepts,
   with Kaldi's defaults; random initialization draws from Kaldi's
   distributions (Gaussian, scaled by ``param-stddev`` / ``bias-stddev``,
-  shifted by ``bias-mean``) using NumPy's global generator, so
-  ``np.random.seed`` makes it reproducible.
+  shifted by ``bias-mean``) drawn from the components' random source, so
+  ``kaldi_random.seed`` makes it reproducible (Kaldi's own sequence of
+  random numbers cannot be reproduced).
 - ``info()`` is Kaldi's Info() text, parameter statistics included.
 - Natural-gradient components keep their OnlineNaturalGradient options
   (ranks, update period, samples history, alpha) for I/O and Info(); their
@@ -27,6 +28,7 @@ from ..errors import NnetError, PynnetError
 from ..io.files import open_input
 from ..nnet.format import kaldi_str
 from ..nnet.parameter_stats import get_verbose_level, matrix_stats, vector_stats
+from . import kaldi_random
 from .base import (Component, Field, P, UpdatableComponent, array_module, read_layout,
                    write_layout)
 
@@ -41,9 +43,24 @@ def f32(value):
 
 
 def randn(*shape):
-    """Standard-normal float32 samples (Kaldi's SetRandn), from NumPy's global
-    generator."""
-    return np.random.standard_normal(shape).astype(np.float32)
+    """Standard-normal float32 samples of a given shape (Kaldi's SetRandn),
+    from the components' seedable random source (``kaldi_random.seed``)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    return kaldi_random.normal_vector(count).astype(np.float32).reshape(shape)
+
+
+def gaussian(shape, stddev, mean=0.0):
+    """Kaldi's ``SetRandn(); Scale(stddev); Add(mean)`` as float32. A zero
+    ``stddev`` gives exactly +0 (BLAS scaling by 0 writes zeros, never -0),
+    so such components are deterministic, as in Kaldi."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if stddev == 0.0:
+        values = np.zeros(shape, np.float32)
+    else:
+        values = randn(*shape) * np.float32(stddev)
+    if mean != 0.0:
+        values += np.float32(mean)
+    return values
 
 
 def _load(cfl, key, what):
@@ -280,10 +297,8 @@ class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
             raise cfl.error("param-stddev must be >= 0")
         if accept_bias_mean and bias_stddev < 0.0:
             raise cfl.error("bias-stddev must be >= 0")
-        self.linear_params = randn(output_dim, input_dim) * np.float32(param_stddev)
-        self.bias_params = randn(output_dim) * np.float32(bias_stddev)
-        if bias_mean != 0.0:
-            self.bias_params += np.float32(bias_mean)
+        self.linear_params = gaussian((output_dim, input_dim), param_stddev)
+        self.bias_params = gaussian(output_dim, bias_stddev, bias_mean)
 
     def init_from_config(self, cfl):
         """Keys: learning-rate, learning-rate-factor, max-change, l2-regularize;
@@ -536,7 +551,7 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
             param_stddev = f32(cfl.get_float("param-stddev", 1.0 / np.sqrt(input_dim)))
             if param_stddev < 0.0:
                 raise cfl.error("param-stddev must be >= 0")
-            self.params = randn(output_dim, input_dim) * np.float32(param_stddev)
+            self.params = gaussian((output_dim, input_dim), param_stddev)
         self.num_samples_history = f32(cfl.get_float("num-samples-history", 2000.0))
         self.alpha = f32(cfl.get_float("alpha", 4.0))
         rank_in = cfl.get_int("rank-in", -1)
@@ -659,6 +674,6 @@ class FixedAffineComponent(ReadSteps, Component):
 
 
 __all__ = ["AffineComponent", "NaturalGradientAffineComponent", "LinearComponent",
-           "FixedAffineComponent", "ParameterArrays", "ReadSteps", "randn", "f32",
+           "FixedAffineComponent", "ParameterArrays", "ReadSteps", "randn", "gaussian", "f32",
            "add_scaled", "load_config_matrix", "load_config_vector",
            "check_natural_gradient_options", "read_legacy_is_gradient"]

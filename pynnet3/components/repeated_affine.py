@@ -16,7 +16,7 @@ preconditioner is not applied).
 import numpy as np
 
 from ..nnet.parameter_stats import matrix_stats, vector_stats
-from .affine import (ParameterArrays, ReadSteps, add_scaled, check_positive, f32, randn,
+from .affine import (ParameterArrays, ReadSteps, add_scaled, check_positive, f32, gaussian,
                      read_legacy_is_gradient, row_sum)
 from .base import Field, P, UpdatableComponent, array_module
 
@@ -79,8 +79,8 @@ class RepeatedAffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         if param_stddev < 0.0:
             raise cfl.error("param-stddev must be >= 0")
         self.num_repeats = num_repeats
-        self.linear_params = randn(block_out, block_in) * np.float32(param_stddev)
-        self.bias_params = randn(block_out) * np.float32(bias_stddev) + np.float32(bias_mean)
+        self.linear_params = gaussian((block_out, block_in), param_stddev)
+        self.bias_params = gaussian(block_out, bias_stddev, bias_mean)
         self.set_natural_gradient_configs()
 
     def properties(self):
@@ -207,8 +207,8 @@ class BlockAffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         if param_stddev < 0.0 or bias_stddev < 0.0:
             raise cfl.error("param-stddev and bias-stddev must be >= 0")
         self.num_blocks = num_blocks
-        self.linear_params = randn(output_dim, input_dim // num_blocks) * np.float32(param_stddev)
-        self.bias_params = randn(output_dim) * np.float32(bias_stddev) + np.float32(bias_mean)
+        self.linear_params = gaussian((output_dim, input_dim // num_blocks), param_stddev)
+        self.bias_params = gaussian(output_dim, bias_stddev, bias_mean)
 
     def properties(self):
         return int(P.kSimpleComponent | P.kUpdatableComponent | P.kBackpropNeedsInput

@@ -19,7 +19,7 @@ from ..errors import NnetError
 from ..nnet.format import kaldi_str
 from ..nnet.parameter_stats import kaldi_min_max, vector_stats
 from .affine import (ParameterArrays, ReadSteps, add_scaled, check_natural_gradient_options,
-                     check_positive, f32, load_config_vector, randn, read_legacy_is_gradient,
+                     check_positive, f32, gaussian, load_config_vector, randn, read_legacy_is_gradient,
                      row_sum)
 from .base import Component, Field, P, UpdatableComponent, array_module
 
@@ -79,7 +79,7 @@ class PerElementScaleComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         param_stddev = f32(cfl.get_float("param-stddev", 0.0))
         if param_stddev < 0.0:
             raise cfl.error("param-stddev must be >= 0")
-        self.scales = randn(dim) * np.float32(param_stddev) + np.float32(param_mean)
+        self.scales = gaussian(dim, param_stddev, param_mean)
 
     def init_from_config(self, cfl):
         """Keys: the learning-rate keys; vector= (the scales) or dim,
@@ -251,7 +251,7 @@ class PerElementOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
             block_dim = cfl.get_int("block-dim", self.dim)
             if block_dim <= 0 or self.dim % block_dim != 0:
                 raise cfl.error("Invalid value block-dim=%d" % block_dim)
-            self.offsets = randn(block_dim) * np.float32(param_stddev) + np.float32(param_mean)
+            self.offsets = gaussian(block_dim, param_stddev, param_mean)
         self.use_natural_gradient = cfl.get_bool("use-natural-gradient", True)
 
     def properties(self):
@@ -543,7 +543,7 @@ class ConstantFunctionComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         output_mean = f32(cfl.get_float("output-mean", 0.0))
         output_stddev = f32(cfl.get_float("output-stddev", 0.0))
         check_positive(cfl, input_dim=self.input_dim_, output_dim=output_dim)
-        self.output = randn(output_dim) * np.float32(output_stddev) + np.float32(output_mean)
+        self.output = gaussian(output_dim, output_stddev, output_mean)
 
     def properties(self):
         return int(P.kSimpleComponent
