@@ -79,8 +79,9 @@ def read_config(nnet, text, source=None, first_line_number=1):
     try:
         work.check()
     except NnetError as e:
-        where = source if source is not None else "config"
-        raise NnetError("%s: %s" % (where, e)) from None
+        if source is None:
+            raise
+        raise NnetError("%s: %s" % (source, e)) from None
     nnet.swap(work)
 
 
