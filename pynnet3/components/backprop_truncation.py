@@ -188,7 +188,8 @@ class BackpropTruncationComponent(Component):
         if self.scale_value != 1.0:
             deriv *= _F32(self.scale_value)
         rows = deriv.shape[0]
-        sumsq = (deriv * deriv).sum(axis=1, dtype=xp.float32)
+        with np.errstate(over="ignore"):  # an infinite norm gives a zero scale, as in Kaldi
+            sumsq = (deriv * deriv).sum(axis=1, dtype=xp.float32)
         clipping = self.clipping_threshold if self.clipping_threshold > 0.0 else 1.0e+10
         clip_scales = sumsq * _F32(clipping ** -2.0)
         num_not_scaled = int((clip_scales < 1.0).sum())

@@ -626,7 +626,9 @@ class ClipGradientComponent(Component):
         if threshold > 0:
             if self.norm_based_clipping:
                 # squared row norms over threshold^2, floored at 1
-                scales = (deriv * deriv).sum(axis=1, dtype=xp.float32) * _F32(threshold ** -2.0)
+                with np.errstate(over="ignore"):  # infinite norms give zero scales
+                    scales = (deriv * deriv).sum(axis=1, dtype=xp.float32) * \
+                        _F32(threshold ** -2.0)
                 num_not_scaled = int((scales < 1.0).sum())
                 if num_not_scaled != scales.shape[0]:
                     scales = xp.maximum(scales, _F32(1.0)) ** _F32(-0.5)
