@@ -178,3 +178,56 @@ def test_name_matches_pattern():
     assert not name_matches_pattern("a.c", "a?c")
     assert name_matches_pattern("a?c", "a?c")
     assert name_matches_pattern("", "*")
+
+
+# -- property tests: random expressions from the whole grammar ------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def _expressions():
+    leaf = st.sampled_from(["x", "y", "a"]) | st.builds(
+        lambda v, d: "Const(%s, %d)" % (v, d), st.sampled_from(["1", "-0.5", "2.5"]),
+        st.sampled_from([4, 8]))
+
+    def extend(inner):
+        args = st.lists(inner, min_size=1, max_size=3).map(", ".join)
+        return st.one_of(
+            st.builds(lambda a: "Append(%s)" % a, args),
+            st.builds(lambda a: "Sum(%s)" % a, args),
+            st.builds(lambda a: "Switch(%s)" % a, args),
+            st.builds(lambda a, b: "Failover(%s, %s)" % (a, b), inner, inner),
+            st.builds(lambda a: "IfDefined(%s)" % a, inner),
+            st.builds(lambda a, t: "Offset(%s, %d)" % (a, t), inner, st.integers(-3, 3)),
+            st.builds(lambda a, t, x: "Offset(%s, %d, %d)" % (a, t, x), inner,
+                      st.integers(-2, 2), st.integers(-1, 1)),
+            st.builds(lambda a, m: "Round(%s, %d)" % (a, m), inner, st.integers(1, 4)),
+            st.builds(lambda a, v, n: "ReplaceIndex(%s, %s, %d)" % (a, v, n), inner,
+                      st.sampled_from(["t", "x"]), st.integers(-2, 2)),
+            st.builds(lambda s, a: "Scale(%s, %s)" % (s, a), st.sampled_from(["2", "0.5", "-1"]),
+                      inner),
+        )
+    return st.recursive(leaf, extend, max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_expressions(), st.integers(-5, 5), st.integers(0, 1))
+def test_random_expressions(text, t, n):
+    """Whatever parses: its printed form is a fixed point of parse+normalize,
+    and is_computable's used inputs are among get_dependencies' Cindexes."""
+    try:
+        d = _d(text)
+    except DescriptorError:
+        return
+    printed = d.write_config(NAMES)
+    again = _d(printed)
+    assert again == d and again.write_config(NAMES) == printed
+    index = Index(n, t, 0)
+    deps = d.get_dependencies(index)
+    used = []
+    try:
+        ok = d.is_computable(index, lambda c: True, used)
+    except DescriptorError:      # e.g. Round(x, 0) cannot be evaluated
+        return
+    assert ok and set(used) <= set(deps)
+    assert {c.node for c in deps} <= d.get_node_dependencies()

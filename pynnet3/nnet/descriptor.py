@@ -1049,8 +1049,10 @@ class _General:
         if t == kConst:
             raise DescriptorError("Error in Descriptor: Const() appeared too deep in the "
                                   "expression.")
-        raise DescriptorError("Invalid descriptor type %s inside %s (failure in "
-                              "normalization?)" % (_TYPE_NAMES.get(t, t), "expression"))
+        raise DescriptorError("Invalid descriptor type (failure in normalization?): %s() "
+                              "cannot be moved out of this position (only the first "
+                              "argument of Switch() is normalized, as in Kaldi)"
+                              % _TYPE_NAMES.get(t, t))
 
     def to_descriptor(self):
         normalized = self.normalize_append()
