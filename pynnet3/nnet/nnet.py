@@ -141,7 +141,8 @@ class Nnet:
 
     # -- reading ----------------------------------------------------------------------
     def read_from(self, stream):
-        """Kaldi's Nnet::Read from an InputStream positioned at the object."""
+        """Kaldi's Nnet::Read from an InputStream positioned at the object
+        (replaces this network's content; unchanged if reading fails)."""
         token = stream.peek_token()
         if token is not None and token.startswith("<T"):
             self._read_from_mdl(stream)
@@ -190,11 +191,13 @@ class Nnet:
             except PynnetError as e:
                 raise stream.error("error reading component %s: %s" % (names[-1], e)) from None
         stream.expect_token("</Nnet3>")
-        self.nodes, self.node_names = [], []
-        self.components, self.component_names = components, names
+        # Built aside and swapped in, so a failure leaves this object unchanged.
+        result = Nnet()
+        result.components, result.component_names = components, names
         from .nnet_config import read_config
-        read_config(self, config_text, "%s (config section)" % stream.source,
+        read_config(result, config_text, "%s (config section)" % stream.source,
                     first_line_number=_line_number(data, config_start))
+        self.swap(result)
 
     def _read_from_mdl(self, stream):
         """A .mdl file (TransitionModel, then the network and priors): takes the
