@@ -31,32 +31,10 @@ from . import kaldi_random
 from .base import Component, P, PrecomputedIndexes, array_module
 from .convolution_model import ConvolutionComputationIo, get_computation_io, get_nx_list
 
-_IO_FIELDS = ("num_images", "start_t_in", "t_step_in", "num_t_in",
-              "start_t_out", "t_step_out", "num_t_out", "reorder_t_in")
-
-
 def _to_host(arr):
     if type(arr).__module__.startswith("cupy"):
         return arr.get()
     return arr
-
-
-def read_computation_io(stream):
-    """Kaldi's ConvolutionComputationIo::Read (``<ConvCompIo>`` 8 ints)."""
-    io = ConvolutionComputationIo()
-    stream.expect_token("<ConvCompIo>")
-    for name in _IO_FIELDS:
-        setattr(io, name, stream.read_int32())
-    stream.expect_token("</ConvCompIo>")
-    return io
-
-
-def write_computation_io(stream, io):
-    """Kaldi's ConvolutionComputationIo::Write."""
-    stream.write_token("<ConvCompIo>")
-    for name in _IO_FIELDS:
-        stream.write_int32(getattr(io, name))
-    stream.write_token("</ConvCompIo>")
 
 
 class RestrictedAttentionComponentPrecomputedIndexes(PrecomputedIndexes):
@@ -69,12 +47,12 @@ class RestrictedAttentionComponentPrecomputedIndexes(PrecomputedIndexes):
 
     def read_body(self, stream):
         stream.expect_token("<Io>")
-        self.io = read_computation_io(stream)
+        self.io = ConvolutionComputationIo.read(stream)
         stream.expect_token("</%s>" % self.type_name)
 
     def write_body(self, stream):
         stream.write_token("<Io>")
-        write_computation_io(stream, self.io)
+        self.io.write(stream)
 
 
 # ---------------------------------------------------------------------------
