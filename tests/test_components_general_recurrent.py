@@ -501,6 +501,23 @@ def test_precompute_and_reorder_indexes_as_kaldi(case):
         pytest.skip("index lists in computation.plain.txt are abbreviated")
 
 
+@pytest.mark.parametrize("case", COMPUTATION_DIRS)
+def test_compiled_precomputed_indexes_equal_kaldis(case):
+    """pynnet3's compiler on the case's request (index lists of its own, then
+    our precompute_indexes) gives exactly Kaldi's precomputed-indexes objects
+    of these types, as a multiset (also where the printed lists are cut)."""
+    from pynnet3.compile import compile
+    from pynnet3.nnet.nnet import Nnet
+    blobs = _pi_blobs(case / "computation.opt.kaldi")
+    nnet = Nnet.read(str(_model_of(case)))
+    computation = compile(nnet, ComputationRequest.read(str(case / "request.txt")))
+    binary = blobs[0][2]
+    ours = sorted(to_bytes(info.data, binary)
+                  for info in computation.component_precomputed_indexes
+                  if info.data is not None and info.data.type_name in PI_TYPES)
+    assert ours == sorted(raw for _, raw, _ in blobs)
+
+
 # ---------------------------------------------------------------------------
 # Non-simple components: numerics
 # ---------------------------------------------------------------------------
