@@ -11,10 +11,10 @@ Guarantees:
   ``<MaxChangePerSample>``, ``<UpdateCount>``...); writing is byte-identical
   to Kaldi's Write() in both modes.
 - ``init_from_config`` accepts exactly the keys Kaldi's InitFromConfig accepts,
-  with Kaldi's defaults; random initialization draws from Kaldi's
+  with Kaldi's defaults; random initialization follows Kaldi's
   distributions (Gaussian, scaled by ``param-stddev`` / ``bias-stddev``,
-  shifted by ``bias-mean``) drawn from the components' random source, so
-  ``kaldi_random.seed`` makes it reproducible (Kaldi's own sequence of
+  shifted by ``bias-mean``), sampled from the components' random source so
+  that ``kaldi_random.seed`` makes it reproducible (Kaldi's own sequence of
   random numbers cannot be reproduced).
 - ``info()`` is Kaldi's Info() text, parameter statistics included.
 - Natural-gradient components keep their OnlineNaturalGradient options

@@ -202,6 +202,9 @@ class PerElementOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
 
     type_name = "PerElementOffsetComponent"
     param_attrs = ("offsets",)
+    # Kaldi's fixed natural-gradient settings (not configurable, not stored).
+    rank = 20
+    update_period = 4
     layout = _COMMON + (
         Field("<Offsets>", "vector", "offsets"),
         Field("<Dim>", "int", "dim"),
@@ -216,9 +219,6 @@ class PerElementOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
                         else np.array(offsets, dtype=np.float32))
         self.dim = int(self.offsets.shape[0])
         self.use_natural_gradient = True
-        # Fixed in Kaldi (not configurable, not stored).
-        self.rank = 20
-        self.update_period = 4
 
     def check(self):
         block = self.offsets.shape[0]
@@ -411,6 +411,7 @@ class ScaleAndOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
 
     type_name = "ScaleAndOffsetComponent"
     param_attrs = ("scales", "offsets")
+    update_period = 4   # fixed in Kaldi (not configurable, not stored)
     layout = _COMMON + (
         Field("<Dim>", "int", "dim"),
         Field("<Scales>", "vector", "scales"),
@@ -426,7 +427,6 @@ class ScaleAndOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         self.offsets = np.zeros(0, np.float32)
         self.use_natural_gradient = True
         self.rank = 40
-        self.update_period = 4
 
     def check(self):
         block = self.scales.shape[0]
