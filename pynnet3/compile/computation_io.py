@@ -126,6 +126,15 @@ def _indexes_multi_string(computation, pairs):
     return "[" + ",".join(parts) + "]"
 
 
+_DEBUG_INFO_HEADER = (
+    "# The following show how matrices correspond to network-nodes and\n"
+    "# cindex-ids.  Format is: matrix = <node-id>.[value|deriv]"
+    "[ <list-of-cindex-ids> ]\n"
+    "# where a cindex-id is written as (n,t[,x]) but ranges of t values are "
+    "compressed\n"
+    "# so we write (n, tfirst:tlast).\n")
+
+
 class _Printer:
     """Lazily built strings shared by all commands of one computation."""
 
@@ -243,11 +252,7 @@ class _Printer:
             if len(comp.matrix_debug_info) != len(comp.matrices):
                 raise KaldiFormatError("computation has %d matrices but %d matrix debug infos"
                                        % (len(comp.matrices), len(comp.matrix_debug_info)))
-            lines.append(
-                "# The following show how matrices correspond to network-nodes and\n"
-                "# cindex-ids.  Format is: matrix = <node-id>.[value|deriv][ <list-of-cindex-ids> ]\n"
-                "# where a cindex-id is written as (n,t[,x]) but ranges of t values are compressed\n"
-                "# so we write (n, tfirst:tlast).\n")
+            lines.append(_DEBUG_INFO_HEADER)
             for i in range(1, len(comp.matrices)):
                 info = comp.matrix_debug_info[i]
                 lines.append("m%d == %s%s\n" % (i, "deriv: " if info.is_deriv else "value: ",
