@@ -252,7 +252,9 @@ def test_matrix_files(tmp_path):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("type=AffineComponent input-dim=3", "output-dim"),
+    ("type=AffineComponent input-dim=3", "output-dim"),   # kaldi-ref bad/missing-key
+    ("type=AffineComponent input-dim=4 output-dim=3 learning-rat=0.1",
+     "learning-rat=0.1"),                                 # kaldi-ref bad/unknown-key
     ("type=AffineComponent input-dim=3 output-dim=0", "output-dim must be positive"),
     ("type=AffineComponent input-dim=3 output-dim=4 bias-mean=1", "bias-mean"),
     ("type=AffineComponent input-dim=3 output-dim=4 learning-rate=-1", "learning-rate"),
