@@ -14,9 +14,7 @@ Statistically: random initialization follows Kaldi's distributions
 (Gaussian with Kaldi's default or configured mean and standard deviation).
 """
 
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
