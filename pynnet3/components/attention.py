@@ -31,6 +31,7 @@ from . import kaldi_random
 from .base import Component, P, PrecomputedIndexes, array_module
 from .convolution_model import ConvolutionComputationIo, get_computation_io, get_nx_list
 
+
 def _to_host(arr):
     if type(arr).__module__.startswith("cupy"):
         return arr.get()
