@@ -66,21 +66,24 @@ def read_bytes(rxfilename):
 
 def open_input(rxfilename):
     """An :class:`InputStream` over an rxfilename, binary mode detected from
-    Kaldi's ``\\0B`` header as Kaldi's Input class does."""
+    Kaldi's ``\\0B`` header as Kaldi's Input class does. ``stream.data`` is
+    ``bytes`` (readers may use any bytes method on it)."""
     data, offset = read_bytes(rxfilename)
     return InputStream.from_bytes(data, rxfilename or "-", offset)
 
 
 def write_bytes(wxfilename, data):
-    """Writes ``data`` to a wxfilename; a file appears complete or not at all."""
+    """Writes ``data`` (bytes, or a list of bytes-like chunks written in
+    order) to a wxfilename; a file appears complete or not at all."""
+    chunks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
     name = wxfilename.strip() if wxfilename else ""
     if name in ("", "-"):
-        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.writelines(chunks)
         sys.stdout.buffer.flush()
         return
     if name.startswith("|"):
         command = name[1:]
-        proc = subprocess.run(command, shell=True, input=data)
+        proc = subprocess.run(command, shell=True, input=b"".join(chunks))
         if proc.returncode != 0:
             raise PynnetError("command '%s' exited with status %d while writing %s"
                               % (command.strip(), proc.returncode, wxfilename))
@@ -92,7 +95,7 @@ def write_bytes(wxfilename, data):
         raise PynnetError("cannot open %s for writing: %s" % (wxfilename, e.strerror or e)) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.writelines(chunks)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, wxfilename)
     except BaseException as e:
@@ -117,7 +120,7 @@ def write_object(wxfilename, binary, write_fn):
     stream = OutputStream(binary)
     stream.write_header()
     write_fn(stream)
-    write_bytes(wxfilename, stream.getvalue())
+    write_bytes(wxfilename, stream.chunks())
 
 
 def read_buffer(rxfilename):

@@ -240,6 +240,18 @@ class InputStream:
         self.pos = end
         return self.data[start:end]
 
+    def _read_array(self, count, src_dtype, dtype, what):
+        """``count`` little-endian elements straight out of the buffer, as a
+        new (aligned, writable) array of ``dtype``: one copy, no slicing."""
+        start = self.pos
+        nbytes = count * np.dtype(src_dtype).itemsize
+        if count < 0 or start + nbytes > len(self.data):
+            raise self.error("expected %d bytes of %s, file has only %d left"
+                             % (nbytes, what, len(self.data) - start))
+        arr = np.frombuffer(self.data, dtype=src_dtype, count=count, offset=start)
+        self.pos = start + nbytes
+        return arr.astype(dtype)  # astype always copies
+
     def _text_bracketed(self, what):
         """The bytes between the next '[' token and its matching ']'."""
         m = _TOKEN_RE.match(self.data, self.pos)
@@ -291,8 +303,7 @@ class InputStream:
             n = self.read_int32()
             if n < 0:
                 raise self.error("negative vector size %d" % n, start)
-            raw = self._read_raw(n * (4 if src == "<f4" else 8), "vector data")
-            return np.frombuffer(raw, dtype=src).astype(dtype)
+            return self._read_array(n, src, dtype, "vector data")
         text, at = self._text_bracketed("a vector")
         return self._parse_floats(text, at, dtype, "vector")
 
@@ -309,10 +320,9 @@ class InputStream:
                 cols = self.read_int32()
                 if rows < 0 or cols < 0:
                     raise self.error("negative matrix size %dx%d" % (rows, cols), start)
-                width = 4 if tok == "FM" else 8
-                raw = self._read_raw(rows * cols * width, "matrix data")
-                mat = np.frombuffer(raw, dtype="<f4" if tok == "FM" else "<f8")
-                return mat.reshape(rows, cols).astype(dtype)
+                mat = self._read_array(rows * cols, "<f4" if tok == "FM" else "<f8", dtype,
+                                       "matrix data")
+                return mat.reshape(rows, cols)
             if tok in ("CM", "CM2", "CM3"):
                 from .compressed import read_compressed_matrix
                 return read_compressed_matrix(self, tok, start).astype(dtype, copy=False)
@@ -356,9 +366,22 @@ def _is_float(word):
         return False
 
 
+def _raw_view(array, dtype):
+    """The bytes of ``array`` as ``dtype``, without copying when it already
+    is a C-contiguous array of that type."""
+    arr = np.ascontiguousarray(array, dtype)
+    if arr.size == 0:
+        return b""
+    return memoryview(arr.reshape(-1)).cast("B")
+
+
 class OutputStream:
     """Accumulates Kaldi primitives in binary or text mode; ``getvalue()``
-    returns the bytes (without the ``\\0B`` header unless ``write_header``)."""
+    returns the bytes (without the ``\\0B`` header unless ``write_header``).
+
+    In binary mode vectors and matrices are kept by reference (no copy)
+    until ``getvalue()``/``chunks()`` are used: do not modify them in between.
+    """
 
     __slots__ = ("binary", "_parts")
 
@@ -368,6 +391,11 @@ class OutputStream:
 
     def getvalue(self):
         return b"".join(self._parts)
+
+    def chunks(self):
+        """The output as a list of bytes-like pieces (what :meth:`getvalue`
+        joins), for writing to a file without one more copy."""
+        return self._parts
 
     def write_raw(self, data):
         self._parts.append(data)
@@ -420,7 +448,7 @@ class OutputStream:
         if self.binary:
             self._parts.append(b"DV " if double else b"FV ")
             self.write_int32(vec.shape[0])
-            self._parts.append(vec.astype("<f8" if double else "<f4").tobytes())
+            self._parts.append(_raw_view(vec, "<f8" if double else "<f4"))
         else:
             vec = vec.astype(np.float64 if double else np.float32)
             if vec.shape[0] == 0:
@@ -437,7 +465,7 @@ class OutputStream:
             self._parts.append(b"DM " if double else b"FM ")
             self.write_int32(mat.shape[0])
             self.write_int32(mat.shape[1])
-            self._parts.append(np.ascontiguousarray(mat, "<f8" if double else "<f4").tobytes())
+            self._parts.append(_raw_view(mat, "<f8" if double else "<f4"))
         else:
             mat = mat.astype(np.float64 if double else np.float32)
             if mat.shape[1] == 0:
