@@ -1,0 +1,380 @@
+"""The shipped example (``python -m pynnet3.examples``) and the single-chunk
+utterance computation behind it (pynnet3/compute/utterance.py) against Kaldi.
+
+- The example, in-process and as ``scripts/run_example.sh``: every utterance
+  matches Kaldi's shipped nnet3-compute output; the archive it writes holds
+  the same numbers; a wrong reference makes it fail.
+- Every nnet3-compute reference variant (kaldi-ref ``models/*/compute.*.cmd``
+  plus the tdnn_lda subset in tests/data/example): each utterance that Kaldi
+  computed as a single chunk (frames-per-chunk covers it) matches Kaldi's
+  output; where Kaldi refused (no .ark, ERROR in the log) the first utterance
+  (the one Kaldi died on) raises ComputationError.
+- compute_simple_nnet_context equals the context nnet3-info printed.
+- Kaldi's chunk rules (edge padding, i-vector choice, extra context at the
+  utterance's edges, frames-per-chunk rounding) on hand-worked cases, and on a
+  model whose output layer is made non-trivial: the whole-utterance chunk
+  equals chunk-by-chunk computation for a feed-forward network.
+
+Caution: Kaldi's xconfig initializes output layers to zero, so every
+nnet3-compute reference output is constant over frames; those comparisons
+check shapes, refusals and the post-processing (priors, exp), while the
+hidden layers' numbers are checked by the computation tests on random
+networks.
+"""
+
+import io
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import KALDI_REF, REPO, TEST_DATA
+import pynnet3.examples as example
+from pynnet3.compute.utterance import (ChunkPlan, SimpleComputationOptions, SimpleNnetComputer,
+                                       apply_exp, compute_simple_nnet_context,
+                                       compute_utterance, prepare_nnet_for_compute)
+from pynnet3.errors import ComputationError, UsageError
+from pynnet3.io.table import read_table
+from pynnet3.nnet.am import read_mdl
+from pynnet3.nnet.nnet import Nnet
+
+
+def tolerance(kaldi):
+    return 1e-3 * max(1.0, float(np.abs(kaldi).max(initial=0.0)))
+
+
+def assert_matches(ours, kaldi, what):
+    assert ours.shape == kaldi.shape, "%s: shape %s, Kaldi %s" % (what, ours.shape, kaldi.shape)
+    err = float(np.abs(ours.astype(np.float64) - kaldi).max(initial=0.0))
+    assert err <= tolerance(kaldi), "%s: max|ours-kaldi| = %g" % (what, err)
+
+
+# -- the shipped example ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def example_run():
+    setup = example.load_example()
+    return setup, example.compute_example(setup)
+
+
+def test_example_matches_kaldi(example_run):
+    setup, results = example_run
+    assert [r.utterance for r in results] == ["utt1", "utt2", "utt3", "utt4"]
+    assert [r.output.shape for r in results] == [(7, 30), (50, 30), (173, 30), (301, 30)]
+    for r in results:
+        assert r.ok, "%s: max|ours-kaldi| = %g" % (r.utterance, r.max_abs_diff)
+        assert_matches(r.output, setup.kaldi_output[r.utterance], r.utterance)
+
+
+def test_example_main_writes_archive_and_reports(tmp_path, example_run):
+    _, results = example_run
+    out = io.StringIO()
+    path = tmp_path / "out.ark"
+    assert example.main([str(path)], out=out) == 0
+    written = dict(read_table("ark:" + str(path)))
+    assert list(written) == [r.utterance for r in results]
+    for r in results:
+        np.testing.assert_array_equal(written[r.utterance], r.output)
+    lines = out.getvalue().splitlines()
+    with open(example.example_file(example.KALDI_INFO)) as f:
+        kaldi_header = f.read().splitlines()[:4]
+    assert lines[1:5] == kaldi_header      # left/right-context, num-parameters, modulus
+    assert "# nnet3-info output identical to Kaldi's" in lines
+    assert lines[-1].startswith("OK: 4 utterances, 531 frames")
+
+
+def test_example_main_fails_on_a_difference(monkeypatch):
+    real_load = example.load_example
+
+    def load_wrong():
+        setup = real_load()
+        setup.kaldi_output["utt3"] = setup.kaldi_output["utt3"] + np.float32(0.01)
+        return setup
+
+    monkeypatch.setattr(example, "load_example", load_wrong)
+    out = io.StringIO()
+    assert example.main([], out=out) == 1
+    text = out.getvalue()
+    assert "utt3: frames=173 output-dim=30" in text and "DIFFERS" in text
+    assert text.splitlines()[-1].startswith("FAILED: 1 of 4 utterances")
+
+
+def test_run_example_script():
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "run_example.sh")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("OK: 4 utterances")
+
+
+def test_example_files_are_small():
+    folder = Path(example.example_file(example.MODEL)).parent
+    assert sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) < 1 << 20
+
+
+# -- Kaldi's nnet3-compute variants -------------------------------------------------------------
+
+def _variant_cases():
+    cmds = sorted(KALDI_REF.glob("models/*/compute.*.cmd")) if KALDI_REF.is_dir() else []
+    cmds += sorted((TEST_DATA / "example").glob("*/compute.*.cmd"))
+    return cmds
+
+
+def _case_id(cmd):
+    prefix = "data/" if TEST_DATA in cmd.parents else ""
+    return prefix + cmd.parent.name + "/" + cmd.name[len("compute."):-len(".cmd")]
+
+
+def _input_file(folder, name):
+    """A file the command names, from its folder; the tests/data subset takes
+    the model and inputs from the shipped example (and the .mdl from
+    tests/data/mdl)."""
+    path = folder / name
+    if path.is_file():
+        return path
+    shipped = {"model.raw": example.MODEL, "feats.ark": example.FEATS,
+               "online-ivectors.ark": example.ONLINE_IVECTORS}
+    if folder.name == "tdnn_lda" and name in shipped:
+        return Path(example.example_file(shipped[name]))
+    if name == "final.mdl" and (TEST_DATA / "mdl" / folder.name / name).is_file():
+        return TEST_DATA / "mdl" / folder.name / name
+    pytest.skip("%s not available" % path)
+
+
+def _parse_command(cmd_path):
+    """(options dict, [model, features rspecifier, output wspecifier])."""
+    words = shlex.split(cmd_path.read_text())
+    assert words[0] == "nnet3-compute"
+    opts, args = {}, []
+    for w in words[1:]:
+        if w.startswith("--"):
+            key, _, value = w[2:].partition("=")
+            opts[key] = value
+        else:
+            args.append(w)
+    return opts, args
+
+
+_OPTION_FIELDS = ("frames-per-chunk", "extra-left-context", "extra-right-context",
+                  "extra-left-context-initial", "extra-right-context-final",
+                  "frame-subsampling-factor")
+_HANDLED = set(_OPTION_FIELDS) | {"online-ivectors", "online-ivector-period", "apply-exp",
+                                  "use-priors"}
+
+# Models whose context takes long to work out (Kaldi's window doubling up to
+# 640 frames over 11 time shifts); their variants use nnet3-info's numbers.
+_SLOW_CONTEXT = {"xvector"}
+_loaded = {}
+
+
+def _load_model(folder, model_name, use_priors):
+    key = (str(folder), model_name, use_priors)
+    if key not in _loaded:
+        path = _input_file(folder, model_name)
+        if use_priors:
+            _, am = read_mdl(str(path))
+            nnet, priors = am.nnet, am.priors
+        else:
+            nnet, priors = Nnet.read(str(path)), None
+        prepare_nnet_for_compute(nnet)
+        context = None
+        if folder.name in _SLOW_CONTEXT:
+            info = (folder / "info.txt").read_text().splitlines()
+            context = (int(info[0].split()[1]), int(info[1].split()[1]))
+        _loaded[key] = (nnet, priors, context)
+    return _loaded[key]
+
+
+@pytest.mark.parametrize("cmd", _variant_cases(), ids=_case_id)
+def test_nnet3_compute_single_chunk(cmd):
+    folder = cmd.parent
+    opts, args = _parse_command(cmd)
+    assert not set(opts) - _HANDLED, "unhandled options %s" % (set(opts) - _HANDLED)
+    options = SimpleComputationOptions()
+    for name in _OPTION_FIELDS:
+        if name in opts:
+            setattr(options, name.replace("-", "_"), int(opts[name]))
+    use_priors = opts.get("use-priors") == "true"
+    nnet, priors, context = _load_model(folder, args[0], use_priors)
+    assert args[1].startswith("ark:")
+    feats = dict(read_table("ark:" + str(_input_file(folder, args[1][4:]))))
+    ivectors = None
+    if "online-ivectors" in opts:
+        ivectors = dict(read_table("ark:" + str(_input_file(folder, opts["online-ivectors"][4:]))))
+    period = int(opts.get("online-ivector-period", 0))
+    computer = SimpleNnetComputer(nnet, options, priors, context=context)
+    ark = folder / ("compute.%s.ark" % cmd.name[len("compute."):-len(".cmd")])
+
+    def ours(utt):
+        out = computer.compute_utterance(feats[utt], online_ivectors=(
+            ivectors[utt] if ivectors is not None else None), online_ivector_period=period)
+        return apply_exp(out) if opts.get("apply-exp") == "true" else out
+
+    if not ark.is_file():
+        # Kaldi refused: it died on the first utterance.
+        log = cmd.with_suffix(".log").read_text()
+        assert "ERROR" in log and "Not all outputs were computable" in log
+        first = next(iter(feats))
+        assert computer.covers_utterance(feats[first].shape[0])
+        with pytest.raises(ComputationError, match="not computable|Not all outputs"):
+            ours(first)
+        return
+    kaldi = dict(read_table("ark:" + str(ark)))
+    assert list(kaldi) == list(feats)
+    checked = 0
+    for utt, value in kaldi.items():
+        assert value.shape[0] == computer.num_subsampled_frames(feats[utt].shape[0])
+        if computer.covers_utterance(feats[utt].shape[0]):
+            assert_matches(ours(utt), value, utt)
+            checked += 1
+    assert checked > 0, "no utterance of this variant is a single chunk"
+
+
+MODEL_DIRS = ([p.parent for p in sorted(KALDI_REF.glob("models/*/model.raw"))
+               if p.parent.name not in _SLOW_CONTEXT] if KALDI_REF.is_dir() else [])
+
+
+@pytest.mark.parametrize("folder", MODEL_DIRS, ids=lambda p: p.name)
+def test_context_matches_nnet3_info(folder):
+    info = (folder / "info.txt").read_text().splitlines()
+    assert info[0].startswith("left-context: ") and info[1].startswith("right-context: ")
+    expected = (int(info[0].split()[1]), int(info[1].split()[1]))
+    assert compute_simple_nnet_context(Nnet.read(str(folder / "model.raw"))) == expected
+
+
+def test_context_of_the_example_model():
+    nnet = Nnet.read(example.example_file(example.MODEL))
+    assert compute_simple_nnet_context(nnet) == (8, 8)
+
+
+# -- Kaldi's chunk rules, hand-worked --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def example_nnet():
+    return prepare_nnet_for_compute(Nnet.read(example.example_file(example.MODEL)))
+
+
+def _computer(nnet, **kw):
+    return SimpleNnetComputer(nnet, SimpleComputationOptions(**kw), context=(8, 8))
+
+
+def test_chunk_plan(example_nnet):
+    c = _computer(example_nnet, frames_per_chunk=17, extra_left_context=5,
+                  extra_right_context=3)
+    # First chunk of a 50-frame utterance: 13 frames of left padding.
+    assert c.chunk_plan(50, 0, 17) == ChunkPlan(0, 17, 0, 16, -13, 17 + 13 + 11)
+    # Last chunk (frames 34..49).
+    assert c.chunk_plan(50, 34, 16) == ChunkPlan(34, 16, 34, 49, 21, 16 + 13 + 11)
+    c = _computer(example_nnet, frames_per_chunk=20, extra_left_context=10,
+                  extra_right_context=4, extra_left_context_initial=0,
+                  extra_right_context_final=0)
+    assert c.chunk_plan(50, 0, 20) == ChunkPlan(0, 20, 0, 19, -8, 20 + 8 + 12)    # initial
+    assert c.chunk_plan(50, 20, 20) == ChunkPlan(20, 20, 20, 39, 2, 20 + 18 + 12)
+    assert c.chunk_plan(50, 40, 10) == ChunkPlan(40, 10, 40, 49, 22, 10 + 18 + 8)  # final
+    # Subsampling by 3: outputs at t = 0, 3, ..., 48 for 50 frames (17 of them).
+    c = _computer(example_nnet, frame_subsampling_factor=3, frames_per_chunk=1000)
+    assert c.num_subsampled_frames(50) == 17
+    assert c.chunk_plan(50, 0, 17) == ChunkPlan(0, 17, 0, 48, -8, 48 + 8 + 8 + 1)
+    with pytest.raises(UsageError):
+        c.chunk_plan(50, 10, 8)
+
+
+def test_frames_per_chunk_rounding():
+    opts = SimpleComputationOptions(frame_subsampling_factor=3, frames_per_chunk=50)
+    assert opts.fixed_frames_per_chunk(1) == 51
+    assert opts.fixed_frames_per_chunk(2) == 54
+    assert SimpleComputationOptions(frames_per_chunk=30,
+                                    frame_subsampling_factor=3).fixed_frames_per_chunk(1) == 30
+    with pytest.raises(UsageError):
+        SimpleComputationOptions(frames_per_chunk=0).fixed_frames_per_chunk(1)
+
+
+def test_chunk_features_repeat_edge_frames():
+    feats = np.arange(5 * 2, dtype=np.float32).reshape(5, 2)
+    plan = ChunkPlan(0, 5, 0, 4, -2, 9)
+    rows = SimpleNnetComputer.chunk_features(feats, plan)
+    np.testing.assert_array_equal(rows, feats[[0, 0, 0, 1, 2, 3, 4, 4, 4]])
+
+
+def test_chunk_ivector_choice():
+    ivectors = np.arange(4 * 3, dtype=np.float32).reshape(4, 3)   # frames 0, 10, 20, 30
+    pick = SimpleNnetComputer.chunk_ivector
+    # Middle of output frames 0..16 is 8: row 0; of 17..33 it is 25: row 2.
+    np.testing.assert_array_equal(pick(ChunkPlan(0, 17, 0, 16, -8, 33), None, ivectors, 10),
+                                  ivectors[0])
+    np.testing.assert_array_equal(pick(ChunkPlan(17, 17, 17, 33, 9, 33), None, ivectors, 10),
+                                  ivectors[2])
+    # Past the last row by up to 50 frames: the last row; further: an error.
+    np.testing.assert_array_equal(pick(ChunkPlan(0, 161, 0, 160, -8, 177), None, ivectors, 10),
+                                  ivectors[3])
+    with pytest.raises(UsageError, match="Could not get iVector for frame 90"):
+        pick(ChunkPlan(0, 181, 0, 180, -8, 197), None, ivectors, 10)
+    # A batch i-vector is used as it is.
+    np.testing.assert_array_equal(pick(ChunkPlan(0, 1, 0, 0, 0, 1), ivectors[1]), ivectors[1])
+    assert pick(ChunkPlan(0, 1, 0, 0, 0, 1)) is None
+
+
+def test_dimension_errors(example_nnet):
+    c = _computer(example_nnet, frames_per_chunk=1000)
+    feats = np.zeros((10, 13), np.float32)
+    with pytest.raises(UsageError, match="'input' features with dimension 13 but you "
+                                         "provided 12"):
+        c.compute_utterance(np.zeros((10, 12), np.float32), ivector=np.zeros(10, np.float32))
+    with pytest.raises(UsageError, match="'ivector' features with dimension 10 but you "
+                                         "provided 0"):
+        c.compute_utterance(feats)
+    with pytest.raises(UsageError, match="online-ivector-period"):
+        c.compute_utterance(feats, online_ivectors=np.zeros((1, 10), np.float32))
+    with pytest.raises(UsageError, match="Zero-length"):
+        c.compute_utterance(np.zeros((0, 13), np.float32), ivector=np.zeros(10, np.float32))
+
+
+@pytest.fixture(scope="module")
+def informative_nnet():
+    """The example model with a random output layer (Kaldi's is all zeros)."""
+    nnet = Nnet.read(example.example_file(example.MODEL))
+    affine = nnet.get_component(nnet.get_component_index("output.affine"))
+    rng = np.random.default_rng(0)
+    affine.linear_params = rng.standard_normal(affine.linear_params.shape).astype(np.float32)
+    affine.bias_params = rng.standard_normal(affine.bias_params.shape).astype(np.float32)
+    return prepare_nnet_for_compute(nnet)
+
+
+def test_whole_utterance_equals_chunks(informative_nnet):
+    """A feed-forward network sees the same (padded) input frames for an output
+    frame whether the utterance is one chunk or many, so chunking changes
+    nothing; padding and context errors would show at the chunk edges."""
+    setup = example.load_example()
+    feats = setup.features["utt2"]
+    ivector = setup.online_ivectors["utt2"][2]
+    whole = _computer(informative_nnet, frames_per_chunk=1000).compute_utterance(
+        feats, ivector=ivector)
+    assert whole.shape == (50, 30) and whole.std(axis=0).max() > 0.1
+    c = _computer(informative_nnet, frames_per_chunk=17)
+    step = c.subsampled_frames_per_chunk()
+    pieces = [c.compute_chunk(feats, s, min(step, 50 - s), ivector=ivector)
+              for s in range(0, 50, step)]
+    # Chunks of other sizes only change BLAS summation order.
+    np.testing.assert_allclose(np.concatenate(pieces), whole, rtol=1e-5, atol=1e-5)
+    # Subsampling picks every third frame of the same outputs.
+    sub = _computer(informative_nnet, frame_subsampling_factor=3,
+                    frames_per_chunk=1000).compute_utterance(feats, ivector=ivector)
+    np.testing.assert_allclose(sub, whole[::3], rtol=1e-5, atol=1e-5)
+
+
+def test_priors_and_acoustic_scale(informative_nnet):
+    setup = example.load_example()
+    feats, ivector = setup.features["utt1"], setup.online_ivectors["utt1"][0]
+    plain = compute_utterance(informative_nnet, feats, SimpleComputationOptions(),
+                              ivector=ivector)
+    priors = np.linspace(0.01, 0.1, 30).astype(np.float32)
+    opts = SimpleComputationOptions(acoustic_scale=0.1)
+    scaled = compute_utterance(informative_nnet, feats, opts, ivector=ivector, priors=priors)
+    np.testing.assert_allclose(scaled, 0.1 * (plain - np.log(priors)), rtol=1e-5, atol=1e-6)
+    exp = compute_utterance(informative_nnet, feats, ivector=ivector, apply_exp_to_output=True)
+    np.testing.assert_allclose(exp, np.exp(plain), rtol=1e-6)
+    np.testing.assert_allclose(exp.sum(axis=1), 1.0, rtol=1e-5)    # log-softmax output
