@@ -37,14 +37,6 @@ cdef enum:
 
 cdef class FastStepsData:
     """Steps (lists of cindex_ids) and locations (cindex_id -> (step, row))."""
-    cdef FastGraph graph
-    cdef NetInfo net
-    cdef vector[vector[int32_t]] steps
-    cdef vector[int32_t] loc_step
-    cdef vector[int32_t] loc_row
-    cdef public list step_to_segment
-    cdef dict index_cache
-    cdef set dim_range_done
 
     def __init__(self, FastGraph graph, NetInfo net):
         self.graph = graph
@@ -300,26 +292,27 @@ cdef class FastStepsData:
             out[i] = (node, self._index(self.graph.cindexes[self.steps[s][i]]))
         return out
 
-    def input_locations(self, int s, int part_index):
-        """For part ``part_index`` of the Descriptor of step s's node: for each
-        row, the sorted (step, row) locations of the inputs it sums, as CSR
-        arrays (row_ptr int64, loc_steps int32, loc_rows int32)."""
+    cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
+                           vector[int32_t] &loc_steps, vector[int32_t] &loc_rows) except -1:
+        """For part ``part_index`` of the Descriptor of step s's node: CSR lists
+        (ptr, loc_steps, loc_rows) of the sorted (step, row) locations each row
+        sums (Kaldi's ComputeInputLocationsList)."""
         cdef int node = key_node(self.graph.cindexes[self.steps[s][0]])
         cdef const int32_t *prog = self.net.programs[node].data()
         cdef int start = self.net.part_starts[node][part_index]
         cdef size_t num_rows = self.steps[s].size(), r, j
         cdef vector[int64_t] used
-        cdef vector[int32_t] out_steps, out_rows
         cdef Predicate pred
         cdef int64_t key
         cdef int32_t cid
         cdef int ok
-        row_ptr = np.empty(num_rows + 1, dtype=np.int64)
-        cdef int64_t[::1] ptr = row_ptr
         pred.table = &self.graph.table
         pred.computable = NULL
         pred.mode = MODE_EXISTS
-        ptr[0] = 0
+        ptr.clear()
+        loc_steps.clear()
+        loc_rows.clear()
+        ptr.push_back(0)
         for r in range(num_rows):
             key = self.graph.cindexes[self.steps[s][r]]
             if key_t(key) != K_NO_TIME:
@@ -333,18 +326,31 @@ cdef class FastStepsData:
                     raise ComputationError("internal error: descriptor of node %s not "
                                            "computable at %s while compiling"
                                            % (self.net.nnet.node_names[node], tuple(index)))
-                sort(used.begin(), used.end())
+                if used.size() > 1:
+                    sort(used.begin(), used.end())
                 for j in range(used.size()):
                     cid = self.graph.find(used[j])
-                    out_steps.push_back(self.loc_step[cid])
-                    out_rows.push_back(self.loc_row[cid])
-            ptr[r + 1] = out_steps.size()
-        steps_arr = np.empty(out_steps.size(), dtype=np.int32)
-        rows_arr = np.empty(out_rows.size(), dtype=np.int32)
+                    loc_steps.push_back(self.loc_step[cid])
+                    loc_rows.push_back(self.loc_row[cid])
+            ptr.push_back(loc_steps.size())
+        return 0
+
+    def input_locations(self, int s, int part_index):
+        """locate_inputs as NumPy arrays (row_ptr int64, loc_steps, loc_rows int32)."""
+        cdef vector[int64_t] ptr
+        cdef vector[int32_t] loc_steps, loc_rows
+        cdef size_t j
+        self.locate_inputs(s, part_index, ptr, loc_steps, loc_rows)
+        row_ptr = np.empty(ptr.size(), dtype=np.int64)
+        steps_arr = np.empty(loc_steps.size(), dtype=np.int32)
+        rows_arr = np.empty(loc_rows.size(), dtype=np.int32)
+        cdef int64_t[::1] pv = row_ptr
         cdef int32_t[::1] sv = steps_arr, rv = rows_arr
-        for j in range(out_steps.size()):
-            sv[j] = out_steps[j]
-            rv[j] = out_rows[j]
+        for j in range(ptr.size()):
+            pv[j] = ptr[j]
+        for j in range(loc_steps.size()):
+            sv[j] = loc_steps[j]
+            rv[j] = loc_rows[j]
         return row_ptr, steps_arr, rows_arr
 
 

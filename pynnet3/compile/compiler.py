@@ -30,6 +30,8 @@ debug info); anything Kaldi refuses raises ComputationError with a message
 naming the node/Cindexes involved.
 """
 
+import gc
+
 import numpy as np
 
 from ..components.base import Component
@@ -157,6 +159,7 @@ class Compiler:
         self._kernels = _split_py
         if use_fast:
             try:
+                from .._fast import compiler_core  # noqa: F401  (all four must be built)
                 from .._fast import graph as fast_graph
                 from .._fast import split_locations as fast_split
                 from .._fast import steps as fast_steps
@@ -167,6 +170,18 @@ class Compiler:
 
     # -- driver -----------------------------------------------------------------------------
     def create_computation(self, output_debug_info=True):
+        """The unoptimized NnetComputation (Kaldi's CreateComputation)."""
+        # Compilation allocates millions of small containers and frees none of
+        # them until it returns; Python's cyclic GC would rescan them over and over.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._create_computation(output_debug_info)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _create_computation(self, output_debug_info):
         nnet = self.nnet
         if self._fast is not None:
             fast_graph, fast_steps = self._fast
@@ -181,6 +196,8 @@ class Compiler:
             builder.prune()
         if self._fast is not None:
             self.data = fast_steps.compute_steps(builder.net, builder.graph, self.requests)
+            from .._fast.compiler_core import compile_fast
+            return compile_fast(nnet, self.requests, builder.net, self.data, output_debug_info)
         else:
             from .steps import PyStepsData
             self.data = PyStepsData.compute(nnet, builder.graph, self.requests)
@@ -354,13 +371,14 @@ class Compiler:
                 raise ComputationError("internal error: component step not preceded by its "
                                        "input step")
             component = nnet.get_component(node.component_index)
+            request = self.requests[step_to_segment[step]]
+            need_derivs = request.need_derivatives()  # Kaldi checks this for every component
             if type(component).precompute_indexes is Component.precompute_indexes:
                 continue  # the base hook returns None; no need to build Index lists
-            request = self.requests[step_to_segment[step]]
             input_indexes = data.step_indexes(step - 1)
             output_indexes = data.step_indexes(step)
             pre = component.precompute_indexes(request.misc_info, input_indexes, output_indexes,
-                                               request.need_derivatives())
+                                               need_derivs)
             if pre is None:
                 continue
             info.precomputed_indexes_index = len(computation.component_precomputed_indexes)

@@ -1,0 +1,27 @@
+# cython: language_level=3
+"""C-level declarations of the fast steps data (see steps.pyx)."""
+
+from libc.stdint cimport int32_t, int64_t
+from libcpp.vector cimport vector
+
+from pynnet3._fast.graph cimport FastGraph, NetInfo
+
+
+cdef class FastStepsData:
+    cdef FastGraph graph
+    cdef NetInfo net
+    cdef vector[vector[int32_t]] steps
+    cdef vector[int32_t] loc_step
+    cdef vector[int32_t] loc_row
+    cdef public list step_to_segment
+    cdef dict index_cache
+    cdef set dim_range_done
+    cdef int add_step_keys(self, vector[int64_t] &keys, bint add_if_absent) except -1
+    cdef int add_step_ids(self, vector[int32_t] &ids) except -1
+    cdef int process_io_step(self, request, bint is_output, vector[int64_t] &sub_phase) except -1
+    cdef int process_component_step(self, vector[int64_t] &step) except -1
+    cdef int process_dim_range(self, vector[int64_t] &sub_phase) except -1
+    cdef int compute_for_segment(self, request, vector[vector[int32_t]] &phases) except -1
+    cdef object _index(self, int64_t key)
+    cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
+                           vector[int32_t] &loc_steps, vector[int32_t] &loc_rows) except -1
