@@ -334,7 +334,7 @@ def test_nnet3_am_copy_errors(tmp_path, capsys):
     assert len(err) == 2 and "expected token <TransitionModel>" in err[1]
     assert not (tmp_path / "o").exists()
     assert main([str(model / "final.mdl")]) == 1
-    assert main(["--prepare-for-test=true", str(model / "final.mdl"), str(tmp_path / "o")]) \
+    assert main(["--no-such-option=true", str(model / "final.mdl"), str(tmp_path / "o")]) \
         == 255
 
 

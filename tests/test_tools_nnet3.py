@@ -96,16 +96,6 @@ def test_copy_options(tmp_path, capsys):
         "output-node name=extra2 input=Offset(affine1_node, -1) objective=linear"]
 
 
-def test_copy_prepare_for_test_refused_without_collapse(tmp_path, capsys):
-    if nnet3_copy._collapse_model() is not None:
-        pytest.skip("CollapseModel is available")
-    out = tmp_path / "p.raw"
-    assert nnet3_copy.main(["--prepare-for-test=true", str(SIMPLE / "model.raw"),
-                            str(out)]) == 255
-    assert "CollapseModel" in _error_lines(capsys.readouterr().err)[0]
-    assert not out.exists()
-
-
 def test_copy_binary_and_text_inputs_byte_exact(tmp_path):
     for src, ref in [("model.raw", "kaldi-copy.bin-to-bin.raw"),
                      ("model.txt", "kaldi-copy.txt-to-bin.raw")]:

@@ -3,12 +3,11 @@
 In Kaldi's order: read the model; ``--set-raw-nnet`` replaces the network;
 ``--nnet-config`` adds/replaces nodes and components (nnet3-init semantics);
 ``--convert-repeated-to-block``; ``--learning-rate``; ``--edits-config`` then
-``--edits``; the left/right context is recomputed; ``--scale``; write the
+``--edits``; the left/right context is recomputed; ``--scale``;
+``--prepare-for-test`` (batch-norm and dropout test mode, then Kaldi's
+CollapseModel; the context stays as computed before, as in Kaldi); write the
 model (or only the network with ``--raw=true``), binary unless
 ``--binary=false``.
-
-Not provided: ``--prepare-for-test`` (it needs Kaldi's CollapseModel, which
-belongs to the computation code).
 """
 
 import logging
@@ -17,9 +16,11 @@ import sys
 from ..errors import PynnetError
 from ..io.files import read_bytes
 from ..nnet.am import read_mdl, write_mdl
+from ..nnet.collapse import CollapseModelConfig, collapse_model
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet
-from ..nnet.utils import scale_nnet, set_learning_rate
+from ..nnet.utils import (scale_nnet, set_batchnorm_test_mode, set_dropout_test_mode,
+                          set_learning_rate)
 from ._cli import ToolParser, kaldi_tool
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,10 @@ def main(argv=None):
     parser.register_float("learning-rate", -1.0, "If >= 0, set the learning rate of every "
                           "updatable component to this value")
     parser.register_float("scale", 1.0, "Scale the network's parameters by this value")
+    parser.register_bool("prepare-for-test", False, "If true, prepares the model for test "
+                         "time (may reduce model size slightly.  Involves setting test mode "
+                         "in dropout and batch-norm components, and calling CollapseModel() "
+                         "which may remove some components.")
     opts, args = parser.parse(argv, num_args=2)
     nnet_rxfilename, nnet_wxfilename = args
 
@@ -109,6 +114,10 @@ def main(argv=None):
         am_nnet.set_context()
     if opts.scale != 1.0:
         scale_nnet(am_nnet.nnet, opts.scale)
+    if opts.prepare_for_test:
+        set_batchnorm_test_mode(am_nnet.nnet, True)
+        set_dropout_test_mode(am_nnet.nnet, True)
+        collapse_model(am_nnet.nnet, CollapseModelConfig())
 
     if opts.raw:
         am_nnet.nnet.write(nnet_wxfilename, opts.binary)

@@ -11,8 +11,8 @@ CollapseModel) or set batch-norm test mode to ``--batchnorm-test-mode``
 import logging
 import sys
 
-from ..errors import UsageError
 from ..nnet import utils
+from ..nnet.collapse import CollapseModelConfig, collapse_model
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
@@ -30,20 +30,13 @@ e.g.:
 """
 
 
-def _collapse_model():
-    """Kaldi's CollapseModel, from the module that implements it, or None."""
-    try:
-        from ..nnet.collapse import collapse_model
-    except ImportError:
-        return None
-    return collapse_model
-
-
-def prepare_for_test(nnet, collapse_model):
-    """What ``--prepare-for-test=true`` does (Kaldi's order)."""
+def prepare_for_test(nnet):
+    """What ``--prepare-for-test=true`` does (Kaldi's order): batch-norm and
+    dropout components in test mode, then Kaldi's CollapseModel with its
+    default configuration."""
     utils.set_batchnorm_test_mode(nnet, True)
     utils.set_dropout_test_mode(nnet, True)
-    collapse_model(nnet)
+    collapse_model(nnet, CollapseModelConfig())
 
 
 @kaldi_tool
@@ -72,10 +65,6 @@ def main(argv=None):
                          "set to this value. The deafult is false, but is overriden when "
                          "--prepare-for-test is used")
     opts, (nnet_in, nnet_out) = parser.parse(argv, num_args=2)
-    collapse_model = _collapse_model() if opts.prepare_for_test else None
-    if opts.prepare_for_test and collapse_model is None:
-        raise UsageError("--prepare-for-test=true needs Kaldi's CollapseModel "
-                         "(pynnet3.nnet.collapse), which this installation does not have")
     nnet = Nnet.read(nnet_in)
     if opts.nnet_config:
         nnet.read_config(read_config_text(opts.nnet_config), opts.nnet_config)
@@ -88,7 +77,7 @@ def main(argv=None):
     if opts.edits:
         apply_edits_string(nnet, opts.edits)
     if opts.prepare_for_test:
-        prepare_for_test(nnet, collapse_model)
+        prepare_for_test(nnet)
     else:
         utils.set_batchnorm_test_mode(nnet, opts.batchnorm_test_mode)
     nnet.write(nnet_out, opts.binary)

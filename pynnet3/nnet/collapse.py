@@ -1,0 +1,651 @@
+"""Kaldi's CollapseModel: merge successive components for test time.
+
+``collapse_model(nnet, config)`` does what Kaldi's ModelCollapser does
+(nnet-utils.cc), in its order:
+
+- it sweeps the nodes repeatedly (at most 10 sweeps; more is an error) until a
+  sweep changes nothing. A component node is collapsed with the component
+  feeding it when its input Descriptor reads a single component node ``foo``
+  only, as ``foo``, ``Offset(foo, t)`` or an ``Append`` of such parts (all
+  naming the same node; a ``Scale`` on ``foo`` is accepted as Kaldi accepts
+  it), and when the two components form one of these pairs, tried in this
+  order (each only if enabled in :class:`CollapseModelConfig`):
+
+  1. ``collapse_dropout`` (off by default): DropoutComponent or
+     GeneralDropoutComponent, then an Affine (or NaturalGradientAffine),
+     Linear, Tdnn or TimeHeightConvolution component: the second component
+     with its linear parameters scaled by ``1/(1-p)`` (DropoutComponent) or
+     1 (GeneralDropoutComponent), named ``NAME.scaleS`` (S printed with 3
+     significant digits). Like Kaldi, the scale is the inverse of what a
+     test-mode DropoutComponent applies, so with p > 0 the output changes.
+  2. ``collapse_batchnorm`` (off by default): BatchNormComponent (which must
+     be in test mode), then an Affine, Linear (becomes an AffineComponent)
+     or Tdnn component (given a bias if it had none): the batch-norm scale
+     and offset are folded into the linear and bias parameters; named
+     ``BATCHNORM.NAME``; an identity batch-norm keeps the second component.
+  3. ``collapse_affine`` (on): FixedAffineComponent or Affine component that
+     does not reduce the dimension, then an Affine component: one new
+     AffineComponent (learning rate 0.001, other options at their defaults)
+     named ``NAME1.NAME2``, block-diagonal in the first component when the
+     Descriptor appends several time offsets of it.
+  4. ``collapse_scale`` (on): an Affine component then a FixedScaleComponent
+     of the same dimension: a copy of the affine component (same type and
+     options) with scaled rows, named ``NAME1.NAME2``.
+
+  A component of the wanted name that already exists is reused. The node
+  keeps its name but takes the new component, and its Descriptor is the old
+  one with ``foo`` replaced by ``foo``'s own input Descriptor (printed,
+  substituted and re-parsed, so offsets are normalized as Kaldi does).
+- then orphan nodes and orphan components are removed (Kaldi's
+  RemoveOrphanNodes and RemoveOrphanComponents, with their log lines) and,
+  when something changed, ``Added N components, removed M`` is logged.
+
+Arithmetic: every new parameter is computed with the float32 operations
+Kaldi performs, in the order Kaldi's BLAS (the oracle's OpenBLAS 0.3.21,
+DYNAMIC_ARCH, on an AVX-512 CPU using its Cooperlake/SkylakeX kernels, two
+threads) performs them, so a collapsed model written in text is Kaldi's, byte
+for byte. Matrix products go through :func:`sgemm_nn` and matrix-vector
+products through :func:`sgemv_add`; see those for the orders reproduced.
+Element-wise scalings are single float32 roundings, as in Kaldi. The
+kaldi-ref outputs pin down the small-matrix sgemm (including its reduced tail
+columns) and the sgemv kernel with its contracted last column; the blocked,
+threaded and narrow-width paths follow OpenBLAS's source without a reference
+that exercises them.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..components.affine import AffineComponent, FixedAffineComponent, LinearComponent
+from ..components.general_misc import GeneralDropoutComponent
+from ..components.normalize import BatchNormComponent
+from ..components.scale_offset import FixedScaleComponent
+from ..components.simple_misc import DropoutComponent
+from ..components.tdnn import TdnnComponent
+from ..components.time_height_convolution import TimeHeightConvolutionComponent
+from ..errors import NnetError
+from .descriptor import (OffsetForwardingDescriptor, SimpleForwardingDescriptor,
+                         SimpleSumDescriptor, parse_descriptor)
+from .nnet import kComponent, kDescriptor
+from .utils import remove_orphan_components, remove_orphan_nodes
+
+logger = logging.getLogger("pynnet3")
+
+_F32 = np.float32
+_F64 = np.float64
+
+# How the oracle's OpenBLAS was configured (see the module docstring).
+_OPENBLAS_THREADS = 2
+_GEMM_Q = 320                     # sgemm_q of the Cooperlake kernels
+_GEMM_UNROLL_M = 16
+_SWITCH_RATIO = 2                 # the threaded driver's default (generic build)
+_SMALL_GEMM_MAX_MNK = 100.0 * 100.0 * 100.0
+_GEMM_MULTITHREAD_THRESHOLD = 4
+_GEMV_NBMAX = 4096
+
+# Kaldi's ModelCollapser gives up after this many sweeps.
+_MAX_SWEEPS = 10
+
+
+@dataclass(slots=True)
+class CollapseModelConfig:
+    """Kaldi's CollapseModelConfig (same defaults: only the affine and scale
+    collapses are on)."""
+
+    collapse_dropout: bool = False
+    collapse_batchnorm: bool = False
+    collapse_affine: bool = True
+    collapse_scale: bool = True
+
+
+def collapse_model(nnet, config=None):
+    """Kaldi's CollapseModel: modifies ``nnet`` in place (see the module
+    docstring for what is merged, the names given and the arithmetic).
+    ``config`` defaults to ``CollapseModelConfig()``. Batch-norm components
+    must be in test mode when ``collapse_batchnorm`` is set (NnetError
+    otherwise). Returns ``nnet``."""
+    _ModelCollapser(config or CollapseModelConfig(), nnet).collapse()
+    return nnet
+
+
+# ---------------------------------------------------------------------------
+# OpenBLAS arithmetic
+# ---------------------------------------------------------------------------
+
+def _fma32(a, b, c):
+    """float32 fused multiply-add ``a*b + c`` rounded once (broadcasting).
+
+    The product is exact in double; the double sum may round onto a float32
+    tie that the exact sum is not on, so such ties are resolved with the
+    exact remainder of the double addition (TwoSum)."""
+    p = np.asarray(a, _F32).astype(_F64) * np.asarray(b, _F32).astype(_F64)
+    c = np.asarray(c, _F32).astype(_F64)
+    p, c = np.broadcast_arrays(p, c)
+    s = np.asarray(p + c)
+    r = s.astype(_F32)
+    bits = s.view(np.int64)
+    tie = (bits & 0x1FFFFFFF) == 0x10000000
+    if tie.any():
+        bb = s - p
+        err = (p - (s - bb)) + (c - bb)
+        fix = tie & (err != 0)
+        if fix.any():
+            toward = np.where(err[fix] > 0, np.inf, -np.inf)
+            r[fix] = np.nextafter(s[fix], toward).astype(_F32)
+    return r
+
+
+def _fma_chain(a, b, acc=None):
+    """For A (M x K) and B (K x N): each element accumulated over k = 0..K-1
+    in order with fused multiply-adds, starting from +0 (or ``acc``)."""
+    m, k = a.shape
+    out = np.zeros((m, b.shape[1]), _F32) if acc is None else acc
+    for kk in range(k):
+        out = _fma32(a[:, kk:kk + 1], b[kk:kk + 1, :], out)
+    return out
+
+
+def _gcc_reduce_add16(lanes):
+    """GCC's ``_mm512_reduce_add_ps`` over the last axis (16 lanes)."""
+    t3 = lanes[..., 8:16] + lanes[..., 0:8]
+    t6 = t3[..., 4:8] + t3[..., 0:4]
+    return (t6[..., 0] + t6[..., 2]) + (t6[..., 1] + t6[..., 3])
+
+
+def _reduce4_tree16(lanes):
+    """The REDUCE_4 shuffle tree of OpenBLAS's small-matrix kernels: within
+    each 128-bit quarter (l0+l1)+(l2+l3), then (q0+q1)+(q2+q3)."""
+    q = (lanes[..., 0::4] + lanes[..., 1::4]) + (lanes[..., 2::4] + lanes[..., 3::4])
+    return (q[..., 0] + q[..., 1]) + (q[..., 2] + q[..., 3])
+
+
+def _small_gemm_dot_style(a, b, reduce):
+    """The small-matrix kernel's "dot style": 16 lanes, lane l accumulating
+    k = l, l+16, ... with fused multiply-adds, then reduced by ``reduce``.
+    Returns the (M x N) results."""
+    m, k = a.shape
+    n = b.shape[1]
+    lanes = np.zeros((m, n, 16), _F32)
+    for k0 in range(0, k, 16):
+        width = min(16, k - k0)
+        lanes[:, :, :width] = _fma32(a[:, None, k0:k0 + width],
+                                     b.T[None, :, k0:k0 + width], lanes[:, :, :width])
+    return reduce(lanes)
+
+
+def sgemm_nn(a, b):
+    """Kaldi's ``C.AddMatMat(1.0, A, kNoTrans, B, kNoTrans, 0.0)``: A (M x K)
+    times B (K x N) in float32, in OpenBLAS's order.
+
+    Row-major C = A B is OpenBLAS's column-major C' = B' A' with m = N,
+    n = M. Up to 10^6 multiply-adds the small-matrix kernel runs: every
+    element is a chain of fused multiply-adds over k in order, except that
+    when N % 16 is 1..8 and K >= 32 the last N % 16 columns are summed in
+    16 strided lanes and reduced by a fixed tree (which tree depends on the
+    element's position, as in the kernel's loops). Larger products use the
+    blocked kernel: a chain over each block of k (``_GEMM_Q``, split as the
+    threaded driver splits it), the blocks' results added in order."""
+    a = np.ascontiguousarray(a, _F32)
+    b = np.ascontiguousarray(b, _F32)
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise NnetError("sgemm: inner dimensions differ (%d vs %d)" % (k, b.shape[0]))
+    n = b.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        return np.zeros((m, n), _F32)
+    if float(m) * n * k <= _SMALL_GEMM_MAX_MNK:
+        return _small_sgemm_nn(a, b)
+    c = np.zeros((m, n), _F32)
+    ls = 0
+    # The threaded driver (which splits k differently) runs unless OpenBLAS
+    # finds too little to share: then the serial driver does.
+    threaded = (float(m) * n * k > 65536.0 * _GEMM_MULTITHREAD_THRESHOLD
+                and _OPENBLAS_THREADS > 1
+                and not (n < 2 * _SWITCH_RATIO and m < _SWITCH_RATIO))
+    while ls < k:
+        min_l = k - ls
+        if min_l >= 2 * _GEMM_Q:
+            min_l = _GEMM_Q
+        elif min_l > _GEMM_Q:
+            if threaded:
+                min_l = (min_l + 1) // 2
+            else:
+                min_l = ((min_l // 2 + _GEMM_UNROLL_M - 1) // _GEMM_UNROLL_M) * _GEMM_UNROLL_M
+        c = c + _fma_chain(a[:, ls:ls + min_l], b[ls:ls + min_l, :])
+        ls += min_l
+    return c
+
+
+def _small_sgemm_nn(a, b):
+    """OpenBLAS's sgemm_small_kernel_b0_nn (SkylakeX), alpha 1, beta 0."""
+    m, k = a.shape
+    n = b.shape[1]
+    c = _fma_chain(a, b)
+    # C' has N rows (our columns); its last N % 16 rows are the tail.
+    m16 = n & ~15
+    mm = n - m16
+    if mm == 0 or mm > 8 or k < 32:
+        return c
+    m4 = n & ~3
+    n4 = m & ~3
+    cols = np.arange(m16, n)
+    tree4 = _small_gemm_dot_style(a, b[:, m16:], _reduce4_tree16)
+    gcc = _small_gemm_dot_style(a, b[:, m16:], _gcc_reduce_add16)
+    # Which reduction each element gets: rows of C' in groups of 4 always use
+    # the 4-way tree; pairs and single rows use it for C' columns in groups
+    # of 4 and GCC's reduce-add otherwise.
+    use_tree4 = (cols < m4)[None, :] | (np.arange(m) < n4)[:, None]
+    c[:, m16:] = np.where(use_tree4, tree4, gcc)
+    return c
+
+
+def _gemv_lanes_fma(a, x, lanes_width, chunks):
+    """Helper of the sgemv kernels: for row-major ``a`` (rows x NB), lane
+    accumulators of ``lanes_width`` over the given column chunks
+    ``(start, lanes)`` (chunk element j goes to lane j), with fused
+    multiply-adds."""
+    acc = np.zeros((a.shape[0], lanes_width), _F32)
+    for start, width in chunks:
+        acc[:, :width] = _fma32(a[:, start:start + width], x[None, start:start + width],
+                                acc[:, :width])
+    return acc
+
+
+def _gemv_t_dot_4x4(a, x):
+    """sgemv_kernel_4x4 (Haswell micro-kernel): 8 FMA lanes (a leading
+    4-chunk, an 8-chunk, then 8-chunks two at a time), reduced as
+    ((l0+l4)+(l1+l5)) + ((l2+l6)+(l3+l7))."""
+    nb = a.shape[1]
+    chunks = []
+    i = 0
+    if nb & 4:
+        chunks.append((0, 4))
+        i = 4
+    while i < nb:
+        chunks.append((i, 8))
+        i += 8
+    lanes = _gemv_lanes_fma(a, x, 8, chunks)
+    t = lanes[:, 4:8] + lanes[:, 0:4]
+    return (t[:, 0] + t[:, 1]) + (t[:, 2] + t[:, 3])
+
+
+def _gemv_t_dot_sse(a, x, two_accumulators):
+    """sgemv_kernel_4x2 / 4x1 (SSE, multiply then add): 4 lanes; 4x1 keeps
+    the second half of every 8 columns in a second accumulator."""
+    nb = a.shape[1]
+    first = np.zeros((a.shape[0], 4), _F32)
+    second = np.zeros((a.shape[0], 4), _F32)
+    i = 0
+    if nb & 4:
+        first = first + a[:, 0:4] * x[None, 0:4]
+        i = 4
+    while i < nb:
+        first = first + a[:, i:i + 4] * x[None, i:i + 4]
+        p = a[:, i + 4:i + 8] * x[None, i + 4:i + 8]
+        if two_accumulators:
+            second = second + p
+        else:
+            first = first + p
+        i += 8
+    if two_accumulators:
+        first = first + second
+    return (first[:, 0] + first[:, 1]) + (first[:, 2] + first[:, 3])
+
+
+def _gemv_t_block(a, x, y):
+    """One column block of sgemv_t_4: y += row dot products (rows in groups
+    of 4 through the 4x4 kernel, then a pair, then a single row)."""
+    rows = a.shape[0]
+    n4 = rows & ~3
+    if n4:
+        y[:n4] = y[:n4] + _gemv_t_dot_4x4(a[:n4], x)
+    r = n4
+    if rows & 2:
+        y[r:r + 2] = y[r:r + 2] + _gemv_t_dot_sse(a[r:r + 2], x, False)
+        r += 2
+    if rows & 1:
+        y[r:r + 1] = y[r:r + 1] + _gemv_t_dot_sse(a[r:r + 1], x, True)
+
+
+def _gemv_t_kernel(a, x, y):
+    """OpenBLAS's sgemv_t_4.c on a row-major matrix (rows = its n, columns =
+    its m): column blocks of up to 4096 (a multiple of 4), then the last
+    1-3 columns added with (GCC-contracted) fused multiply-adds."""
+    rows, m = a.shape
+    if m in (4, 8) and rows <= 16384:
+        # Kaldi's row stride equals the width only for 4 and 8 columns, the
+        # case the SkylakeX small-width kernels take.
+        _gemv_t_skylakex_narrow(a, x, y)
+        return
+    m3 = m & 3
+    m1 = m & -4
+    m2 = (m & (_GEMV_NBMAX - 1)) - m3
+    nb = _GEMV_NBMAX
+    col = 0
+    while nb == _GEMV_NBMAX:
+        m1 -= nb
+        if m1 < 0:
+            if m2 == 0:
+                break
+            nb = m2
+        _gemv_t_block(a[:, col:col + nb], x[col:col + nb], y)
+        col += nb
+    if m3 == 1:
+        y[:] = _fma32(a[:, col], x[col], y)
+    elif m3 == 2:
+        t = _fma32(a[:, col], x[col], a[:, col + 1] * x[col + 1])
+        y[:] = y + t
+    elif m3 == 3:
+        t = _fma32(a[:, col], x[col], a[:, col + 1] * x[col + 1])
+        t = _fma32(a[:, col + 2], x[col + 2], t)
+        y[:] = y + t
+
+
+def _gemv_t_skylakex_narrow(a, x, y):
+    """sgemv_kernel_t_4 / t_8 (SkylakeX, width 4 or 8): products, then fixed
+    addition trees that depend on whether the row is in a group of 4 (8),
+    a pair or alone."""
+    rows, m = a.shape
+    p = a * x[None, :]
+    if m == 4:
+        full = (p[:, 0] + p[:, 1]) + (p[:, 2] + p[:, 3])
+        single = ((p[:, 0] + p[:, 1]) + p[:, 2]) + p[:, 3]
+        tail_single = rows & 1
+    else:
+        full = ((p[:, 0] + p[:, 1]) + (p[:, 2] + p[:, 3])) + \
+               ((p[:, 4] + p[:, 5]) + (p[:, 6] + p[:, 7]))
+        pair = ((p[:, 0] + p[:, 1]) + (p[:, 4] + p[:, 5])) + \
+               ((p[:, 2] + p[:, 3]) + (p[:, 6] + p[:, 7]))
+        c = p[:, 0:4] + p[:, 4:8]
+        single = ((c[:, 0] + c[:, 1]) + c[:, 2]) + c[:, 3]
+        tail_single = rows & 1
+    s = full.copy()
+    r4 = rows & ~3
+    if m == 8 and r4 < rows:
+        s[r4:] = pair[r4:]
+    if tail_single:
+        s[rows - 1] = single[rows - 1]
+    y[:] = y + s
+
+
+def sgemv_add(mat, x, y):
+    """Kaldi's ``y.AddMatVec(1.0, M, kNoTrans, x, 1.0)`` in OpenBLAS's order
+    (row-major no-transpose is OpenBLAS's sgemv_t); returns the new ``y``.
+
+    Rows are split between threads as OpenBLAS splits them (from 2304 x
+    GEMM_MULTITHREAD_THRESHOLD elements on); each part goes through the
+    kernel, whose row grouping decides the summation order."""
+    mat = np.ascontiguousarray(mat, _F32)
+    x = np.ascontiguousarray(x, _F32)
+    y = np.array(y, dtype=_F32)
+    rows, cols = mat.shape
+    if rows == 0 or cols == 0:
+        return y
+    nthreads = 1 if rows * cols < 2304 * _GEMM_MULTITHREAD_THRESHOLD else _OPENBLAS_THREADS
+    start, remaining, num = 0, rows, 0
+    while remaining > 0:
+        width = (remaining + nthreads - num - 1) // (nthreads - num) if num < nthreads \
+            else remaining
+        width = min(max(width, 4), remaining)
+        _gemv_t_kernel(mat[start:start + width], x, y[start:start + width])
+        start += width
+        remaining -= width
+        num += 1
+    return y
+
+
+# ---------------------------------------------------------------------------
+# The collapser
+# ---------------------------------------------------------------------------
+
+class _ModelCollapser:
+    """Kaldi's ModelCollapser (see the module docstring)."""
+
+    __slots__ = ("config", "nnet")
+
+    def __init__(self, config, nnet):
+        self.config = config
+        self.nnet = nnet
+
+    def collapse(self):
+        nnet = self.nnet
+        num_nodes = nnet.num_nodes()
+        num_components1 = nnet.num_components()
+        changed = True
+        sweeps = 0
+        while changed:
+            changed = False
+            for n in range(num_nodes):
+                if self._optimize_node(n):
+                    changed = True
+            if sweeps >= _MAX_SWEEPS:
+                raise NnetError("Something went wrong collapsing model: more than %d "
+                                "passes over the nodes were needed" % _MAX_SWEEPS)
+            sweeps += 1
+        num_components2 = nnet.num_components()
+        remove_orphan_nodes(nnet)
+        remove_orphan_components(nnet)
+        num_components3 = nnet.num_components()
+        if num_components2 != num_components1 or num_components3 != num_components2:
+            logger.info("Added %d components, removed %d",
+                        num_components2 - num_components1, num_components2 - num_components3)
+
+    # -- which nodes ------------------------------------------------------------------
+    @staticmethod
+    def _sum_descriptor_source(sum_desc):
+        """The node a part reads when it is ``foo`` or ``Offset(foo, ...)``
+        (Kaldi's SumDescriptorIsCollapsible), else -1."""
+        if not isinstance(sum_desc, SimpleSumDescriptor):
+            return -1
+        fd = sum_desc.src
+        if isinstance(fd, OffsetForwardingDescriptor):
+            fd = fd.src
+        if not isinstance(fd, SimpleForwardingDescriptor):
+            return -1
+        return fd.src_node
+
+    def _descriptor_source(self, desc):
+        """The single node every part of ``desc`` reads, or -1 (Kaldi's
+        DescriptorIsCollapsible)."""
+        ans = self._sum_descriptor_source(desc.part(0))
+        for i in range(1, desc.num_parts()):
+            if ans != -1 and self._sum_descriptor_source(desc.part(i)) != ans:
+                ans = -1
+        return ans
+
+    def _replace_node_in_descriptor(self, src, node_to_replace, expr):
+        """``src`` with node ``node_to_replace`` replaced by the expression
+        ``expr``: printed with that node's name standing for ``expr``'s text,
+        then parsed with the real names (which normalizes offsets)."""
+        names = list(self.nnet.node_names)
+        names[node_to_replace] = expr.write_config(self.nnet.node_names)
+        return parse_descriptor(src.write_config(names), self.nnet.node_names)
+
+    def _optimize_node(self, node_index):
+        nnet = self.nnet
+        descriptor_node = nnet.nodes[node_index]
+        if descriptor_node.node_type != kDescriptor or node_index + 1 >= nnet.num_nodes():
+            return False
+        component_node = nnet.nodes[node_index + 1]
+        if component_node.node_type != kComponent:
+            return False
+        input_node_index = self._descriptor_source(descriptor_node.descriptor)
+        if input_node_index == -1:
+            return False
+        input_node = nnet.nodes[input_node_index]
+        if input_node.node_type != kComponent:
+            return False
+        combined = self._collapse_components(input_node.component_index,
+                                             component_node.component_index)
+        if combined == -1:
+            return False
+        component_node.component_index = combined
+        input_descriptor = nnet.nodes[input_node_index - 1].descriptor
+        descriptor_node.descriptor = self._replace_node_in_descriptor(
+            descriptor_node.descriptor, input_node_index, input_descriptor)
+        return True
+
+    # -- which pairs ------------------------------------------------------------------
+    def _collapse_components(self, c1, c2):
+        config = self.config
+        for enabled, method in ((config.collapse_dropout, self._collapse_dropout),
+                                (config.collapse_batchnorm, self._collapse_batchnorm),
+                                (config.collapse_affine, self._collapse_affine),
+                                (config.collapse_scale, self._collapse_scale)):
+            if enabled:
+                ans = method(c1, c2)
+                if ans != -1:
+                    return ans
+        return -1
+
+    def _collapse_dropout(self, c1, c2):
+        comp1 = self.nnet.get_component(c1)
+        if isinstance(comp1, DropoutComponent):
+            # Kaldi computes 1/(1-p) in double and stores it as a float
+            # (infinite for p = 1).
+            with np.errstate(divide="ignore"):
+                scale = float(_F32(_F64(1.0) / (_F64(1.0) - _F64(comp1.dropout_proportion))))
+        elif isinstance(comp1, GeneralDropoutComponent):
+            scale = 1.0
+        else:
+            return -1
+        return self._get_scaled_component_index(c2, scale)
+
+    def _collapse_batchnorm(self, c1, c2):
+        comp1 = self.nnet.get_component(c1)
+        if not isinstance(comp1, BatchNormComponent):
+            return -1
+        if not comp1.test_mode or comp1.offset is None or comp1.offset.shape[0] == 0:
+            raise NnetError("Expected batch-norm components to have test-mode set "
+                            "(component %s)" % self.nnet.get_component_name(c1))
+        return self._get_diagonally_pre_modified_component_index(
+            comp1.offset, comp1.scale_vec, self.nnet.get_component_name(c1), c2)
+
+    def _existing_or_new_name(self, c1, c2):
+        name = "%s.%s" % (self.nnet.get_component_name(c1), self.nnet.get_component_name(c2))
+        return name, self.nnet.get_component_index(name)
+
+    def _collapse_affine(self, c1, c2):
+        nnet = self.nnet
+        comp1, comp2 = nnet.get_component(c1), nnet.get_component(c2)
+        if not isinstance(comp2, AffineComponent) or \
+                not isinstance(comp1, (FixedAffineComponent, AffineComponent)):
+            return -1
+        name, existing = self._existing_or_new_name(c1, c2)
+        if existing >= 0:
+            return existing
+        if comp1.input_dim() > comp1.output_dim():
+            # Merging after a dimension-reducing transform would cost time.
+            return -1
+        linear1, bias1 = comp1.linear_params, comp1.bias_params
+        output_dim1, input_dim1 = linear1.shape
+        input_dim2 = comp2.input_dim()
+        if input_dim2 % output_dim1 != 0:
+            raise NnetError("cannot collapse components %s and %s: input dim %d is not a "
+                            "multiple of %d" % (nnet.get_component_name(c1),
+                                                nnet.get_component_name(c2), input_dim2,
+                                                output_dim1))
+        multiple = input_dim2 // output_dim1
+        # The first transform repeated block-diagonally, once per appended part.
+        bias1_full = np.tile(np.asarray(bias1, _F32), multiple)
+        linear1_full = np.zeros((input_dim2, multiple * input_dim1), _F32)
+        for i in range(multiple):
+            linear1_full[i * output_dim1:(i + 1) * output_dim1,
+                         i * input_dim1:(i + 1) * input_dim1] = linear1
+        new_bias = sgemv_add(comp2.linear_params, bias1_full, comp2.bias_params)
+        new_linear = sgemm_nn(comp2.linear_params, linear1_full)
+        return nnet.add_component(name, AffineComponent(new_linear, new_bias))
+
+    def _collapse_scale(self, c1, c2):
+        nnet = self.nnet
+        comp1, comp2 = nnet.get_component(c1), nnet.get_component(c2)
+        if not isinstance(comp1, AffineComponent) or \
+                not isinstance(comp2, FixedScaleComponent) or \
+                comp1.output_dim() != comp2.input_dim():
+            return -1
+        name, existing = self._existing_or_new_name(c1, c2)
+        if existing >= 0:
+            return existing
+        scales = np.asarray(comp2.scales, _F32)
+        new = comp1.copy()
+        new.set_params(np.asarray(comp1.bias_params, _F32) * scales,
+                       np.asarray(comp1.linear_params, _F32) * scales[:, None])
+        return nnet.add_component(name, new)
+
+    # -- the modified components -------------------------------------------------------
+    def _get_diagonally_pre_modified_component_index(self, offset, scale, src_identifier,
+                                                     component_index):
+        """The component ``component_index`` preceded by y = scale * x + offset
+        (Kaldi's GetDiagonallyPreModifiedComponentIndex), or -1 if it is not
+        an Affine, Linear or Tdnn component."""
+        nnet = self.nnet
+        offset = np.asarray(offset, _F32)
+        scale = np.asarray(scale, _F32)
+        if offset.shape[0] == 0 or offset.shape != scale.shape:
+            raise NnetError("batch-norm offset and scale must be non-empty and of equal size")
+        if offset.max() == 0.0 and offset.min() == 0.0 and \
+                scale.max() == 1.0 and scale.min() == 1.0:
+            return component_index
+        name = "%s.%s" % (src_identifier, nnet.get_component_name(component_index))
+        existing = nnet.get_component_index(name)
+        if existing >= 0:
+            return existing
+        comp = nnet.get_component(component_index)
+        if isinstance(comp, AffineComponent):
+            new = comp.copy()
+            new.bias_params, new.linear_params = self._pre_multiply(
+                offset, scale, new.bias_params, new.linear_params, name)
+        elif isinstance(comp, LinearComponent):
+            new = AffineComponent(comp.params, np.zeros(comp.output_dim(), _F32),
+                                  comp.learning_rate)
+            new.bias_params, new.linear_params = self._pre_multiply(
+                offset, scale, new.bias_params, new.linear_params, name)
+        elif isinstance(comp, TdnnComponent):
+            new = comp.copy()
+            if new.bias_params.shape[0] == 0:
+                new.bias_params = np.zeros(new.output_dim(), _F32)
+            new.bias_params, new.linear_params = self._pre_multiply(
+                offset, scale, new.bias_params, new.linear_params, name)
+        else:
+            return -1
+        return nnet.add_component(name, new)
+
+    @staticmethod
+    def _pre_multiply(offset, scale, bias, linear, name):
+        """Kaldi's PreMultiplyAffineParameters: with the transform repeated to
+        the input dimension, b += W offset, then W's columns times scale."""
+        linear = np.asarray(linear, _F32)
+        input_dim, transform_dim = linear.shape[1], offset.shape[0]
+        if input_dim % transform_dim != 0:
+            raise NnetError("cannot fold a %d-dimensional batch-norm into %s with input dim %d"
+                            % (transform_dim, name, input_dim))
+        repeats = input_dim // transform_dim
+        full_offset = np.tile(offset, repeats)
+        full_scale = np.tile(scale, repeats)
+        new_bias = sgemv_add(linear, full_offset, bias)
+        return new_bias, linear * full_scale[None, :]
+
+    def _get_scaled_component_index(self, component_index, scale):
+        """A component computing what ``component_index`` computes on its
+        input times ``scale`` (Kaldi's GetScaledComponentIndex), or -1."""
+        if scale == 1.0:
+            return component_index
+        nnet = self.nnet
+        # std::setprecision(3) on a float: %.3g of its value.
+        name = "%s.scale%.3g" % (nnet.get_component_name(component_index), scale)
+        existing = nnet.get_component_index(name)
+        if existing >= 0:
+            return existing
+        comp = nnet.get_component(component_index)
+        factor = _F32(scale)
+        if isinstance(comp, (AffineComponent, TimeHeightConvolutionComponent, TdnnComponent)):
+            new = comp.copy()
+            new.linear_params = np.asarray(new.linear_params, _F32) * factor
+        elif isinstance(comp, LinearComponent):
+            new = comp.copy()
+            new.params = np.asarray(new.params, _F32) * factor
+        else:
+            return -1
+        return nnet.add_component(name, new)
