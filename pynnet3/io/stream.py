@@ -123,12 +123,13 @@ class InputStream:
 
     def expect_token(self, token):
         start = self.pos
-        got = self._describe_next()
         try:
             t = self.read_token()
         except KaldiFormatError:
-            raise self.error("expected token %s, got %s" % (token, got), start) from None
+            t = None
         if t != token:
+            self.pos = start
+            got = self._describe_next()
             raise self.error("expected token %s, got %s" % (token, got), start)
 
     def read_optional_token(self, token):
