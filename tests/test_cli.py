@@ -355,3 +355,61 @@ def test_tools_run_as_programs(tmp_path):
     assert proc.returncode == 255
     assert b"Traceback" not in proc.stderr
     assert proc.stderr.decode().split("\n")[1].startswith("ERROR (nnet3-am-info[5.5]:")
+
+
+def test_nnet3_am_copy_structural_options(tmp_path, capsys):
+    """--edits, --set-raw-nnet and --nnet-config do what the library calls do,
+    in Kaldi's order, and the context is recomputed afterwards."""
+    from pynnet3.bin.nnet3_am_copy import main
+    from pynnet3.nnet.am import mdl_to_bytes, read_mdl
+    from pynnet3.nnet.edits import apply_edits_string
+    from pynnet3.nnet.nnet import Nnet
+    model = MDL_DIRS[0]
+    src, out = str(model / "final.mdl"), tmp_path / "o.mdl"
+
+    edits = "set-learning-rate-factor name=* learning-rate-factor=2.0;remove-orphans"
+    assert main(["--edits=%s" % edits, src, str(out)]) == 0
+    tm, am = read_mdl(src)
+    apply_edits_string(am.nnet, edits)
+    assert out.read_bytes() == mdl_to_bytes(tm, am, True)
+
+    assert main(["--set-raw-nnet=%s" % (model / "kaldi-am-copy.raw.raw"), src, str(out)]) == 0
+    tm, am = read_mdl(src)
+    am.set_nnet(Nnet.read(str(model / "kaldi-am-copy.raw.raw")))
+    assert out.read_bytes() == mdl_to_bytes(tm, am, True)
+
+    (tmp_path / "extra.config").write_text("output-node name=output2 input=output.affine\n")
+    assert main(["--nnet-config=%s" % (tmp_path / "extra.config"), "--binary=false",
+                 src, str(out)]) == 0
+    _, am = read_mdl(str(out))
+    _, am0 = read_mdl(src)
+    assert am.nnet.is_output_node(am.nnet.get_node_index("output2"))
+    assert (am.left_context, am.right_context) == (am0.left_context, am0.right_context)
+    capsys.readouterr()
+
+    # Renaming the output leaves no 'simple' network: an error, as in Kaldi.
+    assert main(["--edits=rename-node old-name=output new-name=foo", src, str(out)]) == 255
+    assert "simple" in capsys.readouterr().err
+
+
+def test_convert_repeated_to_block_affine():
+    import numpy as np
+    from pynnet3.bin.nnet3_am_copy import convert_repeated_to_block_affine
+    from pynnet3.nnet.nnet import Nnet
+    path = KALDI_REF / "random" / "case131" / "model.raw"
+    if not path.exists():
+        pytest.skip("kaldi-ref case131 not available")
+    nnet = Nnet.read(str(path))
+    composite = next(c for c in nnet.components if c.type_name == "CompositeComponent")
+    before = [c.copy() for c in composite.components]
+    convert_repeated_to_block_affine(nnet)
+    after = composite.components
+    assert [c.type_name for c in after] == ["BlockAffineComponent"] * 3
+    rng = np.random.default_rng(0)
+    for old, new in zip(before, after):
+        x = rng.normal(size=(5, old.input_dim())).astype(np.float32)
+        y_old = np.zeros((5, old.output_dim()), np.float32)
+        y_new = np.zeros((5, new.output_dim()), np.float32)
+        old.propagate(None, x, y_old)
+        new.propagate(None, x, y_new)
+        assert np.allclose(y_old, y_new, atol=1e-5)

@@ -27,12 +27,15 @@ from .utils import is_simple_nnet
 
 
 def _context_function():
-    """compute_simple_nnet_context(nnet) -> (left, right), or None when the
-    compiler package does not provide it."""
+    """compute_simple_nnet_context(nnet) -> (left, right) (Kaldi's
+    ComputeSimpleNnetContext), or None when no module provides it."""
     try:
         from ..compile.context import compute_simple_nnet_context
     except ImportError:
-        return None
+        try:
+            from ..compute.utterance import compute_simple_nnet_context
+        except ImportError:
+            return None
     return compute_simple_nnet_context
 
 
@@ -69,8 +72,8 @@ class AmNnetSimple:
 
     def read_from(self, stream):
         """Kaldi's AmNnetSimple::Read; returns self. Like Kaldi, the stored
-        contexts are replaced by recomputed ones when the context computation
-        (:mod:`pynnet3.compile.context`) is available."""
+        contexts are replaced by recomputed ones (when the context computation
+        is installed)."""
         nnet = _nnet_class()()
         start = stream.pos
         nnet.read_from(stream)
@@ -137,7 +140,7 @@ class AmNnetSimple:
         """Recomputes left/right context from the network (Kaldi's SetContext);
         the network must be a 'simple' one (an 'input' node and an 'output'
         node, optionally an 'ivector' input). Raises NnetError if the context
-        computation (:mod:`pynnet3.compile.context`) is not installed."""
+        computation is not installed."""
         if not is_simple_nnet(self.nnet):
             raise NnetError("AmNnetSimple is only for 'simple' networks (an input node "
                             "'input', an output node 'output', optionally an input "
@@ -145,7 +148,7 @@ class AmNnetSimple:
         compute = _context_function()
         if compute is None:
             raise NnetError("computing the network's left/right context needs "
-                            "pynnet3.compile.context, which is not available")
+                            "pynnet3.compute.utterance, which is not available")
         self.left_context, self.right_context = compute(self.nnet)
 
     def info(self):
@@ -160,9 +163,10 @@ class AmNnetSimple:
             lines.append("prior-min: " + kaldi_str(p.min()))
             lines.append("prior-max: " + kaldi_str(p.max()))
         lines.append("# Nnet info follows.")
-        # Kaldi's Nnet::Info() recomputes the context; without the compiler
-        # we print the model's own (equal for a model as read from disk).
-        context = None if _context_function() else (self.left_context, self.right_context)
+        # Kaldi's Nnet::Info() recomputes the context; without the context
+        # computation we print the model's own (equal for a model as read).
+        compute = _context_function()
+        context = compute(self.nnet) if compute else (self.left_context, self.right_context)
         return "\n".join(lines) + "\n" + nnet_info(self.nnet, context)
 
 
