@@ -278,14 +278,10 @@ class ToolParser:
 
     def command_line(self):
         """The command line as Kaldi echoes it (each argument escaped, then a
-        space)."""
-        return "".join(escape_arg(a) + " " for a in [self._argv0()] + self._argv)
-
-    def _argv0(self):
-        argv0 = sys.argv[0] if sys.argv else ""
-        if argv0 and os.path.basename(argv0) == self.prog:
-            return argv0
-        return self.prog
+        space). The program appears by its name: a Python entry point sees
+        its own full path in ``sys.argv[0]`` where a shell user typed just the
+        name, which is what Kaldi's logs show."""
+        return "".join(escape_arg(a) + " " for a in [self.prog] + self._argv)
 
     # -- parsing -----------------------------------------------------------------
     def _error(self, message, show_usage=False):
