@@ -195,7 +195,8 @@ cdef inline int32_t table_get_or_insert(CindexTable *t, int64_t key, int32_t val
 
 cdef struct Predicate:
     const CindexTable *table
-    const int8_t *computable   # per cindex_id (unused for MODE_EXISTS)
+    const int8_t *computable   # computable state of cindex_id 0 (unused for MODE_EXISTS)
+    int stride                 # bytes between the states of consecutive cindex_ids
     int mode
 
 
@@ -206,7 +207,7 @@ cdef inline bint pred_holds(const Predicate *p, int64_t key) noexcept nogil:
         return False
     if p.mode == MODE_EXISTS:
         return True
-    c = p.computable[cid]
+    c = p.computable[<int64_t>cid * p.stride]
     if p.mode == MODE_COMPUTABLE:
         return c == K_COMPUTABLE
     return c == K_COMPUTABLE or c == K_UNKNOWN

@@ -232,7 +232,7 @@ cdef class _Core:
                 ci = nnet.nodes[n].component_index
                 comp = nnet.get_component(ci)
                 self.component_index[n] = ci
-                self.props[n] = comp.properties()
+                self.props[n] = net.props[n]
                 self.lr_nonzero[n] = getattr(comp, "learning_rate", 1.0) != 0
                 self.custom_precompute[n] = \
                     type(comp).precompute_indexes is not Component.precompute_indexes

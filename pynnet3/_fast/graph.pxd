@@ -15,6 +15,7 @@ cdef class NetInfo:
     cdef vector[int32_t] node_type
     cdef vector[uint8_t] is_output
     cdef vector[uint8_t] is_component_input
+    cdef vector[int32_t] props
     cdef vector[int32_t] dim_range_source
     cdef vector[vector[int32_t]] programs
     cdef vector[vector[int32_t]] part_starts
@@ -35,6 +36,13 @@ cdef class FastGraph:
     cdef int rebuild_table(self) except -1
 
 
+cdef struct CindexInfo:
+    int32_t usable_count
+    int8_t computable
+    uint8_t queued
+    uint8_t deps_computed
+
+
 cdef class FastComputationGraphBuilder:
     """Kaldi's ComputationGraphBuilder (see graph.pyx)."""
     cdef public object nnet
@@ -42,10 +50,9 @@ cdef class FastComputationGraphBuilder:
     cdef public NetInfo net
     cdef public FastGraph graph
     cdef vector[vector[int32_t]] depend_on_this
-    cdef vector[int8_t] computable
-    cdef vector[int32_t] usable_count
-    cdef vector[uint8_t] queued
-    cdef vector[uint8_t] deps_computed
+    cdef vector[CindexInfo] info
+    cdef vector[int32_t] scratch_ids
+    cdef vector[int64_t] scratch_used
     cdef int current_distance
     cdef vector[int32_t] current_queue
     cdef vector[int32_t] next_queue

@@ -77,6 +77,7 @@ cdef class NetInfo:
         self.programs.resize(self.num_nodes)
         self.part_starts.resize(self.num_nodes)
         self.comp_kind.resize(self.num_nodes, KIND_NONE)
+        self.props.resize(self.num_nodes, 0)
         self.comp_offsets.resize(self.num_nodes)
         self.components = [None] * self.num_nodes
         for i, node in enumerate(nnet.nodes):
@@ -91,6 +92,7 @@ cdef class NetInfo:
             elif t == NT_COMPONENT:
                 comp = nnet.get_component(node.component_index)
                 self.components[i] = comp
+                self.props[i] = int(comp.properties())
                 kind = component_index_program(comp)
                 if kind[0] == "simple":
                     self.comp_kind[i] = KIND_SIMPLE
@@ -189,7 +191,8 @@ cdef class _IndexSet:
         if key < 0:
             return False
         pred.table = &self.builder.graph.table
-        pred.computable = self.builder.computable.data()
+        pred.computable = <const int8_t *>&self.builder.info[0].computable
+        pred.stride = sizeof(CindexInfo)
         pred.mode = self.mode
         return pred_holds(&pred, key)
 
@@ -206,11 +209,13 @@ cdef class FastComputationGraphBuilder:
         self.current_distance = -1
 
     cdef void _add_cindex_id(self) noexcept:
+        cdef CindexInfo fresh
+        fresh.usable_count = 0
+        fresh.computable = K_UNKNOWN
+        fresh.queued = False
+        fresh.deps_computed = False
         self.depend_on_this.push_back(vector[int32_t]())
-        self.computable.push_back(K_UNKNOWN)
-        self.usable_count.push_back(0)
-        self.queued.push_back(False)
-        self.deps_computed.push_back(False)
+        self.info.push_back(fresh)
 
     def _add_inputs(self):
         cdef bint is_new
@@ -230,7 +235,7 @@ cdef class FastComputationGraphBuilder:
                     raise ComputationError("request input '%s' lists index %s more than once"
                                            % (spec.name, tuple(index)))
                 self._add_cindex_id()
-                self.computable[cid] = K_COMPUTABLE
+                self.info[cid].computable = K_COMPUTABLE
                 num_added += 1
         if num_added == 0:
             raise ComputationError("computation request has no input indexes")
@@ -250,8 +255,8 @@ cdef class FastComputationGraphBuilder:
                                            "once (or it is also an input)"
                                            % (spec.name, tuple(index)))
                 self._add_cindex_id()
-                self.usable_count[cid] = 1
-                self.queued[cid] = True
+                self.info[cid].usable_count = 1
+                self.info[cid].queued = True
                 self.next_queue.push_back(cid)
                 num_added += 1
         if num_added == 0:
@@ -265,6 +270,20 @@ cdef class FastComputationGraphBuilder:
         if self.request is not None and self.graph.segment_ends.empty():
             raise ComputationError("call compute(), prune(), compute(), prune(), ...")
         self.request = request
+        cdef size_t expected = self.graph.cindexes.size()
+        for spec in request.inputs:
+            expected += len(spec.indexes)
+        for spec in request.outputs:
+            expected += len(spec.indexes)
+        # graphs typically grow to several times the request's size; reserving
+        # avoids repeated reallocation of the per-cindex arrays
+        expected *= 8
+        if expected > self.info.capacity():
+            self.info.reserve(expected)
+            self.depend_on_this.reserve(expected)
+            self.graph.cindexes.reserve(expected)
+            self.graph.is_input.reserve(expected)
+            self.graph.dependencies.reserve(expected)
         self._add_inputs()
         self._add_outputs()
         while self.current_distance < MAX_DISTANCE:
@@ -280,14 +299,14 @@ cdef class FastComputationGraphBuilder:
         while not self.current_queue.empty():
             cid = self.current_queue.back()
             self.current_queue.pop_back()
-            self.queued[cid] = False
-            if not self.deps_computed[cid] and self.usable_count[cid] != 0:
-                self.deps_computed[cid] = True
+            self.info[cid].queued = False
+            if not self.info[cid].deps_computed and self.info[cid].usable_count != 0:
+                self.info[cid].deps_computed = True
                 self._add_dependencies(cid)
-                if not self.queued[cid]:
-                    self.queued[cid] = True
+                if not self.info[cid].queued:
+                    self.info[cid].queued = True
                     self.next_queue.push_back(cid)
-            elif self.computable[cid] == K_UNKNOWN:
+            elif self.info[cid].computable == K_UNKNOWN:
                 self._update_computable_info(cid)
         self.current_queue.swap(self.next_queue)
         self.next_queue.clear()
@@ -329,7 +348,7 @@ cdef class FastComputationGraphBuilder:
 
     cdef int _add_dependencies(self, int32_t cid) except -1:
         cdef vector[int64_t] *inputs = &self.scratch
-        cdef vector[int32_t] this_dep
+        cdef vector[int32_t] *this_dep = &self.scratch_ids
         cdef size_t i
         cdef int32_t dep
         cdef bint is_new
@@ -337,16 +356,17 @@ cdef class FastComputationGraphBuilder:
         this_dep.resize(inputs.size())
         for i in range(inputs.size()):
             dep = self.graph.get_or_add(inputs[0][i], False, &is_new)
-            this_dep[i] = dep
+            this_dep[0][i] = dep
             if is_new:
                 self._add_cindex_id()
-                self.queued[dep] = True
+                self.info[dep].queued = True
                 self.next_queue.push_back(dep)
-        sort(this_dep.begin(), this_dep.end())
-        this_dep.erase(unique(this_dep.begin(), this_dep.end()), this_dep.end())
-        self.graph.dependencies[cid] = this_dep
+        if this_dep.size() > 1:
+            sort(this_dep.begin(), this_dep.end())
+            this_dep.erase(unique(this_dep.begin(), this_dep.end()), this_dep.end())
+        self.graph.dependencies[cid] = this_dep[0]
         for i in range(this_dep.size()):
-            dep = this_dep[i]
+            dep = this_dep[0][i]
             self.depend_on_this[dep].push_back(cid)
             self._increment_usable_count(dep)
         return 0
@@ -371,7 +391,8 @@ cdef class FastComputationGraphBuilder:
         cdef size_t i
         cdef int64_t k2
         pred.table = &self.graph.table
-        pred.computable = self.computable.data()
+        pred.computable = <const int8_t *>&self.info[0].computable
+        pred.stride = sizeof(CindexInfo)
         pred.mode = mode
         if kind == KIND_SIMPLE:
             return 1 if pred_holds(&pred, with_node(key, node - 1)) else 0
@@ -391,7 +412,8 @@ cdef class FastComputationGraphBuilder:
         cdef Predicate pred
         cdef int r
         pred.table = &self.graph.table
-        pred.computable = self.computable.data()
+        pred.computable = <const int8_t *>&self.info[0].computable
+        pred.stride = sizeof(CindexInfo)
         pred.mode = mode
         r = desc_is_computable(self.net.programs[node].data(),
                                self.net.part_starts[node].data(),
@@ -420,7 +442,7 @@ cdef class FastComputationGraphBuilder:
             return K_UNKNOWN
         if nt == NT_DIM_RANGE:
             input_cid = self.graph.find(with_node(key, self.net.dim_range_source[node]))
-            return self.computable[input_cid] if input_cid != -1 else K_UNKNOWN
+            return self.info[input_cid].computable if input_cid != -1 else K_UNKNOWN
         if nt == NT_INPUT:
             return K_COMPUTABLE if self.graph.is_input[cid] else K_NOT_COMPUTABLE
         raise ComputationError("invalid node type for node %d" % node)
@@ -429,17 +451,17 @@ cdef class FastComputationGraphBuilder:
         cdef int output
         cdef size_t i
         cdef int32_t other
-        if self.usable_count[cid] == 0:
+        if self.info[cid].usable_count == 0:
             return 0
         output = self._compute_computable_info(cid)
-        self.computable[cid] = output
+        self.info[cid].computable = output
         if output != K_UNKNOWN:
             for i in range(self.depend_on_this[cid].size()):
                 other = self.depend_on_this[cid][i]
-                if self.computable[other] == K_UNKNOWN and not self.queued[other]:
-                    self.queued[other] = True
+                if self.info[other].computable == K_UNKNOWN and not self.info[other].queued:
+                    self.info[other].queued = True
                     self.next_queue.push_back(other)
-            if output == K_NOT_COMPUTABLE and self.usable_count[cid] != 0:
+            if output == K_NOT_COMPUTABLE and self.info[cid].usable_count != 0:
                 for i in range(self.graph.dependencies[cid].size()):
                     self._decrement_usable_count(self.graph.dependencies[cid][i])
         return 0
@@ -448,8 +470,8 @@ cdef class FastComputationGraphBuilder:
         """Kaldi's recursive IncrementUsableCount with an explicit stack."""
         cdef int32_t c, d, pos
         cdef bint descended
-        self.usable_count[cid] += 1
-        if self.usable_count[cid] != 1 or self.computable[cid] == K_NOT_COMPUTABLE:
+        self.info[cid].usable_count += 1
+        if self.info[cid].usable_count != 1 or self.info[cid].computable == K_NOT_COMPUTABLE:
             return
         self.stack_ids.clear()
         self.stack_pos.clear()
@@ -462,8 +484,8 @@ cdef class FastComputationGraphBuilder:
             while pos < <int32_t>self.graph.dependencies[c].size():
                 d = self.graph.dependencies[c][pos]
                 pos += 1
-                self.usable_count[d] += 1
-                if self.usable_count[d] == 1 and self.computable[d] != K_NOT_COMPUTABLE:
+                self.info[d].usable_count += 1
+                if self.info[d].usable_count == 1 and self.info[d].computable != K_NOT_COMPUTABLE:
                     self.stack_pos[self.stack_pos.size() - 1] = pos
                     self.stack_ids.push_back(d)
                     self.stack_pos.push_back(0)
@@ -473,8 +495,8 @@ cdef class FastComputationGraphBuilder:
                 continue
             self.stack_ids.pop_back()
             self.stack_pos.pop_back()
-            if self.computable[c] == K_UNKNOWN and not self.queued[c]:
-                self.queued[c] = True
+            if self.info[c].computable == K_UNKNOWN and not self.info[c].queued:
+                self.info[c].queued = True
                 self.next_queue.push_back(c)
 
     cdef void _decrement_usable_count(self, int32_t cid) noexcept:
@@ -485,16 +507,16 @@ cdef class FastComputationGraphBuilder:
         while not stack.empty():
             c = stack.back()
             stack.pop_back()
-            self.usable_count[c] -= 1
-            if self.usable_count[c] == 0 and self.computable[c] != K_NOT_COMPUTABLE:
+            self.info[c].usable_count -= 1
+            if self.info[c].usable_count == 0 and self.info[c].computable != K_NOT_COMPUTABLE:
                 for i in range(self.graph.dependencies[c].size()):
                     stack.push_back(self.graph.dependencies[c][i])
 
     # -- results ---------------------------------------------------------------------------
     def all_outputs_are_computable(self):
         cdef size_t cid
-        for cid in range(self.computable.size()):
-            if self.computable[cid] != K_COMPUTABLE and \
+        for cid in range(self.info.size()):
+            if self.info[cid].computable != K_COMPUTABLE and \
                     self.net.is_output[key_node(self.graph.cindexes[cid])]:
                 return False
         return True
@@ -503,25 +525,25 @@ cdef class FastComputationGraphBuilder:
         ans = []
         for spec in self.request.outputs:
             n = self.nnet.get_node_index(spec.name)
-            ans.append([self.computable[self.graph.find(pack_cindex(n, i))] == K_COMPUTABLE
+            ans.append([self.info[self.graph.find(pack_cindex(n, i))].computable == K_COMPUTABLE
                         for i in spec.indexes])
         return ans
 
     def computable_list(self):
-        return [int(c) for c in self.computable]
+        return [int(self.info[i].computable) for i in range(self.info.size())]
 
     def cindex_list(self):
         return self.graph.cindexes_list
 
     cdef int _prune_dependencies(self, int32_t cid) except -1:
-        cdef int c = self.computable[cid]
-        cdef int usable = self.usable_count[cid]
+        cdef int c = self.info[cid].computable
+        cdef int usable = self.info[cid].usable_count
         cdef int64_t key = self.graph.cindexes[cid]
         cdef int node = key_node(key)
         cdef int nt = self.net.node_type[node]
         cdef vector[int32_t] *deps = &self.graph.dependencies[cid]
-        cdef vector[int32_t] used_ids
-        cdef vector[int64_t] used
+        cdef vector[int32_t] *used_ids = &self.scratch_ids
+        cdef vector[int64_t] *used = &self.scratch_used
         cdef size_t i
         cdef int32_t u
         cdef int kind
@@ -535,8 +557,10 @@ cdef class FastComputationGraphBuilder:
         sort(deps.begin(), deps.end())
         if nt == NT_DIM_RANGE or nt == NT_INPUT:
             return 0
+        used.clear()
+        used_ids.clear()
         if nt == NT_DESCRIPTOR:
-            ok = self._descriptor_computable(cid, MODE_COMPUTABLE, &used)
+            ok = self._descriptor_computable(cid, MODE_COMPUTABLE, used)
         elif nt == NT_COMPONENT:
             kind = self.net.comp_kind[node]
             if kind == KIND_SIMPLE or kind == KIND_OFFSETS:
@@ -556,7 +580,7 @@ cdef class FastComputationGraphBuilder:
         else:
             raise ComputationError("invalid node type for node %d" % node)
         for i in range(used.size()):
-            u = self.graph.find(used[i])
+            u = self.graph.find(used[0][i])
             used_ids.push_back(u)
             if u < 0 or not _sorted_contains(deps[0], u):
                 ok = 0
@@ -564,9 +588,10 @@ cdef class FastComputationGraphBuilder:
             raise ComputationError("internal error pruning the computation graph at node %s: "
                                    "making more inputs available changed what is computable"
                                    % self.nnet.node_names[node])
-        sort(used_ids.begin(), used_ids.end())
-        used_ids.erase(unique(used_ids.begin(), used_ids.end()), used_ids.end())
-        deps.swap(used_ids)
+        if used_ids.size() > 1:
+            sort(used_ids.begin(), used_ids.end())
+            used_ids.erase(unique(used_ids.begin(), used_ids.end()), used_ids.end())
+        deps.swap(used_ids[0])
         return 0
 
     def prune(self):
@@ -595,21 +620,18 @@ cdef class FastComputationGraphBuilder:
                     queue.push_back(d)
         for c in range(start, num):
             if required[c - start] or graph.is_input[c]:
-                if self.computable[c] != K_COMPUTABLE:
+                if self.info[c].computable != K_COMPUTABLE:
                     raise ComputationError("prune() called when not all outputs are "
                                            "computable")
                 required[c - start] = 1
         _renumber(graph, start, required)
         new_num = <int32_t>graph.cindexes.size()
-        self.computable.resize(start)
-        self.usable_count.resize(start)
-        self.queued.resize(start)
-        self.deps_computed.resize(start)
+        self.info.resize(start)
         self.depend_on_this.resize(start)
         for j in range(start, new_num):
             self._add_cindex_id()
-            self.computable[j] = K_COMPUTABLE
-            self.usable_count[j] = 1
+            self.info[j].computable = K_COMPUTABLE
+            self.info[j].usable_count = 1
         graph.segment_ends.push_back(new_num)
 
     # -- diagnostics ------------------------------------------------------------------------
@@ -635,12 +657,12 @@ cdef class FastComputationGraphBuilder:
             parts = []
             for dep in self.graph.dependencies[cid]:
                 parts.append("%s[%s]" % (self._cindex_text(dep),
-                                         COMPUTABLE_NAMES[self.computable[dep]]))
-                if self.computable[dep] != K_COMPUTABLE and dep not in added:
+                                         COMPUTABLE_NAMES[self.info[dep].computable]))
+                if self.info[dep].computable != K_COMPUTABLE and dep not in added:
                     added.add(dep)
                     queue.append(dep)
             lines.append("%s is %s, dependencies: %s"
-                         % (self._cindex_text(cid), COMPUTABLE_NAMES[self.computable[cid]],
+                         % (self._cindex_text(cid), COMPUTABLE_NAMES[self.info[cid].computable],
                             ", ".join(parts)))
         for cid in queue[head:]:
             node = key_node(self.graph.cindexes[cid])

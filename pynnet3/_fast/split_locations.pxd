@@ -21,3 +21,5 @@ cdef bint convert_to_indexes_c(const vector[Pair] &pairs, int32_t *first,
                                vector[int32_t] &rows) noexcept
 
 cdef bint contiguous_ranges_c(const vector[int32_t] &indexes, vector[Pair] &ranges) noexcept
+
+cdef void hash_order_c(const vector[int32_t] &keys, vector[int32_t] &order) noexcept

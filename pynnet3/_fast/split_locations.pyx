@@ -14,6 +14,7 @@ submatrices get their own command first: GetSubmatCounts iterates a
 """
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from cython.operator cimport dereference as deref
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
@@ -31,7 +32,7 @@ cdef enum:
     BEFORE = -1
 
 
-cdef void _hash_order(const vector[int32_t] &keys, vector[int32_t] &order) noexcept:
+cdef void hash_order_c(const vector[int32_t] &keys, vector[int32_t] &order) noexcept:
     """The iteration order of a libstdc++ unordered_set<int> after inserting
     the distinct non-negative ``keys`` in this order."""
     cdef vector[int32_t] nxt
@@ -100,7 +101,7 @@ def hash_order(keys):
         if key not in seen:
             seen.add(key)
             k.push_back(key)
-    _hash_order(k, order)
+    hash_order_c(k, order)
     return list(order)
 
 
@@ -108,9 +109,11 @@ cdef int split_locations_c(const int64_t *ptr, const int32_t *firsts, const int3
                            int64_t num_rows, vector[vector[Pair]] &out) except -1:
     """Kaldi's SplitLocations; appends the split lists to ``out``."""
     cdef int64_t max_len = 0, length, cutoff, r, k, total = ptr[num_rows]
-    cdef int32_t f, max_first = -1, idx
+    cdef int32_t f, idx
     cdef size_t i, base
     cdef vector[int32_t] counts, first_seen, order, large, large_index
+    cdef unordered_map[int32_t, int32_t] slot_of
+    cdef unordered_map[int32_t, int32_t].iterator it
     cdef vector[int64_t] red_ptr
     cdef vector[int32_t] red_f, red_s
     cdef Pair empty
@@ -131,33 +134,35 @@ cdef int split_locations_c(const int64_t *ptr, const int32_t *firsts, const int3
                 out[base][r].first = firsts[ptr[r]]
                 out[base][r].second = seconds[ptr[r]]
         return 0
-    for k in range(total):
-        if firsts[k] < 0:
-            raise ComputationError("internal error: negative submatrix in SplitLocations")
-        if firsts[k] > max_first:
-            max_first = firsts[k]
-    counts.resize(max_first + 1, 0)
+    # counts per submatrix; 'slot' numbers the distinct submatrices in order of
+    # first appearance (submatrix indexes can be large, so no dense arrays)
     for k in range(total):
         f = firsts[k]
-        if counts[f] == 0:
+        if f < 0:
+            raise ComputationError("internal error: negative submatrix in SplitLocations")
+        it = slot_of.find(f)
+        if it == slot_of.end():
+            slot_of[f] = <int32_t>first_seen.size()
             first_seen.push_back(f)
-        counts[f] += 1
+            counts.push_back(1)
+        else:
+            counts[deref(it).second] += 1
     cutoff = num_rows // 2
-    _hash_order(first_seen, order)
+    hash_order_c(first_seen, order)
     for i in range(order.size()):
-        if counts[order[i]] > cutoff:
+        if counts[slot_of[order[i]]] > cutoff:
             large.push_back(order[i])
     if not large.empty():
-        large_index.resize(max_first + 1, -1)
+        large_index.assign(first_seen.size(), -1)
         out.resize(base + large.size())
         for i in range(large.size()):
-            large_index[large[i]] = <int32_t>i
+            large_index[slot_of[large[i]]] = <int32_t>i
             out[base + i].assign(num_rows, empty)
         red_ptr.push_back(0)
         for r in range(num_rows):
             for k in range(ptr[r], ptr[r + 1]):
                 f = firsts[k]
-                idx = large_index[f]
+                idx = large_index[slot_of[f]]
                 if idx < 0 or out[base + idx][r].first >= 0:
                     red_f.push_back(f)
                     red_s.push_back(seconds[k])

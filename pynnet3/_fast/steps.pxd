@@ -2,6 +2,7 @@
 """C-level declarations of the fast steps data (see steps.pyx)."""
 
 from libc.stdint cimport int32_t, int64_t
+from libcpp.unordered_set cimport unordered_set
 from libcpp.vector cimport vector
 
 from pynnet3._fast.graph cimport FastGraph, NetInfo
@@ -15,7 +16,9 @@ cdef class FastStepsData:
     cdef vector[int32_t] loc_row
     cdef public list step_to_segment
     cdef dict index_cache
-    cdef set dim_range_done
+    cdef unordered_set[int64_t] dim_range_done
+    cdef vector[int64_t] scratch_keys
+    cdef vector[int64_t] scratch_sub
     cdef int add_step_keys(self, vector[int64_t] &keys, bint add_if_absent) except -1
     cdef int add_step_ids(self, vector[int32_t] &ids) except -1
     cdef int process_io_step(self, request, bint is_output, vector[int64_t] &sub_phase) except -1

@@ -19,8 +19,8 @@ from pynnet3._fast.cindex cimport (
     Predicate, MODE_EXISTS, K_NO_TIME, key_n, key_node, key_t, key_x, pack, pred_holds,
     sum_is_computable, with_node)
 from pynnet3._fast.graph cimport FastGraph, NetInfo
+from pynnet3._fast.split_locations cimport hash_order_c
 
-from ..compile.split_locations import StdUnorderedIntSet
 from ..compile.steps import compute_nnet_computation_epochs
 from ..errors import ComputationError
 from ..nnet.index import Index
@@ -43,7 +43,6 @@ cdef class FastStepsData:
         self.net = net
         self.step_to_segment = []
         self.index_cache = {}
-        self.dim_range_done = set()
         self.loc_step.resize(graph.cindexes.size(), -1)
         self.loc_row.resize(graph.cindexes.size(), -1)
 
@@ -112,7 +111,7 @@ cdef class FastStepsData:
         cdef size_t i, j
         cdef int32_t cid
         comp = self.net.components[node]
-        props = comp.properties()
+        cdef int props = self.net.props[node]
         if props & kSimpleComponent:
             input_keys.resize(step.size())
             for i in range(step.size()):
@@ -156,9 +155,10 @@ cdef class FastStepsData:
         cdef int node = key_node(sub_phase[0])
         cdef int source_node = self.net.dim_range_source[node]
         cdef int32_t cid, step, cur = -1
-        cdef size_t i
+        cdef size_t i, j
+        cdef vector[int32_t] source_steps, order
         cdef vector[int64_t] keys
-        source_steps = StdUnorderedIntSet()
+        cdef int64_t done_key
         for i in range(sub_phase.size()):
             cid = self.graph.find(with_node(sub_phase[i], source_node))
             if cid < 0 or self.loc_step[cid] < 0:
@@ -167,13 +167,19 @@ cdef class FastStepsData:
             step = self.loc_step[cid]
             if step != cur:
                 cur = step
-                source_steps.add(step)
-        for py_step in list(source_steps):
-            key = (py_step, node)
-            if key in self.dim_range_done:
+                for j in range(source_steps.size()):
+                    if source_steps[j] == step:
+                        break
+                else:
+                    source_steps.push_back(step)
+        # Kaldi iterates an unordered_set of the source steps
+        hash_order_c(source_steps, order)
+        for j in range(order.size()):
+            step = order[j]
+            done_key = (<int64_t>step << 16) | node
+            if self.dim_range_done.count(done_key):
                 continue
-            self.dim_range_done.add(key)
-            step = py_step
+            self.dim_range_done.insert(done_key)
             keys.resize(self.steps[step].size())
             for i in range(self.steps[step].size()):
                 keys[i] = with_node(self.graph.cindexes[self.steps[step][i]], node)
@@ -182,29 +188,30 @@ cdef class FastStepsData:
 
     cdef int compute_for_segment(self, request, vector[vector[int32_t]] &phases) except -1:
         cdef size_t p, i, begin, end
-        cdef vector[int64_t] keys, sub_phase
+        cdef vector[int64_t] *keys = &self.scratch_keys
+        cdef vector[int64_t] *sub_phase = &self.scratch_sub
         cdef int node, nt
         for p in range(phases.size()):
             keys.resize(phases[p].size())
             for i in range(phases[p].size()):
-                keys[i] = self.graph.cindexes[phases[p][i]]
+                keys[0][i] = self.graph.cindexes[phases[p][i]]
             sort(keys.begin(), keys.end())
             begin = 0
             while begin < keys.size():
-                node = key_node(keys[begin])
+                node = key_node(keys[0][begin])
                 end = begin + 1
-                while end < keys.size() and key_node(keys[end]) == node:
+                while end < keys.size() and key_node(keys[0][end]) == node:
                     end += 1
                 sub_phase.assign(keys.begin() + begin, keys.begin() + end)
                 nt = self.net.node_type[node]
                 if nt == NT_COMPONENT:
-                    self.process_component_step(sub_phase)
+                    self.process_component_step(sub_phase[0])
                 elif nt == NT_INPUT:
-                    self.process_io_step(request, False, sub_phase)
+                    self.process_io_step(request, False, sub_phase[0])
                 elif self.net.is_output[node]:
-                    self.process_io_step(request, True, sub_phase)
+                    self.process_io_step(request, True, sub_phase[0])
                 elif nt == NT_DIM_RANGE:
-                    self.process_dim_range(sub_phase)
+                    self.process_dim_range(sub_phase[0])
                 elif not self.net.is_component_input[node]:
                     raise ComputationError("unknown node type for node %s"
                                            % self.net.nnet.node_names[node])
@@ -308,6 +315,7 @@ cdef class FastStepsData:
         cdef int ok
         pred.table = &self.graph.table
         pred.computable = NULL
+        pred.stride = 0
         pred.mode = MODE_EXISTS
         ptr.clear()
         loc_steps.clear()

@@ -120,6 +120,12 @@ def component_index_program(component):
     """How the C graph builder evaluates a component's index hooks."""
     if component.properties() & kSimpleComponent:
         return ("simple",)
+    from ..components.base import Component
+    cls = type(component)
+    if (cls.get_input_indexes is Component.get_input_indexes
+            and cls.is_computable is Component.is_computable):
+        # a non-simple component with the default (identity) index hooks
+        return ("simple",)
     if component.type_name == "TdnnComponent":
         # Kaldi's TdnnComponent: inputs (n, t + o, x) for each time offset o,
         # computable only when all of them are.
