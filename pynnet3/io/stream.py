@@ -193,7 +193,9 @@ class InputStream:
         """A float32 as Kaldi's ReadBasicType<float> (binary accepts a double too)."""
         if self.binary:
             if self.pos < len(self.data) and self.data[self.pos] == 8:
-                return float(np.float32(self._read_sized(_DOUBLE, 8, "float")))
+                value = self._read_sized(_DOUBLE, 8, "float")
+                with np.errstate(over="ignore"):  # C++'s cast: out of range -> inf
+                    return float(np.float32(value))
             return self._read_sized(_FLOAT, 4, "float")
         # Beyond float32's largest value a C++ stream read fails (no rounding to
         # infinity); values that round down to it are fine.
@@ -251,7 +253,8 @@ class InputStream:
                              % (nbytes, what, len(self.data) - start))
         arr = np.frombuffer(self.data, dtype=src_dtype, count=count, offset=start)
         self.pos = start + nbytes
-        return arr.astype(dtype)  # astype always copies
+        with np.errstate(over="ignore", invalid="ignore"):  # double -> float as C++ casts
+            return arr.astype(dtype)  # astype always copies
 
     def _text_bracketed(self, what):
         """The bytes between the next '[' token and its matching ']'."""
