@@ -37,8 +37,8 @@ covers the utterance (``frames_per_chunk // f >= ceil(num_frames / f)``).
 (:func:`apply_exp`), as nnet3-compute does.
 
 Before computing, nnet3-compute puts batch-norm and dropout components in test
-mode and collapses the model (:func:`prepare_nnet_for_compute`); collapsing
-changes only float rounding.
+mode and collapses the model (Kaldi's CollapseModel); :func:`prepare_nnet_for_compute`
+does the same.
 
 Guarantees: the numbers are those of Kaldi's computation for the same
 chunk (within float32 tolerance: pynnet3 runs the unoptimized computation);
@@ -57,7 +57,8 @@ import numpy as np
 from ..compile import ComputationRequest, IoSpecification
 from ..compile import compile as compile_request
 from ..compile.graph_py import ComputationGraphBuilder as _PyGraphBuilder
-from ..errors import ComputationError, NnetError, UsageError
+from ..errors import NnetError, UsageError
+from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
 from .computer import NnetComputer
@@ -151,30 +152,22 @@ def compute_simple_nnet_context(nnet):
     try:
         from ..compile.context import compute_simple_nnet_context as compute
     except ImportError:
+        compute = None
+    if compute is None or compute is compute_simple_nnet_context:
+        # (compile.context may simply re-export this function)
         compute = _compute_simple_nnet_context
     return compute(nnet)
 
 
 # -- preparing the network ----------------------------------------------------------------------
 
-def _collapse_model_function():
-    try:
-        from ..nnet.collapse import collapse_model
-    except ImportError:
-        return None
-    return collapse_model
-
-
 def prepare_nnet_for_compute(nnet):
     """What nnet3-compute does to a network it has read, in place: batch-norm
-    and dropout components in test mode, then Kaldi's CollapseModel when
-    :mod:`pynnet3.nnet.collapse` is available (without it the numbers differ
-    only by float rounding). Returns ``nnet``."""
+    and dropout components in test mode, then Kaldi's CollapseModel with its
+    default options. Returns ``nnet``."""
     set_batchnorm_test_mode(nnet, True)
     set_dropout_test_mode(nnet, True)
-    collapse = _collapse_model_function()
-    if collapse is not None:
-        collapse(nnet)
+    collapse_model(nnet)
     return nnet
 
 
