@@ -3,7 +3,8 @@
 For each model Kaldi built with a transition model (kaldi-ref models/tdnn_lda,
 models/tdnnf_chain; tests/data/mdl/tdnn_lda when the oracle is absent):
 binary->binary equals Kaldi's nnet3-am-copy output, text->binary equals
-Kaldi's copy of the text file, binary->text equals Kaldi's text model, ``--raw=true`` equals Kaldi's raw copy and the
+Kaldi's copy of the text file, binary->text equals Kaldi's text model,
+``--raw=true`` equals Kaldi's raw copy and the
 info equals ``nnet3-am-info``.
 """
 
@@ -212,7 +213,8 @@ def test_bad_transition_models():
     with pytest.raises(KaldiFormatError, match="sorted"):
         TransitionModel().read_from(InputStream.from_bytes(unsorted))
     with pytest.raises(KaldiFormatError, match="expected <Triples> or <Tuples>"):
-        TransitionModel().read_from(InputStream.from_bytes(good.replace(b"<Triples>", b"<Triplex>")))
+        TransitionModel().read_from(
+            InputStream.from_bytes(good.replace(b"<Triples>", b"<Triplex>")))
     for cut in range(3, len(good) - 1, 7):
         with pytest.raises(KaldiFormatError):
             TransitionModel().read_from(InputStream.from_bytes(good[:cut]))

@@ -45,7 +45,8 @@ What the parser does, as Kaldi's ParseOptions:
   exits with status 1, as Kaldi's tools do.
 
 Logging: library code uses the standard :mod:`logging` module
-(``logging.getLogger(__name__)``); inside a tool, all records go to stderr as Kaldi's lines ``LOG (prog[5.5]:func():file.py:line) message``,
+(``logging.getLogger(__name__)``); inside a tool, all records go to stderr
+as Kaldi's lines ``LOG (prog[5.5]:func():file.py:line) message``,
 ``WARNING (...)``, ``ERROR (...)``, and ``VLOG[n] (...)`` for
 ``log.log(vlog_level(n), ...)`` when ``--verbose`` >= n.
 

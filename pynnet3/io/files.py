@@ -62,7 +62,8 @@ def read_bytes(rxfilename):
         with open(rxfilename, "rb") as f:
             return f.read(), 0
     except OSError as e:
-        raise PynnetError("cannot open %s for reading: %s" % (rxfilename, e.strerror or e)) from None
+        raise PynnetError("cannot open %s for reading: %s"
+                          % (rxfilename, e.strerror or e)) from None
 
 
 def open_input(rxfilename):
@@ -94,7 +95,8 @@ def write_bytes(wxfilename, data):
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=directory)
     except OSError as e:
-        raise PynnetError("cannot open %s for writing: %s" % (wxfilename, e.strerror or e)) from None
+        raise PynnetError("cannot open %s for writing: %s"
+                          % (wxfilename, e.strerror or e)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             _preallocate(f, chunks)
@@ -173,7 +175,8 @@ def read_buffer(rxfilename):
             else:
                 data = MappedFile(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
-        raise PynnetError("cannot open %s for reading: %s" % (rxfilename, e.strerror or e)) from None
+        raise PynnetError("cannot open %s for reading: %s"
+                          % (rxfilename, e.strerror or e)) from None
     if offset > len(data):
         raise KaldiFormatError("offset %d is past the end of the file (%d bytes)"
                                % (offset, len(data)), path)

@@ -37,7 +37,6 @@ Guarantees:
 """
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 
