@@ -1,5 +1,5 @@
 """The nnet3-init, nnet3-copy and nnet3-info tools: arguments, outputs and
-Kaldi-style failures (one ERROR line, exit status 255, no output file)."""
+Kaldi-style failures (one ERROR line, exit status 1, no output file)."""
 
 import re
 import shlex
@@ -70,7 +70,7 @@ def test_usage_errors(tmp_path, capsys):
     assert "Usage:  nnet3-init" in capsys.readouterr().err
     assert nnet3_copy.main(["a"]) == 1
     assert nnet3_info.main([]) == 1
-    assert nnet3_copy.main(["--no-such-option=1", "a", "b"]) == 255
+    assert nnet3_copy.main(["--no-such-option=1", "a", "b"]) == 1
     assert _error_lines(capsys.readouterr().err)
 
 
@@ -124,13 +124,13 @@ BAD_INIT = sorted(BAD_MESSAGES)
 @pytest.mark.parametrize("name", BAD_INIT)
 def test_bad_init_cases(name, tmp_path, capsys):
     """Kaldi's bad/ cases: one clear ERROR line naming the file and line,
-    exit 255 (Kaldi's too, except where Kaldi crashed or accepted), no output."""
+    exit 1 (Kaldi exits 255; where Kaldi crashed or accepted, we still refuse), no output."""
     argv = shlex.split((BAD / (name + ".cmd")).read_text())
     assert argv[0] == "nnet3-init"
     out = tmp_path / "out.raw"
     status = nnet3_init.main([str(BAD / argv[1]), str(out)])
     err = capsys.readouterr().err
-    assert status == 255
+    assert status == 1
     errors = _error_lines(err)
     assert len(errors) == 1
     assert str(BAD / argv[1]) in errors[0]
@@ -143,7 +143,7 @@ def test_bad_init_cases(name, tmp_path, capsys):
     ("truncated", r"truncated"),
 ])
 def test_bad_info_cases(name, pattern, capsys):
-    assert nnet3_info.main([str(BAD / (name + ".raw"))]) == 255
+    assert nnet3_info.main([str(BAD / (name + ".raw"))]) == 1
     errors = _error_lines(capsys.readouterr().err)
     assert len(errors) == 1 and re.search(pattern, errors[0])
 
@@ -152,7 +152,7 @@ def test_info_unknown_token(tmp_path, capsys):
     bad = tmp_path / "bad-token.txt"
     bad.write_bytes((SIMPLE / "model.txt").read_bytes().replace(
         b"<AffineComponent>", b"<AffineComponnet>", 1))
-    assert nnet3_info.main([str(bad)]) == 255
+    assert nnet3_info.main([str(bad)]) == 1
     errors = _error_lines(capsys.readouterr().err)
     assert len(errors) == 1 and "unknown component type AffineComponnet" in errors[0]
     assert str(bad) in errors[0]
@@ -160,6 +160,6 @@ def test_info_unknown_token(tmp_path, capsys):
 
 def test_missing_input_file(tmp_path, capsys):
     out = tmp_path / "o.raw"
-    assert nnet3_copy.main([str(tmp_path / "nope.raw"), str(out)]) == 255
+    assert nnet3_copy.main([str(tmp_path / "nope.raw"), str(out)]) == 1
     assert "nope.raw" in _error_lines(capsys.readouterr().err)[0]
     assert not out.exists()

@@ -51,10 +51,11 @@ as Kaldi's lines ``LOG (prog[5.5]:func():file.py:line) message``,
 ``log.log(vlog_level(n), ...)`` when ``--verbose`` >= n.
 
 Errors: a :class:`PynnetError` escaping ``main`` becomes one ``ERROR`` line
-naming the function, module and line that raised it, and exit status 255
-(Kaldi's: its tools return -1 from ``main`` on any error). Any other exception
-is a bug in pynnet3: one ``ERROR`` line saying so (the traceback follows with
-``--verbose>=1`` or ``PYNNET3_TRACEBACK=1``), exit 255. Ctrl-C exits 130 and a
+naming the function, module and line that raised it, and exit status 1
+(Kaldi's tools exit 255 there; recipes only test for non-zero, and 1 is our
+documented contract). Any other exception is a bug in pynnet3: one ``ERROR``
+line saying so (the traceback follows with ``--verbose>=1`` or
+``PYNNET3_TRACEBACK=1``), exit 1. Ctrl-C exits 130 and a
 closed output pipe 141, both quietly.
 """
 
@@ -72,7 +73,7 @@ from ..errors import PynnetError, UsageError
 
 KALDI_VERSION = "5.5"
 EXIT_USAGE = 1          # wrong number of arguments (Kaldi: exit(1))
-EXIT_ERROR = 255        # any error (Kaldi: main returns -1)
+EXIT_ERROR = 1          # any error (Kaldi exits 255; our contract is 1, like a usage error)
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
