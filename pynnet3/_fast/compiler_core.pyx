@@ -133,19 +133,23 @@ cdef class _RecordMaker:
                 return
             self.offsets.push_back((<PyMemberDescrObject *>descr).d_member.offset)
 
+    cdef object new(self):
+        """An empty instance (slots unset); fill every slot with put()."""
+        return PyType_GenericAlloc(self.tp, 0)
+
+    cdef inline void put(self, object obj, int i, object value) noexcept:
+        cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + self.offsets[i])
+        Py_INCREF(value)
+        slot[0] = <PyObject *>value
+
     cdef object make(self, tuple values):
         cdef object obj
-        cdef PyObject **slot
         cdef size_t i
-        cdef object v
         if not self.direct:
             return self.cls(*values)
-        obj = PyType_GenericAlloc(self.tp, 0)
+        obj = self.new()
         for i in range(self.offsets.size()):
-            v = values[i]
-            Py_INCREF(v)
-            slot = <PyObject **>((<char *><PyObject *>obj) + self.offsets[i])
-            slot[0] = <PyObject *>v
+            self.put(obj, <int>i, values[i])
         return obj
 
 
@@ -190,7 +194,12 @@ cdef class _Core:
     cdef vector[int32_t] node_dim
     cdef vector[uint8_t] lr_nonzero
     cdef vector[uint8_t] custom_precompute
-    cdef dict part_info
+    cdef vector[int32_t] part_start
+    cdef vector[int32_t] part_dim
+    cdef vector[double] part_offset
+    cdef vector[vector[double]] part_alphas
+    cdef vector[vector[int32_t]] part_group
+    cdef vector[vector[int32_t]] part_group_nodes
     # per segment x node: has_deriv of the request's input/output of that node (-1: absent)
     cdef vector[vector[int32_t]] input_deriv
     cdef vector[vector[int32_t]] output_deriv
@@ -226,7 +235,7 @@ cdef class _Core:
         self.node_dim.resize(num_nodes, -1)
         self.lr_nonzero.resize(num_nodes, 0)
         self.custom_precompute.resize(num_nodes, 0)
-        self.part_info = {}
+        self.part_start.resize(num_nodes, -1)
         for n in range(num_nodes):
             if net.node_type[n] == NT_COMPONENT:
                 ci = nnet.nodes[n].component_index
@@ -270,20 +279,19 @@ cdef class _Core:
             self.node_dim[node] = self.nnet.node_dim(node)
         return self.node_dim[node]
 
-    cdef tuple parts_of(self, int node):
-        """(part dims, offset terms, scale groups) of a Descriptor node, where
-        scale groups is (alphas sorted, {node: group}) or None for one scale."""
-        info = self.part_info.get(node)
-        if info is not None:
-            return info
+    cdef int ensure_parts(self, int node) except -1:
+        """Caches, for each part of node's Descriptor, its dim, constant term and
+        scale groups (Kaldi's SplitByScale groups nodes by their Scale()); returns
+        the id of the node's first part."""
+        cdef int pid, g
+        if self.part_start[node] >= 0:
+            return self.part_start[node]
         desc = self.nnet.nodes[node].descriptor
-        dims = []
-        offsets = []
-        groups = []
+        self.part_start[node] = <int32_t>self.part_dim.size()
         for p in range(desc.num_parts()):
             part = desc.part(p)
-            dims.append(part.dim(self.nnet))
-            offsets.append(part.get_scale_for_node(-1))
+            self.part_dim.push_back(part.dim(self.nnet))
+            self.part_offset.push_back(part.get_scale_for_node(-1))
             alpha_to_nodes = {}
             for dep in sorted(set(part.get_node_dependencies([]))):
                 alpha = part.get_scale_for_node(dep)
@@ -291,18 +299,22 @@ cdef class _Core:
                     raise ComputationError("invalid scale for node %s in a descriptor"
                                            % self.nnet.node_names[dep])
                 alpha_to_nodes.setdefault(alpha, []).append(dep)
+            pid = <int>self.part_alphas.size()
+            self.part_alphas.push_back(vector[double]())
+            self.part_group.push_back(vector[int32_t]())
+            self.part_group_nodes.push_back(vector[int32_t]())
             if len(alpha_to_nodes) == 1:
-                groups.append((next(iter(alpha_to_nodes)), None))
+                self.part_alphas[pid].push_back(next(iter(alpha_to_nodes)))
             else:
-                alphas = sorted(alpha_to_nodes)
-                node_group = {}
-                for i, alpha in enumerate(alphas):
+                # several scales (or none: a Const() part): one group per alpha,
+                # by increasing alpha (Kaldi's std::map order)
+                self.part_group[pid].assign(self.net.num_nodes, -1)
+                for g, alpha in enumerate(sorted(alpha_to_nodes)):
+                    self.part_alphas[pid].push_back(alpha)
                     for dep in alpha_to_nodes[alpha]:
-                        node_group[dep] = i
-                groups.append((alphas, node_group))
-        info = (dims, offsets, groups)
-        self.part_info[node] = info
-        return info
+                        self.part_group[pid][dep] = g
+                        self.part_group_nodes[pid].push_back(dep)
+        return self.part_start[node]
 
     # -- matrices -------------------------------------------------------------------------
     cdef int32_t new_matrix(self, int32_t rows, int32_t cols, int32_t stride):
@@ -427,7 +439,7 @@ cdef class _Core:
     cdef int create_step_info(self) except -1:
         cdef FastStepsData data = self.data
         cdef int32_t num_steps = <int32_t>data.steps.size(), s, input_step, offset, c
-        cdef int node, nt, p, num_parts, dim, num_cols
+        cdef int node, nt, p, num_parts, dim, num_cols, first_part
         cdef Step info
         cdef size_t i
         self.steps.resize(num_steps)
@@ -473,8 +485,8 @@ cdef class _Core:
                     info.deriv = self.new_submatrix(self.steps[input_step].deriv,
                                                     py_node.dim_offset, py_node.dim)
             if nt == NT_DESCRIPTOR:
-                dims = self.parts_of(node)[0]
-                num_parts = len(dims)
+                first_part = self.ensure_parts(node)
+                num_parts = len(self.nnet.nodes[node].descriptor.parts)
                 self.locations[s].resize(num_parts)
                 for p in range(num_parts):
                     data.locate_inputs(s, p, self.locations[s][p].ptr,
@@ -486,7 +498,7 @@ cdef class _Core:
                 else:
                     offset = 0
                     for p in range(num_parts):
-                        dim = dims[p]
+                        dim = self.part_dim[first_part + p]
                         self.value_parts[s].push_back(self.new_submatrix(info.value, offset,
                                                                          dim))
                         if self.deriv_needed[s]:
@@ -546,6 +558,7 @@ cdef class _Core:
     cdef int set_up_precomputed_indexes(self) except -1:
         cdef size_t s
         cdef int node
+        need_derivs_of = {}
         for s in range(self.steps.size()):
             node = self.steps[s].node
             if self.net.node_type[node] != NT_COMPONENT:
@@ -554,7 +567,11 @@ cdef class _Core:
                 raise ComputationError("internal error: component step not preceded by its "
                                        "input step")
             request = self.requests[self.steps[s].segment]
-            need_derivs = request.need_derivatives()
+            need_derivs = need_derivs_of.get(self.steps[s].segment)
+            if need_derivs is None:
+                # Kaldi checks NeedDerivatives() for every component step
+                need_derivs = request.need_derivatives()
+                need_derivs_of[self.steps[s].segment] = need_derivs
             if not self.custom_precompute[node]:
                 continue
             comp = self.nnet.get_component(self.component_index[node])
@@ -599,37 +616,29 @@ cdef class _Core:
                 self.cmd(C_PROVIDE_OUTPUT, info.value, node, -1, -1, -1, -1, -1, 1.0)
         return 0
 
-    cdef int split_by_scale(self, int32_t s, int p, bint backward, list alphas,
+    cdef int split_by_scale(self, int32_t s, int p, bint backward,
                             vector[LocList] &pieces) except -1:
         """Kaldi's SplitByScale, and the change from (step, row) to (submatrix,
-        row) locations (values, or derivatives without the steps that have none)."""
+        row) locations (values, or derivatives without the steps that have none).
+        pieces[g] goes with part_alphas[pid][g], pid = the part's id."""
         cdef LocList *loc = &self.locations[s][p]
+        cdef int pid = self.ensure_parts(self.steps[s].node) + p
         cdef int64_t num_rows = <int64_t>loc.ptr.size() - 1, r, k
-        cdef vector[int32_t] group_of_node
         cdef vector[uint8_t] node_used
-        cdef int32_t sub, g, num_groups, step
-        cdef int dep_node
+        cdef int32_t sub, g, num_groups = <int32_t>self.part_alphas[pid].size(), step
+        cdef size_t i
         cdef vector[int32_t] *step_sub = &self.step_deriv if backward else &self.step_value
-        alpha_info = self.parts_of(self.steps[s].node)[2][p]
+        cdef bint grouped = not self.part_group[pid].empty()
         pieces.clear()
-        if alpha_info[1] is None:
-            alphas.append(alpha_info[0])
-            num_groups = 1
-        else:
-            num_groups = len(alpha_info[0])
-            alphas.extend(alpha_info[0])
-            group_of_node.assign(self.net.num_nodes, -1)
+        if grouped:
             node_used.assign(self.net.num_nodes, 0)
-            for dep, grp in alpha_info[1].items():
-                group_of_node[dep] = grp
             for k in range(<int64_t>loc.steps.size()):
                 node_used[self.steps[loc.steps[k]].node] = 1
-            for dep in alpha_info[1]:
-                dep_node = dep
-                if not node_used[dep_node]:
+            for i in range(self.part_group_nodes[pid].size()):
+                if not node_used[self.part_group_nodes[pid][i]]:
                     raise ComputationError("Scale() expression of node %s has no inputs here "
                                            "(Kaldi fails on this case too)"
-                                           % self.nnet.node_names[dep_node])
+                                           % self.nnet.node_names[self.part_group_nodes[pid][i]])
         pieces.resize(num_groups)
         for g in range(num_groups):
             pieces[g].ptr.push_back(0)
@@ -639,7 +648,7 @@ cdef class _Core:
                 sub = step_sub[0][step]
                 if backward and sub <= 0:
                     continue
-                g = 0 if num_groups == 1 else group_of_node[self.steps[step].node]
+                g = self.part_group[pid][self.steps[step].node] if grouped else 0
                 pieces[g].steps.push_back(sub)
                 pieces[g].rows.push_back(loc.rows[k])
             for g in range(num_groups):
@@ -653,14 +662,12 @@ cdef class _Core:
         cdef vector[int32_t] rows
         cdef size_t g, i
         cdef double alpha
-        dims, offsets, groups = self.parts_of(self.steps[s].node)
-        offset_term = offsets[p]
-        if offset_term != 0.0:
-            self.cmd(C_SET_CONST, value_sub, -1, -1, -1, -1, -1, -1, offset_term)
-        alphas = []
-        self.split_by_scale(s, p, False, alphas, pieces)
+        cdef int pid = self.ensure_parts(self.steps[s].node) + p
+        if self.part_offset[pid] != 0.0:
+            self.cmd(C_SET_CONST, value_sub, -1, -1, -1, -1, -1, -1, self.part_offset[pid])
+        self.split_by_scale(s, p, False, pieces)
         for g in range(pieces.size()):
-            alpha = alphas[g]
+            alpha = self.part_alphas[pid][g]
             split.clear()
             split_locations_c(pieces[g].ptr.data(), pieces[g].steps.data(),
                               pieces[g].rows.data(), <int64_t>pieces[g].ptr.size() - 1, split)
@@ -725,10 +732,10 @@ cdef class _Core:
         cdef vector[int32_t] rows
         cdef size_t g, i
         cdef double alpha
-        alphas = []
-        self.split_by_scale(s, p, True, alphas, pieces)
+        cdef int pid = self.ensure_parts(self.steps[s].node) + p
+        self.split_by_scale(s, p, True, pieces)
         for g in range(pieces.size()):
-            alpha = alphas[g]
+            alpha = self.part_alphas[pid][g]
             split.clear()
             split_locations_backward_c(pieces[g].ptr.data(), pieces[g].steps.data(),
                                        pieces[g].rows.data(), <int64_t>pieces[g].ptr.size() - 1,
@@ -861,17 +868,28 @@ cdef class _Core:
             s = self.subs[i]
             subs.append((<_RecordMaker>sub_maker).make((s.matrix, s.row_offset, s.rows,
                                                         s.col_offset, s.cols)))
-        cmds = []
+        cmds = PyList_New(self.cmds.size())
         alpha_cache = {}
+        cdef _RecordMaker cm = cmd_maker
+        cdef int j
+        cdef object obj, alpha
         for i in range(self.cmds.size()):
             c = self.cmds[i]
             alpha = alpha_cache.get(c.alpha)
             if alpha is None:
                 alpha = float(c.alpha)
                 alpha_cache[c.alpha] = alpha
-            cmds.append((<_RecordMaker>cmd_maker).make((types[c.type], c.args[0], c.args[1],
-                                                        c.args[2], c.args[3], c.args[4],
-                                                        c.args[5], c.args[6], alpha)))
+            if cm.direct:
+                obj = cm.new()
+                cm.put(obj, 0, types[c.type])
+                for j in range(7):
+                    cm.put(obj, j + 1, c.args[j])
+                cm.put(obj, 8, alpha)
+            else:
+                obj = cm.make((types[c.type], c.args[0], c.args[1], c.args[2], c.args[3],
+                               c.args[4], c.args[5], c.args[6], alpha))
+            Py_INCREF(obj)
+            PyList_SET_ITEM(cmds, i, obj)
         computation.matrices = matrices
         computation.submatrices = subs
         computation.commands = cmds
@@ -916,3 +934,25 @@ def compile_fast(nnet, requests, NetInfo net, FastStepsData data, bint output_de
     core.consolidate_io()
     return core.build(output_debug_info)
 
+
+
+def _timed(nnet, requests, NetInfo net, FastStepsData data, n=20):
+    import time
+    tot = [0.0] * 6
+    for _ in range(n):
+        t0 = time.process_time()
+        core = _Core(nnet, requests, net, data)
+        t1 = time.process_time()
+        core.compute_deriv_needed()
+        t2 = time.process_time()
+        core.create_step_info()
+        t3 = time.process_time()
+        core.add_commands()
+        t4 = time.process_time()
+        core.consolidate_io()
+        t5 = time.process_time()
+        core.build(False)
+        t6 = time.process_time()
+        for i, x in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
+            tot[i] += x
+    return ["%.2f" % (1000 * x / n) for x in tot]
