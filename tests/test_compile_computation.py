@@ -1,0 +1,92 @@
+"""The unoptimized computation: for every reference request our compile()
+prints exactly as Kaldi's NnetComputation::Print of its unoptimized
+computation (computation.plain.txt); the readable Python pipeline produces the
+same computation as the Cython one; simple-network contexts equal nnet3-info's."""
+
+import re
+
+import pytest
+from conftest import KALDI_REF, TEST_DATA
+
+import pynnet3.components  # noqa: F401  (registers component types)
+from pynnet3.compile import compile as compile_
+from pynnet3.compile.compiler import create_computation
+from pynnet3.compile.computation import CommandType
+from pynnet3.compile.computation_io import print_computation
+from pynnet3.compile.context import compute_simple_nnet_context, is_simple_nnet
+from pynnet3.compile.request import ComputationRequest
+from pynnet3.errors import NnetError, UsageError
+from pynnet3.nnet.nnet import Nnet
+
+CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
+         + sorted(KALDI_REF.glob("models/zoo*/request*"))
+         + sorted(TEST_DATA.glob("compile/case*")))
+
+
+def _id(path):
+    return "/".join(path.parts[-2:])
+
+
+def _load(case):
+    return Nnet.read(str(case / "model.raw")), ComputationRequest.read(str(case / "request.txt"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_plain_computation_prints_like_kaldi(case):
+    nnet, request = _load(case)
+    computation = compile_(nnet, request)
+    expected = (case / "computation.plain.txt").read_text()
+    assert print_computation(computation, nnet) == expected
+    # the structural facts the printer relies on
+    commands = computation.commands
+    markers = [i for i, c in enumerate(commands)
+               if c.command_type == CommandType.kNoOperationMarker]
+    assert len(markers) == 1
+    assert len(computation.matrix_debug_info) == len(computation.matrices)
+
+
+@pytest.mark.parametrize("case", CASES[::3] + sorted(TEST_DATA.glob("compile/case*")), ids=_id)
+def test_python_pipeline_equals_cython_pipeline(case):
+    pytest.importorskip("pynnet3._fast.compiler_core")
+    nnet, request = _load(case)
+    fast = create_computation(nnet, request, use_fast=True)
+    slow = create_computation(nnet, request, use_fast=False)
+    assert fast.commands == slow.commands
+    assert fast.matrices == slow.matrices
+    assert fast.submatrices == slow.submatrices
+    assert fast.indexes == slow.indexes
+    assert fast.indexes_multi == slow.indexes_multi
+    assert fast.indexes_ranges == slow.indexes_ranges
+    assert fast.matrix_debug_info == slow.matrix_debug_info
+    assert print_computation(fast, nnet) == print_computation(slow, nnet)
+
+
+def test_optimize_is_refused_until_the_optimizer_exists():
+    case = TEST_DATA / "compile" / "case134"
+    nnet, request = _load(case)
+    with pytest.raises(UsageError, match="optimizer"):
+        compile_(nnet, request, optimize=True)
+
+
+def test_without_debug_info():
+    nnet, request = _load(TEST_DATA / "compile" / "case0")
+    for fast in (True, False):
+        computation = create_computation(nnet, request, output_debug_info=False, use_fast=fast)
+        assert computation.matrix_debug_info == []
+
+
+INFOS = (sorted(KALDI_REF.glob("random/case*/info.txt"))
+         + sorted(KALDI_REF.glob("models/*/info.txt")))
+
+
+@pytest.mark.parametrize("info", INFOS, ids=lambda p: "/".join(p.parts[-3:-1]))
+def test_simple_nnet_context_matches_nnet3_info(info):
+    nnet = Nnet.read(str(info.parent / "model.raw"))
+    text = info.read_text()
+    match = re.search(r"^left-context: (\d+)\nright-context: (\d+)$", text, re.M)
+    assert is_simple_nnet(nnet) == (match is not None)
+    if match is None:
+        with pytest.raises(NnetError, match="not 'simple'"):
+            compute_simple_nnet_context(nnet)
+    else:
+        assert compute_simple_nnet_context(nnet) == (int(match.group(1)), int(match.group(2)))
