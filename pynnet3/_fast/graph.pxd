@@ -4,7 +4,7 @@
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
 
-from pynnet3._fast.cindex cimport CindexTable
+from pynnet3._fast.cindex cimport CindexTable, Predicate
 
 
 cdef class NetInfo:
@@ -16,11 +16,13 @@ cdef class NetInfo:
     cdef vector[uint8_t] is_output
     cdef vector[uint8_t] is_component_input
     cdef vector[int32_t] props
+    cdef vector[uint8_t] all_required
     cdef vector[int32_t] dim_range_source
     cdef vector[vector[int32_t]] programs
     cdef vector[vector[int32_t]] part_starts
     cdef vector[int32_t] comp_kind
     cdef vector[vector[int32_t]] comp_offsets
+    cdef vector[vector[int32_t]] comp_window
     cdef list components
 
 
@@ -66,6 +68,8 @@ cdef class FastComputationGraphBuilder:
     cdef int _python_component_computable(self, int node, int64_t key, int mode,
                                           list used) except -1
     cdef int _component_computable(self, int32_t cid, int mode) except -1
+    cdef int _window_computable(self, int node, int64_t key, Predicate *pred,
+                                vector[int64_t] *used) except -1
     cdef int _descriptor_computable(self, int32_t cid, int mode,
                                     vector[int64_t] *used) except -1
     cdef int _compute_computable_info(self, int32_t cid) except -1

@@ -17,12 +17,14 @@ from libcpp.vector cimport vector
 import numpy as np
 
 from pynnet3._fast.cindex cimport (
-    CindexTable, Predicate, K_COMPUTABLE, K_NOT_COMPUTABLE, K_UNKNOWN, MODE_COMPUTABLE,
+    CindexTable, Predicate, K_COMPUTABLE, K_NOT_COMPUTABLE, K_UNKNOWN, K_WILL_NOT_COMPUTE,
+    MODE_COMPUTABLE,
     MODE_COMPUTABLE_OR_UNKNOWN, MODE_EXISTS, desc_dependencies, desc_is_computable, key_n,
     key_node, key_t, key_x, pack, pred_holds, table_find, table_free, table_get_or_insert,
     table_init, with_node)
 
-from ..compile.descriptor_program import compile_descriptor, component_index_program
+from ..compile.descriptor_program import (compile_descriptor, component_index_program,
+                                          program_has_optional_inputs)
 from ..compile.graph_py import (MAX_DISTANCE, COMPUTABLE_NAMES, not_computable_error)
 from ..errors import ComputationError
 from ..nnet.index import Index
@@ -32,6 +34,7 @@ cdef enum:
     KIND_SIMPLE = 1
     KIND_OFFSETS = 2
     KIND_PYTHON = 3
+    KIND_WINDOW = 4
     NT_INPUT = 0
     NT_DESCRIPTOR = 1
     NT_COMPONENT = 2
@@ -78,7 +81,9 @@ cdef class NetInfo:
         self.part_starts.resize(self.num_nodes)
         self.comp_kind.resize(self.num_nodes, KIND_NONE)
         self.props.resize(self.num_nodes, 0)
+        self.all_required.resize(self.num_nodes, 0)
         self.comp_offsets.resize(self.num_nodes)
+        self.comp_window.resize(self.num_nodes)
         self.components = [None] * self.num_nodes
         for i, node in enumerate(nnet.nodes):
             t = int(node.node_type)
@@ -89,6 +94,7 @@ cdef class NetInfo:
                 prog, starts = compile_descriptor(node.descriptor)
                 self.programs[i] = list(prog)
                 self.part_starts[i] = list(starts)
+                self.all_required[i] = not program_has_optional_inputs(prog)
             elif t == NT_COMPONENT:
                 comp = nnet.get_component(node.component_index)
                 self.components[i] = comp
@@ -96,9 +102,14 @@ cdef class NetInfo:
                 kind = component_index_program(comp)
                 if kind[0] == "simple":
                     self.comp_kind[i] = KIND_SIMPLE
+                    self.all_required[i] = True
                 elif kind[0] == "offsets":
                     self.comp_kind[i] = KIND_OFFSETS
                     self.comp_offsets[i] = list(kind[1])
+                    self.all_required[i] = True
+                elif kind[0] == "window":
+                    self.comp_kind[i] = KIND_WINDOW
+                    self.comp_window[i] = list(kind[1:])
                 else:
                     self.comp_kind[i] = KIND_PYTHON
             elif t == NT_DIM_RANGE:
@@ -321,7 +332,7 @@ cdef class FastComputationGraphBuilder:
         cdef int64_t n = key_n(key), t = key_t(key), x = key_x(key)
         cdef int kind
         cdef size_t i
-        cdef int64_t k2
+        cdef int64_t k2, lo, hi, step
         out.clear()
         if nt == NT_DESCRIPTOR:
             if desc_dependencies(self.net.programs[node].data(),
@@ -338,6 +349,16 @@ cdef class FastComputationGraphBuilder:
                     if k2 < 0:
                         raise range_error(node, (n, t, x), "an input of Cindex")
                     out.push_back(k2)
+            elif kind == KIND_WINDOW:
+                if not _window(self.net.comp_window[node], t, &lo, &hi, &step):
+                    raise ComputationError("%s: output t=%d is not a multiple of its input "
+                                           "period" % (self.nnet.node_names[node], t))
+                while lo < hi:
+                    k2 = pack(node - 1, n, lo, x)
+                    if k2 < 0:
+                        raise range_error(node, (n, t, x), "an input of Cindex")
+                    out.push_back(k2)
+                    lo += step
             else:
                 comp = self.net.components[node]
                 for index in comp.get_input_indexes(self.request.misc_info, Index(n, t, x)):
@@ -403,7 +424,27 @@ cdef class FastComputationGraphBuilder:
                 if k2 < 0 or not pred_holds(&pred, k2):
                     return 0
             return 1
+        if kind == KIND_WINDOW:
+            return self._window_computable(node, key, &pred, NULL)
         return self._python_component_computable(node, key, mode, None)
+
+    cdef int _window_computable(self, int node, int64_t key, Predicate *pred,
+                                vector[int64_t] *used) except -1:
+        """Statistics components: computable when any input in the window is;
+        appends the present inputs to ``used``."""
+        cdef int64_t lo, hi, step, k2
+        cdef int ans = 0
+        if not _window(self.net.comp_window[node], key_t(key), &lo, &hi, &step):
+            return 0
+        while lo < hi:
+            k2 = pack(node - 1, key_n(key), lo, key_x(key))
+            if k2 >= 0 and pred_holds(pred, k2):
+                ans = 1
+                if used == NULL:
+                    return 1
+                used.push_back(k2)
+            lo += step
+        return ans
 
     cdef int _descriptor_computable(self, int32_t cid, int mode,
                                     vector[int64_t] *used) except -1:
@@ -428,6 +469,21 @@ cdef class FastComputationGraphBuilder:
         cdef int node = key_node(key)
         cdef int nt = self.net.node_type[node]
         cdef int32_t input_cid
+        cdef size_t i
+        cdef int c
+        cdef bint all_computable
+        if self.net.all_required[node]:
+            # Every input is required (no IfDefined/Failover; simple or TDNN
+            # component), and the dependencies are exactly the inputs: the
+            # two-pass IsComputable reduces to their states.
+            all_computable = True
+            for i in range(self.graph.dependencies[cid].size()):
+                c = self.info[self.graph.dependencies[cid][i]].computable
+                if c == K_NOT_COMPUTABLE or c == K_WILL_NOT_COMPUTE:
+                    return K_NOT_COMPUTABLE
+                if c != K_COMPUTABLE:
+                    all_computable = False
+            return K_COMPUTABLE if all_computable else K_UNKNOWN
         if nt == NT_DESCRIPTOR:
             if self._descriptor_computable(cid, MODE_COMPUTABLE, NULL):
                 return K_COMPUTABLE
@@ -548,6 +604,7 @@ cdef class FastComputationGraphBuilder:
         cdef int32_t u
         cdef int kind
         cdef int ok = 1
+        cdef Predicate pred
         if c == K_UNKNOWN and usable != 0:
             raise ComputationError("internal error: usable cindex with unknown computable "
                                    "state after building the graph")
@@ -555,7 +612,8 @@ cdef class FastComputationGraphBuilder:
             deps.clear()
             return 0
         sort(deps.begin(), deps.end())
-        if nt == NT_DIM_RANGE or nt == NT_INPUT:
+        if nt == NT_DIM_RANGE or nt == NT_INPUT or self.net.all_required[node]:
+            # all inputs are used (the dependencies are already sorted and unique)
             return 0
         used.clear()
         used_ids.clear()
@@ -563,7 +621,13 @@ cdef class FastComputationGraphBuilder:
             ok = self._descriptor_computable(cid, MODE_COMPUTABLE, used)
         elif nt == NT_COMPONENT:
             kind = self.net.comp_kind[node]
-            if kind == KIND_SIMPLE or kind == KIND_OFFSETS:
+            if kind == KIND_WINDOW:
+                pred.table = &self.graph.table
+                pred.computable = <const int8_t *>&self.info[0].computable
+                pred.stride = sizeof(CindexInfo)
+                pred.mode = MODE_COMPUTABLE
+                ok = self._window_computable(node, key, &pred, used)
+            elif kind == KIND_SIMPLE or kind == KIND_OFFSETS:
                 ok = self._component_computable(cid, MODE_COMPUTABLE)
                 if kind == KIND_SIMPLE:
                     used.push_back(with_node(key, node - 1))
@@ -672,6 +736,20 @@ cdef class FastComputationGraphBuilder:
 
     def not_computable_error(self, max_explain=10):
         return not_computable_error(self, max_explain)
+
+
+cdef inline bint _window(const vector[int32_t] &w, int64_t t, int64_t *lo, int64_t *hi,
+                         int64_t *step) noexcept:
+    """The statistics-component window (see descriptor_program); False when t
+    is not a multiple of the required period."""
+    cdef int64_t period = w[0], modulus = w[1], base
+    if modulus > 1 and t % modulus != 0:
+        return False
+    base = t - (t % period + period) % period
+    lo[0] = base + w[2]
+    hi[0] = base + w[3]
+    step[0] = w[4]
+    return True
 
 
 cdef inline bint _sorted_contains(const vector[int32_t] &v, int32_t value) noexcept:

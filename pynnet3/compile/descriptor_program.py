@@ -27,8 +27,11 @@ A Descriptor is a program plus the start of each of its parts.
 Non-simple components get an *index program* too when their index hooks are
 simple enough to run in C: ``("simple",)`` for simple components,
 ``("offsets", [o1, o2, ...])`` for Kaldi's TdnnComponent (inputs (n, t+o, x),
-all required); anything else is ``("python",)`` and is called back per Cindex,
-as Kaldi makes a virtual call.
+all required); ``("window", P, M, lo, hi, step)`` for the statistics components
+(only where t % M == 0; inputs t' = floor(t / P) * P + lo + k * step below
+floor(t / P) * P + hi; computable when any input is, the present ones used);
+anything else is ``("python",)`` and is called back per Cindex, as Kaldi makes
+a virtual call.
 """
 
 import numpy as np
@@ -109,6 +112,51 @@ def compile_descriptor(descriptor):
     return np.asarray(prog, dtype=np.int32), np.asarray(starts, dtype=np.int32)
 
 
+def program_has_optional_inputs(prog):
+    """Whether a Descriptor program has IfDefined() or Failover() anywhere, i.e.
+    whether some inputs may go unused. (Walks the records; operands of other
+    opcodes are never mistaken for opcodes.)"""
+    prog = [int(v) for v in prog]
+    pos = 0
+    found = False
+
+    def walk_fwd(pos):
+        op = prog[pos]
+        if op == F_NODE:
+            return pos + 2
+        if op == F_OFFSET:
+            return walk_fwd(pos + 4)
+        if op == F_SWITCH:
+            end = pos + 2 + prog[pos + 1]
+            for i in range(prog[pos + 1]):
+                end = max(end, walk_fwd(prog[pos + 2 + i]))
+            return end
+        if op in (F_ROUND, F_REPLACE_T, F_REPLACE_X):
+            return walk_fwd(pos + 2)
+        raise ComputationError("bad descriptor program")
+
+    def walk_sum(pos):
+        nonlocal found
+        op = prog[pos]
+        if op == S_SIMPLE:
+            return walk_fwd(pos + 1)
+        if op == S_OPTIONAL:
+            found = True
+            return walk_sum(pos + 1)
+        if op == S_CONST:
+            return pos + 1
+        if op in (S_SUM, S_FAILOVER):
+            if op == S_FAILOVER:
+                found = True
+            walk_sum(pos + 2)
+            return walk_sum(prog[pos + 1])
+        raise ComputationError("bad descriptor program")
+
+    while pos < len(prog):
+        pos = walk_sum(pos)
+    return found
+
+
 def compile_sum_descriptor(part):
     """The program of one SumDescriptor (its start is 0)."""
     prog = []
@@ -130,4 +178,15 @@ def component_index_program(component):
         # Kaldi's TdnnComponent: inputs (n, t + o, x) for each time offset o,
         # computable only when all of them are.
         return ("offsets", [int(o) for o in component.time_offsets])
+    if component.type_name == "StatisticsExtractionComponent":
+        # inputs at t' = start, start + input_period, ... < start + output_period
+        # where start = t rounded down to a multiple of output_period;
+        # computable when any input is, using the ones present.
+        return ("window", int(component.output_period), 1, 0, int(component.output_period),
+                int(component.input_period))
+    if component.type_name == "StatisticsPoolingComponent":
+        # only at multiples of input_period; inputs at t - left_context ..
+        # t + right_context step input_period; computable when any input is.
+        return ("window", 1, int(component.input_period), -int(component.left_context),
+                int(component.right_context) + 1, int(component.input_period))
     return ("python",)
