@@ -23,8 +23,7 @@ from pynnet3._fast.cindex cimport (
     key_node, key_t, key_x, pack, pred_holds, table_find, table_free, table_get_or_insert,
     table_init, with_node)
 
-from ..compile.descriptor_program import (compile_descriptor, component_index_program,
-                                          program_has_optional_inputs)
+from ..compile.descriptor_program import compile_descriptor_cached, component_index_program
 from ..compile.graph_py import (MAX_DISTANCE, COMPUTABLE_NAMES, not_computable_error)
 from ..errors import ComputationError
 from ..nnet.index import Index
@@ -88,18 +87,19 @@ cdef class NetInfo:
         for i, node in enumerate(nnet.nodes):
             t = int(node.node_type)
             self.node_type[i] = t
-            self.is_output[i] = nnet.is_output_node(i)
-            self.is_component_input[i] = nnet.is_component_input_node(i)
+            nxt = int(nnet.nodes[i + 1].node_type) if i + 1 < self.num_nodes else -1
+            self.is_output[i] = t == NT_DESCRIPTOR and nxt != NT_COMPONENT
+            self.is_component_input[i] = t == NT_DESCRIPTOR and nxt == NT_COMPONENT
             if t == NT_DESCRIPTOR:
-                prog, starts = compile_descriptor(node.descriptor)
-                self.programs[i] = list(prog)
-                self.part_starts[i] = list(starts)
-                self.all_required[i] = not program_has_optional_inputs(prog)
+                prog, starts, optional = compile_descriptor_cached(node.descriptor)
+                self.programs[i] = prog
+                self.part_starts[i] = starts
+                self.all_required[i] = not optional
             elif t == NT_COMPONENT:
                 comp = nnet.get_component(node.component_index)
                 self.components[i] = comp
                 self.props[i] = int(comp.properties())
-                kind = component_index_program(comp)
+                kind = component_index_program(comp, self.props[i])
                 if kind[0] == "simple":
                     self.comp_kind[i] = KIND_SIMPLE
                     self.all_required[i] = True

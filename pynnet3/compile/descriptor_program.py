@@ -102,6 +102,25 @@ def _emit_sum(part, prog):
         raise ComputationError("cannot compile sum descriptor of type %s" % type(part).__name__)
 
 
+# Descriptors are immutable, so their programs can be reused across
+# compilations; entries hold the descriptor itself so its id stays unique.
+_PROGRAM_CACHE = {}
+_PROGRAM_CACHE_LIMIT = 20000
+
+
+def compile_descriptor_cached(descriptor):
+    """(program, part_starts, has_optional_inputs) for a Descriptor, cached."""
+    entry = _PROGRAM_CACHE.get(id(descriptor))
+    if entry is not None and entry[0] is descriptor:
+        return entry[1]
+    prog, starts = compile_descriptor(descriptor)
+    result = (prog.tolist(), starts.tolist(), program_has_optional_inputs(prog))
+    if len(_PROGRAM_CACHE) >= _PROGRAM_CACHE_LIMIT:
+        _PROGRAM_CACHE.clear()
+    _PROGRAM_CACHE[id(descriptor)] = (descriptor, result)
+    return result
+
+
 def compile_descriptor(descriptor):
     """(program, part_starts) as int32 NumPy arrays for a Descriptor."""
     prog = []
@@ -164,9 +183,12 @@ def compile_sum_descriptor(part):
     return np.asarray(prog, dtype=np.int32)
 
 
-def component_index_program(component):
-    """How the C graph builder evaluates a component's index hooks."""
-    if component.properties() & kSimpleComponent:
+def component_index_program(component, properties=None):
+    """How the C graph builder evaluates a component's index hooks
+    (``properties``: the component's properties() if already known)."""
+    if properties is None:
+        properties = int(component.properties())
+    if properties & kSimpleComponent:
         return ("simple",)
     from ..components.base import Component
     cls = type(component)
