@@ -847,43 +847,61 @@ cdef class _Core:
 
     # -- results ---------------------------------------------------------------------------------
     cdef object build(self, bint output_debug_info):
+        """The NnetComputation's Python records from the C arrays."""
         cdef size_t i
         cdef Mat m
         cdef Sub s
         cdef Cmd c
-        computation = NnetComputation()
-        mat_maker = _RecordMaker(MatrixInfo, ("num_rows", "num_cols", "stride_type"))
-        sub_maker = _RecordMaker(SubMatrixInfo, ("matrix_index", "row_offset", "num_rows",
-                                                 "col_offset", "num_cols"))
-        cmd_maker = _RecordMaker(Command, ("command_type", "arg1", "arg2", "arg3", "arg4",
-                                           "arg5", "arg6", "arg7", "alpha"))
-        strides = [MatrixStrideType.kDefaultStride, MatrixStrideType.kStrideEqualNumCols]
-        types = list(CommandType)
-        matrices = []
-        for i in range(self.matrices.size()):
-            m = self.matrices[i]
-            matrices.append((<_RecordMaker>mat_maker).make((m.rows, m.cols, strides[m.stride])))
-        subs = []
-        for i in range(self.subs.size()):
-            s = self.subs[i]
-            subs.append((<_RecordMaker>sub_maker).make((s.matrix, s.row_offset, s.rows,
-                                                        s.col_offset, s.cols)))
-        cmds = PyList_New(self.cmds.size())
-        alpha_cache = {}
-        cdef _RecordMaker cm = cmd_maker
         cdef int j
         cdef object obj, alpha
+        cdef list ints
+        cdef _RecordMaker mm = _RecordMaker(MatrixInfo, ("num_rows", "num_cols", "stride_type"))
+        cdef _RecordMaker sm = _RecordMaker(SubMatrixInfo, ("matrix_index", "row_offset",
+                                                            "num_rows", "col_offset", "num_cols"))
+        cdef _RecordMaker cm = _RecordMaker(Command, ("command_type", "arg1", "arg2", "arg3",
+                                                      "arg4", "arg5", "arg6", "arg7", "alpha"))
+        computation = NnetComputation()
+        strides = [MatrixStrideType.kDefaultStride, MatrixStrideType.kStrideEqualNumCols]
+        types = list(CommandType)
+        # one int object per value (command arguments repeat submatrix indexes)
+        cdef int32_t num_ints = <int32_t>max(self.subs.size(), self.matrices.size(),
+                                             self.steps.size()) + 1
+        ints = list(range(num_ints))
+        matrices = PyList_New(self.matrices.size())
+        for i in range(self.matrices.size()):
+            m = self.matrices[i]
+            obj = mm.make((m.rows, m.cols, strides[m.stride]))
+            Py_INCREF(obj)
+            PyList_SET_ITEM(matrices, i, obj)
+        subs = PyList_New(self.subs.size())
+        for i in range(self.subs.size()):
+            s = self.subs[i]
+            obj = sm.make((ints[s.matrix], s.row_offset, s.rows, s.col_offset, s.cols))
+            Py_INCREF(obj)
+            PyList_SET_ITEM(subs, i, obj)
+        cmds = PyList_New(self.cmds.size())
+        alpha_cache = {}
+        one = 1.0
+        zero = 0.0
         for i in range(self.cmds.size()):
             c = self.cmds[i]
-            alpha = alpha_cache.get(c.alpha)
-            if alpha is None:
-                alpha = float(c.alpha)
-                alpha_cache[c.alpha] = alpha
+            if c.alpha == 1.0:
+                alpha = one
+            elif c.alpha == 0.0:
+                alpha = zero
+            else:
+                alpha = alpha_cache.get(c.alpha)
+                if alpha is None:
+                    alpha = float(c.alpha)
+                    alpha_cache[c.alpha] = alpha
             if cm.direct:
                 obj = cm.new()
                 cm.put(obj, 0, types[c.type])
                 for j in range(7):
-                    cm.put(obj, j + 1, c.args[j])
+                    if 0 <= c.args[j] < num_ints:
+                        cm.put(obj, j + 1, ints[c.args[j]])
+                    else:
+                        cm.put(obj, j + 1, c.args[j])
                 cm.put(obj, 8, alpha)
             else:
                 obj = cm.make((types[c.type], c.args[0], c.args[1], c.args[2], c.args[3],
@@ -905,7 +923,14 @@ cdef class _Core:
     cdef list debug_info(self):
         cdef size_t s
         cdef int32_t value_matrix, deriv_matrix
-        debug = [MatrixDebugInfo() for _ in range(self.matrices.size())]
+        cdef _RecordMaker dm = _RecordMaker(MatrixDebugInfo, ("is_deriv", "cindexes"))
+        cdef size_t i
+        cdef object obj
+        debug = PyList_New(self.matrices.size())
+        for i in range(self.matrices.size()):
+            obj = dm.make((False, [])) if dm.direct else MatrixDebugInfo()
+            Py_INCREF(obj)
+            PyList_SET_ITEM(debug, i, obj)
         for s in range(self.steps.size()):
             if self.steps[s].value == 0 or not self.is_whole(self.steps[s].value):
                 continue

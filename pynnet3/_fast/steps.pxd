@@ -2,6 +2,7 @@
 """C-level declarations of the fast steps data (see steps.pyx)."""
 
 from libc.stdint cimport int32_t, int64_t
+from libcpp.unordered_map cimport unordered_map
 from libcpp.unordered_set cimport unordered_set
 from libcpp.vector cimport vector
 
@@ -15,7 +16,8 @@ cdef class FastStepsData:
     cdef vector[int32_t] loc_step
     cdef vector[int32_t] loc_row
     cdef public list step_to_segment
-    cdef dict index_cache
+    cdef list index_objects
+    cdef unordered_map[int64_t, int32_t] index_slot
     cdef unordered_set[int64_t] dim_range_done
     cdef vector[int64_t] scratch_keys
     cdef vector[int64_t] scratch_sub

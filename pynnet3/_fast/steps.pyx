@@ -9,8 +9,14 @@ input locations of a Descriptor part, debug Cindexes). Results are identical to
 the Python twin's (a test compares whole computations).
 """
 
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cython.operator cimport dereference as deref
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libcpp.unordered_map cimport unordered_map
 from libcpp.algorithm cimport sort, unique
+from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -42,7 +48,7 @@ cdef class FastStepsData:
         self.graph = graph
         self.net = net
         self.step_to_segment = []
-        self.index_cache = {}
+        self.index_objects = []
         self.loc_step.resize(graph.cindexes.size(), -1)
         self.loc_row.resize(graph.cindexes.size(), -1)
 
@@ -71,7 +77,7 @@ cdef class FastStepsData:
             step[row] = cid
             self.loc_step[cid] = step_index
             self.loc_row[cid] = <int32_t>row
-        self.steps.push_back(step)
+        self.steps.push_back(move(step))
         return step_index
 
     cdef int add_step_ids(self, vector[int32_t] &ids) except -1:
@@ -276,11 +282,14 @@ cdef class FastStepsData:
         return -1
 
     cdef object _index(self, int64_t key):
+        """The (shared) Index object of a packed key's (n, t, x)."""
         cdef int64_t ntx = key & ((<int64_t>1 << 51) - 1)
-        idx = self.index_cache.get(ntx)
-        if idx is None:
-            idx = Index(key_n(key), key_t(key), key_x(key))
-            self.index_cache[ntx] = idx
+        cdef unordered_map[int64_t, int32_t].iterator it = self.index_slot.find(ntx)
+        if it != self.index_slot.end():
+            return <object>PyList_GET_ITEM(self.index_objects, deref(it).second)
+        idx = Index(key_n(key), key_t(key), key_x(key))
+        self.index_slot[ntx] = <int32_t>len(self.index_objects)
+        self.index_objects.append(idx)
         return idx
 
     def step_indexes(self, int s):
@@ -294,9 +303,18 @@ cdef class FastStepsData:
     def step_cindexes(self, int s, int node):
         """(node, Index) per row of step s (for matrix debug info)."""
         cdef size_t i, n = self.steps[s].size()
-        cdef list out = [None] * n
+        cdef list out = PyList_New(n)
+        cdef tuple t
+        cdef object node_obj = node, idx
         for i in range(n):
-            out[i] = (node, self._index(self.graph.cindexes[self.steps[s][i]]))
+            idx = self._index(self.graph.cindexes[self.steps[s][i]])
+            t = PyTuple_New(2)
+            Py_INCREF(node_obj)
+            PyTuple_SET_ITEM(t, 0, node_obj)
+            Py_INCREF(idx)
+            PyTuple_SET_ITEM(t, 1, idx)
+            Py_INCREF(t)
+            PyList_SET_ITEM(out, i, t)
         return out
 
     cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
