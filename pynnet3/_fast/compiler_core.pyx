@@ -960,24 +960,3 @@ def compile_fast(nnet, requests, NetInfo net, FastStepsData data, bint output_de
     return core.build(output_debug_info)
 
 
-
-def _timed(nnet, requests, NetInfo net, FastStepsData data, n=20):
-    import time
-    tot = [0.0] * 6
-    for _ in range(n):
-        t0 = time.process_time()
-        core = _Core(nnet, requests, net, data)
-        t1 = time.process_time()
-        core.compute_deriv_needed()
-        t2 = time.process_time()
-        core.create_step_info()
-        t3 = time.process_time()
-        core.add_commands()
-        t4 = time.process_time()
-        core.consolidate_io()
-        t5 = time.process_time()
-        core.build(False)
-        t6 = time.process_time()
-        for i, x in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
-            tot[i] += x
-    return ["%.2f" % (1000 * x / n) for x in tot]

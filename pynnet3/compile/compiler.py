@@ -24,6 +24,13 @@ an Append, then emit commands:
 - ConsolidateIoOperations (kAcceptInput first, kProvideOutput last in each
   segment) and matrix debug info.
 
+Two implementations produce the same computation: this module's Compiler run
+with ``use_fast=False`` (the readable specification: Python graph builder,
+PyStepsData, the Python SplitLocations twin) and, by default, the Cython
+pipeline (``pynnet3/_fast``: graph.pyx, steps.pyx, split_locations.pyx and
+compiler_core.pyx, which mirrors the methods below on C arrays). A test
+compares the two on the reference cases.
+
 Guarantees: for any request Kaldi can compile, the computation equals
 Kaldi's unoptimized one (same matrices, submatrices, index tables, commands,
 debug info); anything Kaldi refuses raises ComputationError with a message
