@@ -90,3 +90,28 @@ def test_simple_nnet_context_matches_nnet3_info(info):
             compute_simple_nnet_context(nnet)
     else:
         assert compute_simple_nnet_context(nnet) == (int(match.group(1)), int(match.group(2)))
+
+
+@pytest.mark.parametrize("name", ["case134", "case24", "case102"])
+def test_multi_segment_computation(name):
+    """A two-segment ('online') computation: one marker between the segments'
+    forward commands plus the usual one; both pipelines agree."""
+    pytest.importorskip("pynnet3._fast.compiler_core")
+    from pynnet3.compile.request import IoSpecification
+    from pynnet3.nnet.index import Index
+    nnet, request = _load(TEST_DATA / "compile" / name)
+    times = [i.t for i in request.inputs[0].indexes]
+    shift = max(times) - min(times) + 1
+
+    def spec(s, dt):
+        return IoSpecification(s.name, [Index(i.n, i.t + dt, i.x) for i in s.indexes])
+    segments = [ComputationRequest([spec(s, dt) for s in request.inputs],
+                                   [spec(s, dt) for s in request.outputs])
+                for dt in (0, shift)]
+    fast = create_computation(nnet, segments, use_fast=True)
+    slow = create_computation(nnet, segments, use_fast=False)
+    assert print_computation(fast, nnet) == print_computation(slow, nnet)
+    markers = [c for c in fast.commands if c.command_type == CommandType.kNoOperationMarker]
+    assert len(markers) == 2
+    accepts = [c.arg2 for c in fast.commands if c.command_type == CommandType.kAcceptInput]
+    assert len(accepts) == 2 * len(request.inputs)
