@@ -51,7 +51,13 @@ cdef class FastComputationGraphBuilder:
     cdef public object request
     cdef public NetInfo net
     cdef public FastGraph graph
-    cdef vector[vector[int32_t]] depend_on_this
+    # depend_on_this (Kaldi's depend_on_this_) as linked lists in one pool, so
+    # adding a cindex allocates nothing: dot_head/dot_tail per cindex_id,
+    # dot_value/dot_next per entry, -1 terminated, in insertion order
+    cdef vector[int32_t] dot_head
+    cdef vector[int32_t] dot_tail
+    cdef vector[int32_t] dot_value
+    cdef vector[int32_t] dot_next
     cdef vector[CindexInfo] info
     cdef vector[int32_t] scratch_ids
     cdef vector[int64_t] scratch_used

@@ -225,7 +225,8 @@ cdef class FastComputationGraphBuilder:
         fresh.computable = K_UNKNOWN
         fresh.queued = False
         fresh.deps_computed = False
-        self.depend_on_this.push_back(vector[int32_t]())
+        self.dot_head.push_back(-1)
+        self.dot_tail.push_back(-1)
         self.info.push_back(fresh)
 
     def _add_inputs(self):
@@ -291,7 +292,10 @@ cdef class FastComputationGraphBuilder:
         expected *= 8
         if expected > self.info.capacity():
             self.info.reserve(expected)
-            self.depend_on_this.reserve(expected)
+            self.dot_head.reserve(expected)
+            self.dot_tail.reserve(expected)
+            self.dot_value.reserve(expected)
+            self.dot_next.reserve(expected)
             self.graph.cindexes.reserve(expected)
             self.graph.is_input.reserve(expected)
             self.graph.dependencies.reserve(expected)
@@ -370,6 +374,7 @@ cdef class FastComputationGraphBuilder:
     cdef int _add_dependencies(self, int32_t cid) except -1:
         cdef vector[int64_t] *inputs = &self.scratch
         cdef vector[int32_t] *this_dep = &self.scratch_ids
+        cdef int32_t entry
         cdef size_t i
         cdef int32_t dep
         cdef bint is_new
@@ -388,7 +393,15 @@ cdef class FastComputationGraphBuilder:
         self.graph.dependencies[cid] = this_dep[0]
         for i in range(this_dep.size()):
             dep = this_dep[0][i]
-            self.depend_on_this[dep].push_back(cid)
+            # append cid to dep's depend-on-this list
+            entry = <int32_t>self.dot_value.size()
+            self.dot_value.push_back(cid)
+            self.dot_next.push_back(-1)
+            if self.dot_tail[dep] == -1:
+                self.dot_head[dep] = entry
+            else:
+                self.dot_next[self.dot_tail[dep]] = entry
+            self.dot_tail[dep] = entry
             self._increment_usable_count(dep)
         return 0
 
@@ -506,14 +519,16 @@ cdef class FastComputationGraphBuilder:
     cdef int _update_computable_info(self, int32_t cid) except -1:
         cdef int output
         cdef size_t i
-        cdef int32_t other
+        cdef int32_t other, entry
         if self.info[cid].usable_count == 0:
             return 0
         output = self._compute_computable_info(cid)
         self.info[cid].computable = output
         if output != K_UNKNOWN:
-            for i in range(self.depend_on_this[cid].size()):
-                other = self.depend_on_this[cid][i]
+            entry = self.dot_head[cid]
+            while entry != -1:
+                other = self.dot_value[entry]
+                entry = self.dot_next[entry]
                 if self.info[other].computable == K_UNKNOWN and not self.info[other].queued:
                     self.info[other].queued = True
                     self.next_queue.push_back(other)
@@ -691,7 +706,11 @@ cdef class FastComputationGraphBuilder:
         _renumber(graph, start, required)
         new_num = <int32_t>graph.cindexes.size()
         self.info.resize(start)
-        self.depend_on_this.resize(start)
+        self.dot_head.resize(start)
+        self.dot_tail.resize(start)
+        if start == 0:
+            self.dot_value.clear()
+            self.dot_next.clear()
         for j in range(start, new_num):
             self._add_cindex_id()
             self.info[j].computable = K_COMPUTABLE
