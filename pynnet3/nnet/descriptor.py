@@ -46,8 +46,8 @@ __all__ = [
     "RoundingForwardingDescriptor", "ReplaceIndexForwardingDescriptor",
     "SumDescriptor", "SimpleSumDescriptor", "BinarySumDescriptor",
     "OptionalSumDescriptor", "ConstantSumDescriptor", "kSumOperation",
-    "kFailoverOperation", "parse_descriptor", "tokenize_descriptor",
-    "name_matches_pattern",
+    "kFailoverOperation", "parse_descriptor", "descriptor_name_lookup",
+    "tokenize_descriptor", "name_matches_pattern",
 ]
 
 _INF = float("inf")
@@ -1063,17 +1063,26 @@ class _General:
         return Descriptor([normalized.to_sum_descriptor()])
 
 
+def descriptor_name_lookup(node_names):
+    """The name -> node index map :func:`parse_descriptor` resolves names
+    with (the first of equal names wins). Build it once and pass it in place
+    of the list when parsing many descriptors over the same nodes."""
+    names = {}
+    for i, name in enumerate(node_names):
+        names.setdefault(name, i)
+    return names
+
+
 def parse_descriptor(text, node_names):
     """Parses descriptor ``text`` into a normalized :class:`Descriptor`.
 
     ``node_names`` is the list of names a descriptor may refer to, by node
-    index; entries that must not be referred to (Kaldi uses "**" for
-    descriptor nodes) never match a valid token. Raises DescriptorError.
+    index, or the dict :func:`descriptor_name_lookup` made of that list;
+    entries that must not be referred to (Kaldi uses "**" for descriptor
+    nodes) never match a valid token. Raises DescriptorError.
     """
     tokens = tokenize_descriptor(text)
-    names = {}
-    for i, name in enumerate(node_names):
-        names.setdefault(name, i)
+    names = node_names if isinstance(node_names, dict) else descriptor_name_lookup(node_names)
     toks = _Tokens(tokens)
     general = _General.parse(names, toks)
     if toks.peek() != _END:

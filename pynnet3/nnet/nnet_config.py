@@ -25,7 +25,7 @@ import os
 
 from ..errors import ConfigError, DescriptorError, NnetError, PynnetError
 from .config_line import ConfigLine, is_valid_name, read_config_lines
-from .descriptor import parse_descriptor
+from .descriptor import descriptor_name_lookup, parse_descriptor
 
 EXISTING = "(existing network)"
 
@@ -46,7 +46,6 @@ def read_config(nnet, text, source=None, first_line_number=1):
     ``source`` names the text in errors; ``first_line_number`` is the line
     number of the text's first line in that source.
     """
-    from .nnet import Nnet
     lines = [ConfigLine(line, EXISTING, None) for line in nnet.get_config_lines(False)]
     num_initial = len(lines)
     offset = first_line_number - 1
@@ -54,10 +53,7 @@ def read_config(nnet, text, source=None, first_line_number=1):
         lines.append(ConfigLine(line, source, number + offset))
     lines = _remove_redundant_config_lines(num_initial, lines)
 
-    work = Nnet()
-    work.components = list(nnet.components)
-    work.component_names = list(nnet.component_names)
-    initial_num_components = len(work.components)
+    work = _Builder(nnet.components, nnet.component_names)
     handlers = {
         "component": _process_component,
         "component-node": _process_component_node,
@@ -66,23 +62,63 @@ def read_config(nnet, text, source=None, first_line_number=1):
         "dim-range-node": _process_dim_range_node,
     }
     for pass_ in (0, 1):
+        if pass_ == 1:
+            work.start_descriptors()
         for cfl in lines:
             handler = handlers.get(cfl.first_token)
             if handler is None:
                 raise cfl.error("Invalid config-file line ('%s' not expected)"
                                 % cfl.first_token)
-            if handler is _process_component:
-                if pass_ == 0:
-                    _process_component(work, cfl, initial_num_components)
-            else:
-                handler(work, cfl, pass_)
+            handler(work, cfl, pass_)
     try:
-        work.check()
+        work.nnet.check()
     except NnetError as e:
         if source is None:
             raise
         raise NnetError("%s: %s" % (source, e)) from None
-    nnet.swap(work)
+    nnet.swap(work.nnet)
+
+
+class _Builder:
+    """The network read_config builds, with its name -> index maps kept in
+    step, so that each config line's lookups cost O(1) rather than a scan of
+    every node (which made reading a big model quadratic in its size)."""
+
+    __slots__ = ("nnet", "node_index", "component_index", "initial_num_components",
+                 "descriptor_names")
+
+    def __init__(self, components, component_names):
+        from .nnet import Nnet
+        self.nnet = Nnet()
+        self.nnet.components = list(components)
+        self.nnet.component_names = list(component_names)
+        self.node_index = {}
+        self.component_index = {}
+        for i, name in enumerate(component_names):
+            self.component_index.setdefault(name, i)
+        self.initial_num_components = len(components)
+        self.descriptor_names = None
+
+    def get_node_index(self, name):
+        return self.node_index.get(name, -1)
+
+    def get_component_index(self, name):
+        return self.component_index.get(name, -1)
+
+    def add_node(self, node, name):
+        self.node_index.setdefault(name, len(self.nnet.nodes))
+        self.nnet.nodes.append(node)
+        self.nnet.node_names.append(name)
+
+    def add_component(self, comp, name):
+        self.component_index.setdefault(name, len(self.nnet.components))
+        self.nnet.components.append(comp)
+        self.nnet.component_names.append(name)
+
+    def start_descriptors(self):
+        """Called once every node exists (after pass 0): their names and types
+        no longer change, so all descriptors share one name lookup."""
+        self.descriptor_names = descriptor_name_lookup(self.nnet.get_some_node_names())
 
 
 def _remove_redundant_config_lines(num_initial, lines):
@@ -113,7 +149,9 @@ def _remove_redundant_config_lines(num_initial, lines):
     return [cfl for i, cfl in enumerate(lines) if i not in to_remove]
 
 
-def _process_component(nnet, cfl, initial_num_components):
+def _process_component(work, cfl, pass_):
+    if pass_ != 0:
+        return
     from ..components import Component
     name = cfl.get_str("name")
     type_name = cfl.get_str("type")
@@ -132,58 +170,55 @@ def _process_component(nnet, cfl, initial_num_components):
     except PynnetError as e:
         raise cfl.error("error initializing component %s: %s" % (name, e)) from None
     cfl.check_all_used()
-    index = nnet.get_component_index(name)
+    index = work.get_component_index(name)
     if index != -1:
-        if index >= initial_num_components:
+        if index >= work.initial_num_components:
             raise cfl.error("You are adding two components with the same name: '%s'" % name)
-        nnet.components[index] = comp
+        work.nnet.components[index] = comp
     else:
-        nnet.components.append(comp)
-        nnet.component_names.append(name)
+        work.add_component(comp, name)
 
 
-def _parse_input_descriptor(nnet, cfl, what):
+def _parse_input_descriptor(work, cfl, what):
     text = cfl.get_str("input")
     if text is None:
         raise cfl.error("Expected input=<input-descriptor>, in config line")
     try:
-        return parse_descriptor(text, nnet.get_some_node_names())
+        return parse_descriptor(text, work.descriptor_names)
     except DescriptorError as e:
         raise DescriptorError("Error parsing descriptor (input=%s) of %s: %s"
                               % (text, what, e.detail), cfl.source, cfl.line_number,
                               cfl.whole_line) from None
 
 
-def _process_component_node(nnet, cfl, pass_):
+def _process_component_node(work, cfl, pass_):
     from .nnet import NetworkNode, kComponent, kDescriptor
     name = cfl.get_str("name")
     input_name = name + "_input"
-    input_index = nnet.get_node_index(input_name)
-    index = nnet.get_node_index(name)
+    input_index = work.get_node_index(input_name)
+    index = work.get_node_index(name)
     if pass_ == 0:
         if input_index != -1:
             raise cfl.error("component-node %s needs a node called %s for its input, "
                             "but another node already has that name" % (name, input_name))
         if index != -1:
             raise cfl.error("Node name %s is defined twice" % name)
-        nnet.nodes.append(NetworkNode(kDescriptor))
-        nnet.nodes.append(NetworkNode(kComponent))
-        nnet.node_names.append(input_name)
-        nnet.node_names.append(name)
+        work.add_node(NetworkNode(kDescriptor), input_name)
+        work.add_node(NetworkNode(kComponent), name)
         return
     component_name = cfl.get_str("component")
     if component_name is None:
         raise cfl.error("Expected component=<component-name>, in config line")
-    c = nnet.get_component_index(component_name)
+    c = work.get_component_index(component_name)
     if c == -1:
         raise cfl.error("No component named '%s'" % component_name)
-    nnet.nodes[index].component_index = c
-    nnet.nodes[input_index].descriptor = _parse_input_descriptor(
-        nnet, cfl, "component-node %s" % name)
+    work.nnet.nodes[index].component_index = c
+    work.nnet.nodes[input_index].descriptor = _parse_input_descriptor(
+        work, cfl, "component-node %s" % name)
     _check_unused(cfl)
 
 
-def _process_input_node(nnet, cfl, pass_):
+def _process_input_node(work, cfl, pass_):
     from .nnet import NetworkNode, kInput
     if pass_ != 0:
         return
@@ -192,26 +227,24 @@ def _process_input_node(nnet, cfl, pass_):
         raise cfl.error("Expected field dim=<input-dim> in config line")
     dim = cfl.get_int("dim")
     _check_unused(cfl)
-    if nnet.get_node_index(name) != -1:
+    if work.get_node_index(name) != -1:
         raise cfl.error("Node name %s is defined twice" % name)
     if dim <= 0:
         raise cfl.error("Invalid dimension in config line")
-    nnet.nodes.append(NetworkNode(kInput, dim=dim))
-    nnet.node_names.append(name)
+    work.add_node(NetworkNode(kInput, dim=dim), name)
 
 
-def _process_output_node(nnet, cfl, pass_):
+def _process_output_node(work, cfl, pass_):
     from .nnet import NetworkNode, kDescriptor, kLinear, kQuadratic
     name = cfl.get_str("name")
-    index = nnet.get_node_index(name)
+    index = work.get_node_index(name)
     if pass_ == 0:
         if index != -1:
             raise cfl.error("Node name %s is defined twice" % name)
-        nnet.nodes.append(NetworkNode(kDescriptor))
-        nnet.node_names.append(name)
+        work.add_node(NetworkNode(kDescriptor), name)
         return
-    node = nnet.nodes[index]
-    node.descriptor = _parse_input_descriptor(nnet, cfl, "output-node %s" % name)
+    node = work.nnet.nodes[index]
+    node.descriptor = _parse_input_descriptor(work, cfl, "output-node %s" % name)
     objective = cfl.get_str("objective")
     if objective is None or objective == "linear":
         node.objective_type = kLinear
@@ -223,15 +256,14 @@ def _process_output_node(nnet, cfl, pass_):
     _check_unused(cfl)
 
 
-def _process_dim_range_node(nnet, cfl, pass_):
+def _process_dim_range_node(work, cfl, pass_):
     from .nnet import NetworkNode, kComponent, kDimRange, kInput
     name = cfl.get_str("name")
-    index = nnet.get_node_index(name)
+    index = work.get_node_index(name)
     if pass_ == 0:
         if index != -1:
             raise cfl.error("Node name %s is defined twice" % name)
-        nnet.nodes.append(NetworkNode(kDimRange))
-        nnet.node_names.append(name)
+        work.add_node(NetworkNode(kDimRange), name)
         return
     input_name = cfl.get_str("input-node")
     if input_name is None:
@@ -242,12 +274,12 @@ def _process_dim_range_node(nnet, cfl, pass_):
     if not cfl.has("dim-offset"):
         raise cfl.error("Expected dim-offset=<dimension-offset>, in config line")
     dim_offset = cfl.get_int("dim-offset")
-    src = nnet.get_node_index(input_name)
-    if src == -1 or nnet.nodes[src].node_type not in (kComponent, kInput):
+    src = work.get_node_index(input_name)
+    if src == -1 or work.nnet.nodes[src].node_type not in (kComponent, kInput):
         raise cfl.error("invalid input-node %s (it must name an input-node or a "
                         "component-node)" % input_name)
     _check_unused(cfl)
-    node = nnet.nodes[index]
+    node = work.nnet.nodes[index]
     node.node_index = src
     node.dim = dim
     node.dim_offset = dim_offset

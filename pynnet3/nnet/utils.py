@@ -119,7 +119,8 @@ def find_orphan_nodes(nnet):
 def remove_some_nodes(nnet, nodes_to_remove):
     """Kaldi's Nnet::RemoveSomeNodes: drops those nodes; descriptors are
     renumbered by printing and re-parsing them, as Kaldi does."""
-    from .descriptor import parse_descriptor
+    from .descriptor import descriptor_name_lookup, parse_descriptor
+    from .nnet import kDescriptor, kDimRange
     if not nodes_to_remove:
         return
     remove = set(nodes_to_remove)
@@ -130,11 +131,12 @@ def remove_some_nodes(nnet, nodes_to_remove):
             old2new[n] = len(new_nodes)
             new_nodes.append(node.copy())
             new_names.append(nnet.node_names[n])
+    new_lookup = descriptor_name_lookup(new_names)
     for node in new_nodes:
-        if node.node_type == 1:
+        if node.node_type == kDescriptor:
             text = node.descriptor.write_config(nnet.node_names)
-            node.descriptor = parse_descriptor(text, new_names)
-        elif node.node_type == 3:
+            node.descriptor = parse_descriptor(text, new_lookup)
+        elif node.node_type == kDimRange:
             if node.node_index not in old2new:
                 raise NnetError("cannot remove node %s: dim-range node uses it"
                                 % nnet.node_names[node.node_index])
