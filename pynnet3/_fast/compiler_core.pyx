@@ -401,8 +401,8 @@ cdef class _Core:
                 prev = -1
                 for i in range(data.steps[s].size()):
                     c = data.steps[s][i]
-                    for j in range(graph.dependencies[c].size()):
-                        dep_step = data.loc_step[graph.dependencies[c][j]]
+                    for j in range(graph.dep_count[c]):
+                        dep_step = data.loc_step[graph.dep_pool[graph.dep_start[c] + j]]
                         if dep_step != prev:
                             prev = dep_step
                             if dep_step >= s:
@@ -471,8 +471,8 @@ cdef class _Core:
                 input_step = -1
                 for i in range(data.steps[s].size()):
                     c = data.steps[s][i]
-                    if not self.graph.dependencies[c].empty():
-                        input_step = data.loc_step[self.graph.dependencies[c][0]]
+                    if not (self.graph.dep_count[c] == 0):
+                        input_step = data.loc_step[self.graph.dep_pool[self.graph.dep_start[c] + 0]]
                         break
                 if input_step < 0 or input_step >= s or \
                         self.steps[input_step].num_rows != info.num_rows:

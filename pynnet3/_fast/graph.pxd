@@ -30,12 +30,17 @@ cdef class FastGraph:
     """Kaldi's ComputationGraph over packed Cindexes."""
     cdef vector[int64_t] cindexes
     cdef vector[uint8_t] is_input
-    cdef vector[vector[int32_t]] dependencies
+    # dependencies[c] (Kaldi's graph->dependencies) live in one pool: the
+    # dep_count[c] ids from dep_pool[dep_start[c]]; pruning only shrinks them
+    cdef vector[int32_t] dep_pool
+    cdef vector[int64_t] dep_start
+    cdef vector[int32_t] dep_count
     cdef vector[int32_t] segment_ends
     cdef CindexTable table
     cdef int32_t get_or_add(self, int64_t key, bint input, bint *is_new) except -2
     cdef int32_t find(self, int64_t key) noexcept nogil
     cdef int rebuild_table(self) except -1
+    cdef void set_dependencies(self, int32_t c, const vector[int32_t] &deps) noexcept
 
 
 cdef struct CindexInfo:

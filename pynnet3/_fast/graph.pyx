@@ -135,8 +135,17 @@ cdef class FastGraph:
         if is_new[0]:
             self.cindexes.push_back(key)
             self.is_input.push_back(input)
-            self.dependencies.push_back(vector[int32_t]())
+            self.dep_start.push_back(self.dep_pool.size())
+            self.dep_count.push_back(0)
         return cid
+
+    cdef void set_dependencies(self, int32_t c, const vector[int32_t] &deps) noexcept:
+        """Sets c's dependencies (appended to the pool)."""
+        cdef size_t i
+        self.dep_start[c] = self.dep_pool.size()
+        self.dep_count[c] = <int32_t>deps.size()
+        for i in range(deps.size()):
+            self.dep_pool.push_back(deps[i])
 
     cdef int32_t find(self, int64_t key) noexcept nogil:
         return table_find(&self.table, key)
@@ -183,9 +192,14 @@ cdef class FastGraph:
     def is_input_list(self):
         return [bool(b) for b in self.is_input]
 
+    def dependencies_of(self, int32_t c):
+        """The dependency ids of cindex_id c, as a list."""
+        return [self.dep_pool[self.dep_start[c] + i] for i in range(self.dep_count[c])]
+
     @property
     def dependencies_list(self):
-        return [list(d) for d in self.dependencies]
+        return [[self.dep_pool[self.dep_start[c] + i] for i in range(self.dep_count[c])]
+                for c in range(self.cindexes.size())]
 
     @property
     def segment_ends_list(self):
@@ -298,7 +312,9 @@ cdef class FastComputationGraphBuilder:
             self.dot_next.reserve(expected)
             self.graph.cindexes.reserve(expected)
             self.graph.is_input.reserve(expected)
-            self.graph.dependencies.reserve(expected)
+            self.graph.dep_start.reserve(expected)
+            self.graph.dep_count.reserve(expected)
+            self.graph.dep_pool.reserve(2 * expected)
         self._add_inputs()
         self._add_outputs()
         while self.current_distance < MAX_DISTANCE:
@@ -390,7 +406,7 @@ cdef class FastComputationGraphBuilder:
         if this_dep.size() > 1:
             sort(this_dep.begin(), this_dep.end())
             this_dep.erase(unique(this_dep.begin(), this_dep.end()), this_dep.end())
-        self.graph.dependencies[cid] = this_dep[0]
+        self.graph.set_dependencies(cid, this_dep[0])
         for i in range(this_dep.size()):
             dep = this_dep[0][i]
             # append cid to dep's depend-on-this list
@@ -490,8 +506,8 @@ cdef class FastComputationGraphBuilder:
             # component), and the dependencies are exactly the inputs: the
             # two-pass IsComputable reduces to their states.
             all_computable = True
-            for i in range(self.graph.dependencies[cid].size()):
-                c = self.info[self.graph.dependencies[cid][i]].computable
+            for i in range(self.graph.dep_count[cid]):
+                c = self.info[self.graph.dep_pool[self.graph.dep_start[cid] + i]].computable
                 if c == K_NOT_COMPUTABLE or c == K_WILL_NOT_COMPUTE:
                     return K_NOT_COMPUTABLE
                 if c != K_COMPUTABLE:
@@ -533,8 +549,8 @@ cdef class FastComputationGraphBuilder:
                     self.info[other].queued = True
                     self.next_queue.push_back(other)
             if output == K_NOT_COMPUTABLE and self.info[cid].usable_count != 0:
-                for i in range(self.graph.dependencies[cid].size()):
-                    self._decrement_usable_count(self.graph.dependencies[cid][i])
+                for i in range(self.graph.dep_count[cid]):
+                    self._decrement_usable_count(self.graph.dep_pool[self.graph.dep_start[cid] + i])
         return 0
 
     cdef void _increment_usable_count(self, int32_t cid) noexcept:
@@ -552,8 +568,8 @@ cdef class FastComputationGraphBuilder:
             c = self.stack_ids.back()
             pos = self.stack_pos.back()
             descended = False
-            while pos < <int32_t>self.graph.dependencies[c].size():
-                d = self.graph.dependencies[c][pos]
+            while pos < <int32_t>self.graph.dep_count[c]:
+                d = self.graph.dep_pool[self.graph.dep_start[c] + pos]
                 pos += 1
                 self.info[d].usable_count += 1
                 if self.info[d].usable_count == 1 and self.info[d].computable != K_NOT_COMPUTABLE:
@@ -580,8 +596,8 @@ cdef class FastComputationGraphBuilder:
             stack.pop_back()
             self.info[c].usable_count -= 1
             if self.info[c].usable_count == 0 and self.info[c].computable != K_NOT_COMPUTABLE:
-                for i in range(self.graph.dependencies[c].size()):
-                    stack.push_back(self.graph.dependencies[c][i])
+                for i in range(self.graph.dep_count[c]):
+                    stack.push_back(self.graph.dep_pool[self.graph.dep_start[c] + i])
 
     # -- results ---------------------------------------------------------------------------
     def all_outputs_are_computable(self):
@@ -612,7 +628,10 @@ cdef class FastComputationGraphBuilder:
         cdef int64_t key = self.graph.cindexes[cid]
         cdef int node = key_node(key)
         cdef int nt = self.net.node_type[node]
-        cdef vector[int32_t] *deps = &self.graph.dependencies[cid]
+        cdef FastGraph graph = self.graph
+        cdef int32_t *deps = &graph.dep_pool[0] + graph.dep_start[cid] if graph.dep_count[cid] \
+            else NULL
+        cdef int32_t num_deps = graph.dep_count[cid]
         cdef vector[int32_t] *used_ids = &self.scratch_ids
         cdef vector[int64_t] *used = &self.scratch_used
         cdef size_t i
@@ -624,9 +643,10 @@ cdef class FastComputationGraphBuilder:
             raise ComputationError("internal error: usable cindex with unknown computable "
                                    "state after building the graph")
         if c == K_NOT_COMPUTABLE or usable == 0:
-            deps.clear()
+            graph.dep_count[cid] = 0
             return 0
-        sort(deps.begin(), deps.end())
+        if num_deps > 1:
+            sort(deps, deps + num_deps)
         if nt == NT_DIM_RANGE or nt == NT_INPUT or self.net.all_required[node]:
             # all inputs are used (the dependencies are already sorted and unique)
             return 0
@@ -661,7 +681,7 @@ cdef class FastComputationGraphBuilder:
         for i in range(used.size()):
             u = self.graph.find(used[0][i])
             used_ids.push_back(u)
-            if u < 0 or not _sorted_contains(deps[0], u):
+            if u < 0 or not _sorted_contains(deps, num_deps, u):
                 ok = 0
         if not ok:
             raise ComputationError("internal error pruning the computation graph at node %s: "
@@ -670,7 +690,10 @@ cdef class FastComputationGraphBuilder:
         if used_ids.size() > 1:
             sort(used_ids.begin(), used_ids.end())
             used_ids.erase(unique(used_ids.begin(), used_ids.end()), used_ids.end())
-        deps.swap(used_ids[0])
+        # the used inputs are a subset of the dependencies: overwrite in place
+        for i in range(used_ids.size()):
+            deps[i] = used_ids[0][i]
+        graph.dep_count[cid] = <int32_t>used_ids.size()
         return 0
 
     def prune(self):
@@ -692,8 +715,8 @@ cdef class FastComputationGraphBuilder:
         while not queue.empty():
             c = queue.back()
             queue.pop_back()
-            for i in range(graph.dependencies[c].size()):
-                d = graph.dependencies[c][i]
+            for i in range(graph.dep_count[c]):
+                d = graph.dep_pool[graph.dep_start[c] + i]
                 if d >= start and not required[d - start]:
                     required[d - start] = 1
                     queue.push_back(d)
@@ -738,7 +761,7 @@ cdef class FastComputationGraphBuilder:
             if self.net.node_type[node] == NT_INPUT and not self.graph.is_input[cid]:
                 missing.append(cid)
             parts = []
-            for dep in self.graph.dependencies[cid]:
+            for dep in self.graph.dependencies_of(cid):
                 parts.append("%s[%s]" % (self._cindex_text(dep),
                                          COMPUTABLE_NAMES[self.info[dep].computable]))
                 if self.info[dep].computable != K_COMPUTABLE and dep not in added:
@@ -771,15 +794,15 @@ cdef inline bint _window(const vector[int32_t] &w, int64_t t, int64_t *lo, int64
     return True
 
 
-cdef inline bint _sorted_contains(const vector[int32_t] &v, int32_t value) noexcept:
-    cdef size_t lo = 0, hi = v.size(), mid
+cdef inline bint _sorted_contains(const int32_t *v, int32_t size, int32_t value) noexcept:
+    cdef int32_t lo = 0, hi = size, mid
     while lo < hi:
         mid = (lo + hi) // 2
         if v[mid] < value:
             lo = mid + 1
         else:
             hi = mid
-    return lo < v.size() and v[lo] == value
+    return lo < size and v[lo] == value
 
 
 cdef int _renumber(FastGraph graph, int32_t start, vector[uint8_t] &keep) except -1:
@@ -789,7 +812,6 @@ cdef int _renumber(FastGraph graph, int32_t start, vector[uint8_t] &keep) except
     cdef vector[int32_t] new2old
     cdef int32_t j, c, d, nd
     cdef size_t i
-    cdef vector[int32_t] new_deps
     old2new.resize(old_num - start, -1)
     for j in range(old_num - start):
         if keep[j]:
@@ -801,20 +823,21 @@ cdef int _renumber(FastGraph graph, int32_t start, vector[uint8_t] &keep) except
         d = new2old[c - start]
         graph.cindexes[c] = graph.cindexes[d]
         graph.is_input[c] = graph.is_input[d]
-        new_deps.clear()
-        for i in range(graph.dependencies[d].size()):
-            j = graph.dependencies[d][i]
-            if j < start:
-                new_deps.push_back(j)
-            else:
+        # renumber d's dependencies in place (its pool region) and give it to c;
+        # d >= c, so no region still needed is overwritten
+        for i in range(graph.dep_count[d]):
+            j = graph.dep_pool[graph.dep_start[d] + i]
+            if j >= start:
                 nd = old2new[j - start]
                 if nd == -1:
                     raise ComputationError("internal error: dependency on a removed "
                                            "cindex-id while pruning the graph")
-                new_deps.push_back(nd)
-        graph.dependencies[c] = new_deps
+                graph.dep_pool[graph.dep_start[d] + i] = nd
+        graph.dep_start[c] = graph.dep_start[d]
+        graph.dep_count[c] = graph.dep_count[d]
     graph.cindexes.resize(start + new2old.size())
     graph.is_input.resize(start + new2old.size())
-    graph.dependencies.resize(start + new2old.size())
+    graph.dep_start.resize(start + new2old.size())
+    graph.dep_count.resize(start + new2old.size())
     graph.rebuild_table()
     return 0

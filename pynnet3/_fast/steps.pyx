@@ -129,8 +129,8 @@ cdef class FastStepsData:
         for i in range(step.size()):
             cid = self.graph.find(step[i])
             step_ids[i] = cid
-            for j in range(self.graph.dependencies[cid].size()):
-                input_ids.push_back(self.graph.dependencies[cid][j])
+            for j in range(self.graph.dep_count[cid]):
+                input_ids.push_back(self.graph.dep_pool[self.graph.dep_start[cid] + j])
         sort(input_ids.begin(), input_ids.end())
         input_ids.erase(unique(input_ids.begin(), input_ids.end()), input_ids.end())
         input_keys.resize(input_ids.size())
@@ -262,8 +262,8 @@ cdef class FastStepsData:
         cdef vector[int32_t] out
         for i in range(self.steps[s].size()):
             c = self.steps[s][i]
-            for j in range(self.graph.dependencies[c].size()):
-                st = self.loc_step[self.graph.dependencies[c][j]]
+            for j in range(self.graph.dep_count[c]):
+                st = self.loc_step[self.graph.dep_pool[self.graph.dep_start[c] + j]]
                 if st != prev:
                     prev = st
                     out.push_back(st)
@@ -277,8 +277,8 @@ cdef class FastStepsData:
         cdef int32_t c
         for i in range(self.steps[s].size()):
             c = self.steps[s][i]
-            if not self.graph.dependencies[c].empty():
-                return self.loc_step[self.graph.dependencies[c][0]]
+            if not (self.graph.dep_count[c] == 0):
+                return self.loc_step[self.graph.dep_pool[self.graph.dep_start[c] + 0]]
         return -1
 
     cdef object _index(self, int64_t key):
@@ -456,8 +456,8 @@ def compute_steps(NetInfo net, FastGraph graph, requests):
     deps_subset.resize(num)
     depend_on.resize(num)
     for i in range(num):
-        for j in range(graph.dependencies[i].size()):
-            d = graph.dependencies[i][j]
+        for j in range(graph.dep_count[i]):
+            d = graph.dep_pool[graph.dep_start[i] + j]
             if key[d] == key[i]:
                 deps_subset[i].push_back(d)
                 depend_on[d].push_back(<int32_t>i)
