@@ -29,7 +29,6 @@ from conftest import KALDI_REF, TEST_DATA
 from pynnet3.compile.request import ComputationRequest
 from pynnet3.components import Component, PrecomputedIndexes, kaldi_random
 from pynnet3.components.base import P
-from pynnet3.components.statistics import read_int32_pairs, write_int32_pairs
 from pynnet3.errors import ComputationError, ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.io.table import read_table
@@ -722,15 +721,34 @@ def test_statistics_pooling_is_only_defined_at_its_period():
 def test_int32_pair_vectors_both_modes():
     pairs = np.array([[0, 3], [3, 5], [-1, -1]], np.int32)
     for binary, expected in ((False, b"[ 0,3 3,5 -1,-1 ]\n"), (True, None)):
-        out = OutputStream(binary)
-        write_int32_pairs(out, pairs)
-        data = out.getvalue()
-        if expected is not None:
-            assert data == expected
-        back = read_int32_pairs(InputStream(data, binary))
-        np.testing.assert_array_equal(back, pairs)
+        for given in (pairs, pairs.tolist()):
+            out = OutputStream(binary)
+            out.write_int_pair_vector(given)
+            data = out.getvalue()
+            if expected is not None:
+                assert data == expected
+            back = InputStream(data, binary).read_int_pair_vector()
+            np.testing.assert_array_equal(back, pairs)
     with pytest.raises(KaldiFormatError):
-        read_int32_pairs(InputStream(b"[ 1,2 3 ]", False))
+        InputStream(b"[ 1,2 3 ]", False).read_int_pair_vector()
+
+
+@pytest.mark.parametrize("text, expected", [
+    (b"[ ]", []), (b"[]", []), (b"\n [1,2]", [(1, 2)]), (b"[ 1, 2 ]", [(1, 2)]),
+    (b"[ 1,2-3,+4 ]", [(1, 2), (-3, 4)]),  # C++'s >> starts the next number at '-'
+    (b"[ -2147483648,2147483647 ]", [(-2147483648, 2147483647)]),
+    (b"[ 1 ,2 ]", None), (b"[ 1,2,3 ]", None), (b"[ 1,2 x ]", None), (b"[ 1,1_0 ]", None),
+    (b"[ 1,2147483648 ]", None), (b"[ 1,2", None), (b"1,2 ]", None), (b"[ 1,- 2 ]", None),
+])
+def test_int32_pair_vector_text_as_kaldi_reads_it(text, expected):
+    """Kaldi's ReadIntegerPairVector reads each pair as ``is >> a``, ',', ``is >> b``."""
+    stream = InputStream(text + b" <Next>", False)
+    if expected is None:
+        with pytest.raises(KaldiFormatError):
+            stream.read_int_pair_vector()
+    else:
+        assert stream.read_int_pair_vector() == expected
+        assert stream.read_token() == "<Next>"
 
 
 def test_constant_component_update_and_io():

@@ -76,7 +76,7 @@ def mutated(draw, corpus):
 
 PRIMITIVES = ["read_token", "peek_token", "read_int32", "read_int64", "read_uint32",
               "read_float", "read_double", "read_bool", "read_vector", "read_double_vector",
-              "read_matrix", "read_int_vector", "at_eof", "expect_token",
+              "read_matrix", "read_int_vector", "read_int_pair_vector", "at_eof", "expect_token",
               "read_optional_token"]
 
 

@@ -32,71 +32,6 @@ from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
 from .base import array_module
 
-# ---------------------------------------------------------------------------
-# serialization helpers Kaldi uses here and nowhere in the stream primitives
-# ---------------------------------------------------------------------------
-
-_PAIR_RE = re.compile(rb"\s*([+-]?\d+)\s*,\s*([+-]?\d+)")
-_WS = b" \t\n\r\x0b\x0c"
-
-
-def read_int_pair_vector(stream):
-    """Kaldi's ReadIntegerPairVector<int32>: a list of (a, b) int tuples.
-
-    Binary: size byte 4, int32 count, then 2*count int32. Text: ``[ a,b c,d ]``.
-    """
-    data = stream.data
-    if stream.binary:
-        start = stream.pos
-        if start + 5 > len(data):
-            raise stream.error("expected an integer-pair vector, got end of file")
-        if data[start] != 4:
-            raise stream.error("expected an int32 pair vector (size byte 4), got size byte %d"
-                               % data[start])
-        n = int(np.frombuffer(data, "<i4", 1, start + 1)[0])
-        if n < 0:
-            raise stream.error("negative pair-vector size %d" % n)
-        end = start + 5 + 8 * n
-        if end > len(data):
-            raise stream.error("integer-pair vector of size %d runs past end of file" % n)
-        flat = np.frombuffer(data, "<i4", 2 * n, start + 5).tolist()
-        stream.pos = end
-        return list(zip(flat[0::2], flat[1::2]))
-    pos = stream.pos
-    while pos < len(data) and data[pos] in _WS:
-        pos += 1
-    if pos >= len(data) or data[pos:pos + 1] != b"[":
-        stream.pos = pos
-        raise stream.error("expected '[' to start an integer-pair vector")
-    close = data.find(b"]", pos + 1)
-    if close < 0:
-        raise stream.error("no closing ']' for integer-pair vector", pos)
-    body = data[pos + 1:close]
-    pairs = []
-    at = 0
-    while True:
-        while at < len(body) and body[at] in _WS:
-            at += 1
-        if at >= len(body):
-            break
-        m = _PAIR_RE.match(body, at)
-        if m is None:
-            raise stream.error("expected 'int,int' in integer-pair vector, got '%s'"
-                               % body[at:at + 20].decode("latin-1").split()[0], pos + 1 + at)
-        pairs.append((int(m.group(1)), int(m.group(2))))
-        at = m.end()
-    stream.pos = close + 1
-    return pairs
-
-
-def write_int_pair_vector(stream, pairs):
-    """Kaldi's WriteIntegerPairVector<int32>."""
-    if stream.binary:
-        flat = np.asarray(pairs, dtype="<i4").reshape(-1)
-        stream.write_raw(b"\x04" + np.int32(len(pairs)).astype("<i4").tobytes() + flat.tobytes())
-    else:
-        stream.write_raw(b"[ " + b"".join(b"%d,%d " % (a, b) for a, b in pairs) + b"]\n")
-
 
 def split_ints(text, sep=","):
     """Kaldi's SplitStringToIntegers(text, sep, omit_empty_strings=false):
@@ -252,7 +187,7 @@ class ConvolutionModel:
         stream.write_token("<HeightSubsampleOut>")
         stream.write_int32(self.height_subsample_out)
         stream.write_token("<Offsets>")
-        write_int_pair_vector(stream, self.offsets)
+        stream.write_int_pair_vector(self.offsets)
         stream.write_token("<RequiredTimeOffsets>")
         stream.write_int_vector(self.required_time_offsets)
         stream.write_token("</ConvolutionModel>")
@@ -274,7 +209,7 @@ class ConvolutionModel:
         stream.expect_token("<HeightSubsampleOut>")
         m.height_subsample_out = stream.read_int32()
         stream.expect_token("<Offsets>")
-        m.offsets = read_int_pair_vector(stream)
+        m.offsets = stream.read_int_pair_vector()
         stream.expect_token("<RequiredTimeOffsets>")
         # Kaldi stores these in a std::set: order and repeats are normalized.
         m.required_time_offsets = sorted(set(stream.read_int_vector()))

@@ -13,7 +13,6 @@ import numpy as np
 from ..errors import ComputationError
 from ..nnet.index import Index
 from .base import Component, Field, PrecomputedIndexes, array_module
-from .convolution_model import read_int_pair_vector, write_int_pair_vector
 
 
 class DistributeComponentPrecomputedIndexes(PrecomputedIndexes):
@@ -32,12 +31,12 @@ class DistributeComponentPrecomputedIndexes(PrecomputedIndexes):
     def read_body(self, stream):
         stream.read_optional_token("<%s>" % self.type_name)
         stream.expect_token("<Pairs>")
-        self.pairs = read_int_pair_vector(stream)
+        self.pairs = stream.read_int_pair_vector()
         stream.expect_token("</%s>" % self.type_name)
 
     def write_body(self, stream):
         stream.write_token("<Pairs>")
-        write_int_pair_vector(stream, self.pairs)
+        stream.write_int_pair_vector(self.pairs)
 
 
 class DistributeComponent(Component):

@@ -18,59 +18,15 @@ byte-identical to Kaldi's; the index hooks reproduce Kaldi's choices
 float32 sums).
 """
 
-import struct
-
 import numpy as np
 
 from ..errors import ComputationError
 from .base import Component, P, PrecomputedIndexes, array_module
 
-_INT32 = struct.Struct("<i")
 
-
-# ---------------------------------------------------------------------------
-# Integer pair vectors (Kaldi's ReadIntegerPairVector / WriteIntegerPairVector)
-# ---------------------------------------------------------------------------
-
-def read_int32_pairs(stream):
-    """Kaldi's ReadIntegerPairVector<int32>, as an (n, 2) int32 array."""
-    if stream.binary:
-        data, pos = stream.data, stream.pos
-        if pos + 5 > len(data) or data[pos] != 4:
-            raise stream.error("expected an int32 pair vector (size byte 4)")
-        n = _INT32.unpack_from(data, pos + 1)[0]
-        end = pos + 5 + 8 * n
-        if n < 0 or end > len(data):
-            raise stream.error("bad int32 pair vector size %d" % n)
-        pairs = np.frombuffer(data, "<i4", 2 * n, pos + 5).astype(np.int32).reshape(n, 2)
-        stream.pos = end
-        return pairs
-    stream.skip_whitespace()
-    if stream.data[stream.pos:stream.pos + 1] != b"[":
-        raise stream.error("expected '[' to start an integer pair vector")
-    end = stream.data.find(b"]", stream.pos)
-    if end < 0:
-        raise stream.error("no closing ']' for an integer pair vector")
-    words = stream.data[stream.pos + 1:end].split()
-    try:
-        pairs = [tuple(int(v) for v in w.split(b",")) for w in words]
-        if any(len(p) != 2 for p in pairs):
-            raise ValueError
-    except ValueError:
-        raise stream.error("bad element in integer pair vector (expected 'a,b')") from None
-    stream.pos = end + 1
-    return np.array(pairs, dtype=np.int32).reshape(len(pairs), 2)
-
-
-def write_int32_pairs(stream, pairs):
-    """Kaldi's WriteIntegerPairVector<int32> of an (n, 2) array or list of pairs."""
-    pairs = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
-    if stream.binary:
-        stream.write_raw(b"\x04" + _INT32.pack(pairs.shape[0])
-                         + pairs.astype("<i4").tobytes())
-    else:
-        stream.write_raw(b"[ " + b"".join(b"%d,%d " % (a, b) for a, b in pairs.tolist())
-                         + b"]\n")
+def _int32_pairs(pairs):
+    """``pairs`` (a sequence of (a, b) or an array) as an (n, 2) int32 array."""
+    return np.asarray(pairs, np.int32).reshape(-1, 2)
 
 
 def add_row_ranges(xp, src, ranges, dst):
@@ -107,8 +63,7 @@ class StatisticsExtractionComponentPrecomputedIndexes(PrecomputedIndexes):
     type_name = "StatisticsExtractionComponentPrecomputedIndexes"
 
     def __init__(self, forward_indexes=None, counts=None, backward_indexes=None):
-        self.forward_indexes = (np.zeros((0, 2), np.int32) if forward_indexes is None
-                                else np.asarray(forward_indexes, np.int32).reshape(-1, 2))
+        self.forward_indexes = _int32_pairs(() if forward_indexes is None else forward_indexes)
         self.counts = np.zeros(0, np.float32) if counts is None else np.asarray(counts,
                                                                                 np.float32)
         self.backward_indexes = (np.zeros(0, np.int32) if backward_indexes is None
@@ -116,7 +71,7 @@ class StatisticsExtractionComponentPrecomputedIndexes(PrecomputedIndexes):
 
     def read_body(self, stream):
         stream.expect_token("<ForwardIndexes>")
-        self.forward_indexes = read_int32_pairs(stream)
+        self.forward_indexes = _int32_pairs(stream.read_int_pair_vector())
         stream.expect_token("<Counts>")
         self.counts = stream.read_vector()
         stream.expect_token("<BackwardIndexes>")
@@ -125,7 +80,7 @@ class StatisticsExtractionComponentPrecomputedIndexes(PrecomputedIndexes):
 
     def write_body(self, stream):
         stream.write_token("<ForwardIndexes>")
-        write_int32_pairs(stream, self.forward_indexes)
+        stream.write_int_pair_vector(self.forward_indexes)
         stream.write_token("<Counts>")
         stream.write_vector(self.counts)
         stream.write_token("<BackwardIndexes>")
@@ -285,23 +240,22 @@ class StatisticsPoolingComponentPrecomputedIndexes(PrecomputedIndexes):
     type_name = "StatisticsPoolingComponentPrecomputedIndexes"
 
     def __init__(self, forward_indexes=None, backward_indexes=None):
-        self.forward_indexes = (np.zeros((0, 2), np.int32) if forward_indexes is None
-                                else np.asarray(forward_indexes, np.int32).reshape(-1, 2))
-        self.backward_indexes = (np.zeros((0, 2), np.int32) if backward_indexes is None
-                                 else np.asarray(backward_indexes, np.int32).reshape(-1, 2))
+        self.forward_indexes = _int32_pairs(() if forward_indexes is None else forward_indexes)
+        self.backward_indexes = _int32_pairs(() if backward_indexes is None
+                                             else backward_indexes)
 
     def read_body(self, stream):
         stream.expect_token("<ForwardIndexes>")
-        self.forward_indexes = read_int32_pairs(stream)
+        self.forward_indexes = _int32_pairs(stream.read_int_pair_vector())
         stream.expect_token("<BackwardIndexes>")
-        self.backward_indexes = read_int32_pairs(stream)
+        self.backward_indexes = _int32_pairs(stream.read_int_pair_vector())
         stream.expect_token("</%s>" % self.type_name)
 
     def write_body(self, stream):
         stream.write_token("<ForwardIndexes>")
-        write_int32_pairs(stream, self.forward_indexes)
+        stream.write_int_pair_vector(self.forward_indexes)
         stream.write_token("<BackwardIndexes>")
-        write_int32_pairs(stream, self.backward_indexes)
+        stream.write_int_pair_vector(self.backward_indexes)
 
 
 class StatisticsPoolingComponent(Component):
@@ -531,5 +485,4 @@ class StatisticsPoolingComponent(Component):
 
 __all__ = ["StatisticsExtractionComponent", "StatisticsPoolingComponent",
            "StatisticsExtractionComponentPrecomputedIndexes",
-           "StatisticsPoolingComponentPrecomputedIndexes", "read_int32_pairs",
-           "write_int32_pairs", "add_row_ranges"]
+           "StatisticsPoolingComponentPrecomputedIndexes", "add_row_ranges"]

@@ -24,6 +24,9 @@ _WS = b" \t\n\r\x0b\x0c"
 _TOKEN_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
 _SKIP_WS_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 
+# One "a,b" of a text integer-pair vector as C++'s ``is >> a``, ',', ``is >> b``
+# read it: whitespace may come before each number, none between a and ','.
+_INT_PAIR_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([+-]?[0-9]+),[ \t\n\r\x0b\x0c]*([+-]?[0-9]+)")
 _INT32 = struct.Struct("<i")
 _UINT32 = struct.Struct("<I")
 _INT64 = struct.Struct("<q")
@@ -361,6 +364,49 @@ class InputStream:
         except ValueError:
             raise self.error("expected integers in integer vector", at) from None
 
+    def read_int_pair_vector(self):
+        """Kaldi's ReadIntegerPairVector for int32 pairs, as a list of (a, b) ints.
+
+        Binary: size byte 4, an int32 count, then 2*count int32. Text:
+        ``[ a,b c,d ]``, accepted exactly where C++'s ``>>`` would accept it
+        (no space before a comma; every number within int32). The position
+        ends just after the ']'.
+        """
+        start = self.pos
+        if self.binary:
+            size_byte = self._read_raw(1, "integer pair vector")[0]
+            if size_byte != 4:
+                raise self.error("expected int32 pair vector (size byte 4), got %d"
+                                 % size_byte, start)
+            n = _INT32.unpack(self._read_raw(4, "vector size"))[0]
+            if n < 0:
+                raise self.error("negative vector size %d" % n, start)
+            flat = np.frombuffer(self._read_raw(8 * n, "integer pair vector"), "<i4").tolist()
+            return list(zip(flat[0::2], flat[1::2]))
+        self.skip_whitespace()
+        start = self.pos
+        data = self.data
+        if data[start:start + 1] != b"[":
+            raise self.error("expected '[' to start an integer pair vector, got %s"
+                             % self._describe_next())
+        end = data.find(b"]", start + 1)
+        if end < 0:
+            raise self.error("no closing ']' for an integer pair vector", start)
+        body = data[start + 1:end]
+        pairs = []
+        at = _SKIP_WS_RE.match(body).end()
+        while at < len(body):
+            m = _INT_PAIR_RE.match(body, at)
+            pair = (int(m.group(1)), int(m.group(2))) if m else None
+            if pair is None or not all(-2**31 <= v < 2**31 for v in pair):
+                word = body[at:].split()[0].decode("latin-1")[:40]
+                raise self.error("expected 'int,int' (two int32) in integer pair vector, "
+                                 "got '%s'" % word, start + 1 + at)
+            pairs.append(pair)
+            at = _SKIP_WS_RE.match(body, m.end()).end()
+        self.pos = end + 1
+        return pairs
+
 
 def _is_float(word):
     try:
@@ -485,3 +531,15 @@ class OutputStream:
             self._parts.append(np.asarray(values, dtype="<i4").tobytes())
         else:
             self._parts.append(b"[ " + b"".join(b"%d " % v for v in values) + b"]\n")
+
+    def write_int_pair_vector(self, pairs):
+        """Kaldi's WriteIntegerPairVector for int32 pairs: ``pairs`` is a
+        sequence of (a, b) or an (n, 2) array."""
+        flat = np.asarray(pairs, dtype="<i4").reshape(-1)
+        if self.binary:
+            self._parts.append(b"\x04" + _INT32.pack(flat.shape[0] // 2))
+            self._parts.append(flat.tobytes())
+        else:
+            values = flat.tolist()
+            self._parts.append(b"[ " + b"".join(b"%d,%d " % (values[i], values[i + 1])
+                                                for i in range(0, len(values), 2)) + b"]\n")
