@@ -18,10 +18,10 @@ import numpy as np
 
 from ..errors import ComputationError
 from ..nnet.format import kaldi_str
+from ..nnet.parameter_stats import vector_stats
 from . import kaldi_random
 from .base import (Component, P, PrecomputedIndexes, UpdatableComponent, array_module,
                    read_layout, write_layout)
-from .param_stats import parameter_stats
 
 
 def _f32(value):
@@ -115,7 +115,7 @@ class ConstantComponent(UpdatableComponent):
                   "use-natural-gradient=%s" % (self.output_dim(),
                                                kaldi_str(bool(self.updatable)),
                                                kaldi_str(bool(self.use_natural_gradient)))
-                + parameter_stats("output", self.output, include_mean=True))
+                + vector_stats("output", self.output, include_mean=True))
 
     # -- index hooks: no inputs at all ---------------------------------------------
     def get_input_indexes(self, misc_info, output_index):

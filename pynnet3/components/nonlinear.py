@@ -18,9 +18,9 @@ import numpy as np
 
 from ..errors import NnetError
 from ..nnet.format import kaldi_str
+from ..nnet.parameter_stats import summarize_vector
 from . import kaldi_random
 from .base import Component, P
-from .param_stats import summarize_vector
 
 #: Kaldi's kUnsetThreshold: a self-repair threshold that was not configured.
 UNSET_THRESHOLD = -1000.0

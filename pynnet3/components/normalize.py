@@ -18,10 +18,10 @@ import numpy as np
 
 from ..errors import NnetError
 from ..nnet.format import kaldi_str
+from ..nnet.parameter_stats import summarize_vector
 from . import kaldi_random
 from .base import Component, P
 from .nonlinear import array_module_of, f32, invalid_initializer, to_host
-from .param_stats import summarize_vector
 
 _F32 = np.float32
 #: Kaldi's kSquaredNormFloor, 2^-66: exactly representable, and so is its

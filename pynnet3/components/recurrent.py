@@ -24,9 +24,9 @@ Guarantees:
 import numpy as np
 
 from ..nnet.format import kaldi_str
+from ..nnet.parameter_stats import matrix_stats, summarize_vector, vector_stats
 from . import kaldi_random
 from .base import P, UpdatableComponent, array_module, read_layout, write_layout
-from .param_stats import parameter_stats, summarize_vector
 
 
 def _f32(value):
@@ -227,9 +227,9 @@ class LstmNonlinearityComponent(_RecurrentBase):
         params = _to_host(self.params)
         s = self.updatable_info() + ", cell-dim=%d, use-dropout=%s" % (
             cell_dim, "true" if self.use_dropout else "false")
-        s += parameter_stats("w_ic", params[0])
-        s += parameter_stats("w_fc", params[1])
-        s += parameter_stats("w_oc", params[2])
+        s += vector_stats("w_ic", params[0])
+        s += vector_stats("w_fc", params[1])
+        s += vector_stats("w_oc", params[2])
         if self.count > 0:
             s += ", count=" + kaldi_str(self.count, 3)
         config = self.self_repair_config
@@ -598,7 +598,7 @@ class GruNonlinearityComponent(_GruBase):
     def info(self):
         s = self.updatable_info() + ", cell-dim=%d, recurrent-dim=%d" % (
             self.cell_dim, self.recurrent_dim)
-        s += parameter_stats("w_h", self.w_h)
+        s += matrix_stats("w_h", self.w_h)
         s += self._stats_info()
         s += ", alpha=%s, rank-in=%d, rank-out=%d, update-period=%d" % (
             kaldi_str(self.alpha), self.rank_in, self.rank_out, self.update_period)
@@ -704,7 +704,7 @@ class OutputGruNonlinearityComponent(_GruBase):
 
     def info(self):
         s = self.updatable_info() + ", cell-dim=%d" % self.cell_dim
-        s += parameter_stats("w_h", self.w_h)
+        s += vector_stats("w_h", self.w_h)
         s += self._stats_info()
         s += ", alpha=%s, rank=%d, update-period=%d" % (
             kaldi_str(self.alpha), self.rank, self.update_period)
