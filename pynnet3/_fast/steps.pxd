@@ -28,5 +28,6 @@ cdef class FastStepsData:
     cdef int process_dim_range(self, vector[int64_t] &sub_phase) except -1
     cdef int compute_for_segment(self, request, vector[vector[int32_t]] &phases) except -1
     cdef object _index(self, int64_t key)
+    cdef list _index_list(self, vector[int64_t] &keys)
     cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
                            vector[int32_t] &loc_steps, vector[int32_t] &loc_rows) except -1

@@ -138,19 +138,14 @@ cdef class FastStepsData:
             input_keys[i] = self.graph.cindexes[input_ids[i]]
         sort(input_keys.begin(), input_keys.end())
         if props & kReordersIndexes:
-            in_list = [Index(key_n(k), key_t(k), key_x(k)) for k in input_keys]
-            out_list = [Index(key_n(k), key_t(k), key_x(k)) for k in step]
+            in_list = self._index_list(input_keys)
+            out_list = self._index_list(step)
             orig_size = len(in_list) + len(out_list)
             in_list, out_list = comp.reorder_indexes(in_list, out_list)
             added_padding = orig_size != len(in_list) + len(out_list)
-            input_keys.clear()
-            for index in in_list:
-                input_keys.push_back(pack_cindex(node - 1, index))
-            step_keys = [pack_cindex(node, index) for index in out_list]
+            _pack_indexes(node - 1, in_list, input_keys)
             self.add_step_keys(input_keys, added_padding)
-            input_keys.clear()
-            for k in step_keys:
-                input_keys.push_back(k)
+            _pack_indexes(node, out_list, input_keys)
             self.add_step_keys(input_keys, added_padding)
         else:
             self.add_step_keys(input_keys, False)
@@ -292,6 +287,16 @@ cdef class FastStepsData:
         self.index_objects.append(idx)
         return idx
 
+    cdef list _index_list(self, vector[int64_t] &keys):
+        cdef size_t i, n = keys.size()
+        cdef list out = PyList_New(n)
+        cdef object idx
+        for i in range(n):
+            idx = self._index(keys[i])
+            Py_INCREF(idx)
+            PyList_SET_ITEM(out, i, idx)
+        return out
+
     def step_indexes(self, int s):
         """The Indexes of step s, in row order (Index objects shared between steps)."""
         cdef size_t i, n = self.steps[s].size()
@@ -378,6 +383,18 @@ cdef class FastStepsData:
             sv[j] = loc_steps[j]
             rv[j] = loc_rows[j]
         return row_ptr, steps_arr, rows_arr
+
+
+cdef int _pack_indexes(int node, object indexes, vector[int64_t] &out) except -1:
+    """Packed keys of (node, index) for a sequence of (n, t, x) tuples."""
+    cdef int64_t key
+    out.clear()
+    for index in indexes:
+        key = pack(node, index[0], index[1], index[2])
+        if key < 0:
+            raise range_error(node, index)
+        out.push_back(key)
+    return 0
 
 
 cdef int _phases_for_epoch(vector[int32_t] &this_epoch, vector[vector[int32_t]] &deps_subset,
