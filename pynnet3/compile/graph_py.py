@@ -507,6 +507,13 @@ class ComputationGraphBuilder:
         """A ComputationError naming the uncomputable outputs and missing inputs."""
         return not_computable_error(self, max_explain)
 
+    def computable_list(self):
+        """The ComputableInfo of every cindex_id (same as the Cython builder's)."""
+        return self.computable
+
+    def cindex_list(self):
+        return self.graph.cindexes
+
 
 def not_computable_error(builder, max_explain=10):
     """Builds the ComputationError for a builder (Python or Cython) whose
@@ -550,7 +557,3 @@ def not_computable_error(builder, max_explain=10):
     msg += "\n" + "\n".join(explanations)
     return ComputationError(msg)
 
-
-# Adapters so not_computable_error works on this class too.
-ComputationGraphBuilder.computable_list = lambda self: self.computable
-ComputationGraphBuilder.cindex_list = lambda self: self.graph.cindexes
