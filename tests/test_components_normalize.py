@@ -2,6 +2,8 @@
 component cases, batch-norm components with statistics taken from kaldi-ref
 models) and against the math Kaldi documents for them."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,7 @@ from pynnet3.components import Component
 from pynnet3.components.base import P
 from pynnet3.components.normalize import BatchNormComponent, NormalizeComponent
 from pynnet3.errors import ConfigError, KaldiFormatError, NnetError
-from pynnet3.io.stream import InputStream
+from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.nnet.config_line import ConfigLine
 
 CASES = case_params(("NormalizeComponent", "BatchNormComponent"))
@@ -239,3 +241,19 @@ def test_batchnorm_test_mode_without_stats_invents_them_like_kaldi():
     out = np.zeros((2, 4), np.float32)
     c.propagate(None, np.ones((2, 4), np.float32), out)
     assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("count, mean, var", [
+    ("1", "1e300 2", "1 1e300"), ("1e-300", "1 2", "3 4"), ("1e10", "1e300 -1e300", "1e300 1")])
+def test_batchnorm_huge_stats_overflow_quietly_like_cpp(count, mean, var):
+    """Stats beyond float range (fuzzed files) become inf/nan silently, as
+    C++'s double -> float casts and float arithmetic make them."""
+    text = ("<BatchNormComponent> <Dim> 2 <BlockDim> 2 <Epsilon> 0.001 <TargetRms> 1 "
+            "<TestMode> T <Count> %s <StatsMean> [ %s ] <StatsVar> [ %s ] "
+            "</BatchNormComponent>" % (count, mean, var)).encode()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        comp = Component.read_new(InputStream(text, False))
+        comp.info()
+        comp.write_to(OutputStream(True))
+    assert not np.all(np.isfinite(comp.scale_vec))

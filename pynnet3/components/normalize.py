@@ -51,6 +51,12 @@ def _blocks(matrix, block_dim):
     return matrix.reshape(rows * (cols // block_dim), block_dim)
 
 
+def _like_cpp():
+    """The NumPy error state of C++ arithmetic on the stats: overflow (also in
+    a double -> float cast) gives inf and inf - inf gives nan, silently."""
+    return np.errstate(over="ignore", invalid="ignore")
+
+
 def _sub_outer(var, mean):
     """``var - mean * mean`` in float32, one rounding per operation (Kaldi's
     AddVecVec(-1.0, mean, mean, 1.0) on a float vector)."""
@@ -281,12 +287,13 @@ class BatchNormComponent(Component):
     def _mean_var(self):
         """Kaldi's float32 mean and variance from the stats (as Write and
         Info compute them)."""
-        mean = self.stats_sum.astype(_F32)
-        var = self.stats_sumsq.astype(_F32)
-        if self.count != 0:
-            inv = _F32(1.0 / self.count)
-            mean = mean * inv
-            var = _sub_outer(var * inv, mean)
+        with _like_cpp():
+            mean = self.stats_sum.astype(_F32)
+            var = self.stats_sumsq.astype(_F32)
+            if self.count != 0:
+                inv = _F32(1.0 / self.count)
+                mean = mean * inv
+                var = _sub_outer(var * inv, mean)
         return mean, var
 
     def info(self):
@@ -332,8 +339,9 @@ class BatchNormComponent(Component):
             raise stream.error("BatchNormComponent: <StatsMean> has dim %d, <StatsVar> %d"
                                % (mean.shape[0], var.shape[0]), start)
         # stored as mean and variance; kept as sums, as Kaldi keeps them
-        self.stats_sum = mean * self.count
-        self.stats_sumsq = (var + mean * mean) * self.count
+        with _like_cpp():
+            self.stats_sum = mean * self.count
+            self.stats_sumsq = (var + mean * mean) * self.count
         self.compute_derived()
 
     def write_body(self, stream):
@@ -378,10 +386,11 @@ class BatchNormComponent(Component):
             self.stats_sum = kaldi_random.normal_vector(self.block_dim)
             self.stats_sumsq = kaldi_random.normal_vector(self.block_dim) + \
                 self.stats_sum * self.stats_sum
-        offset = self.stats_sum.astype(_F32) * _F32(-1.0 / self.count)
-        scale = _sub_outer(self.stats_sumsq.astype(_F32) * _F32(1.0 / self.count), offset)
-        scale = np.maximum(scale, _F32(0.0)) + _F32(self.epsilon)
-        scale = (scale ** _F32(-0.5)) * _F32(self.target_rms)
+        with _like_cpp():
+            offset = self.stats_sum.astype(_F32) * _F32(-1.0 / self.count)
+            scale = _sub_outer(self.stats_sumsq.astype(_F32) * _F32(1.0 / self.count), offset)
+            scale = np.maximum(scale, _F32(0.0)) + _F32(self.epsilon)
+            scale = (scale ** _F32(-0.5)) * _F32(self.target_rms)
         self.offset = (offset * scale).astype(_F32)
         self.scale_vec = scale.astype(_F32)
 
