@@ -13,7 +13,8 @@ from pynnet3.compile import compile as compile_
 from pynnet3.compile.compiler import create_computation
 from pynnet3.compile.computation import CommandType
 from pynnet3.compile.computation_io import print_computation
-from pynnet3.compile.context import compute_simple_nnet_context, is_simple_nnet
+from pynnet3.compile.context import compute_simple_nnet_context
+from pynnet3.nnet.utils import is_simple_nnet
 from pynnet3.compile.request import ComputationRequest
 from pynnet3.errors import NnetError, UsageError
 from pynnet3.nnet.nnet import Nnet

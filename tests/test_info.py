@@ -1,14 +1,12 @@
 """Nnet::Info() (nnet3-info's output) against Kaldi's info.txt for every
-reference network. The left-context/right-context lines need the compiler's
-compute_simple_nnet_context; until pynnet3.compile.context exists they are
-compared only by their absence from our output."""
+reference network, the left-context/right-context lines included."""
 
 import re
 
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.nnet.info import _context_function, nnet_info
+from pynnet3.nnet.info import nnet_info
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import is_simple_nnet, num_parameters
 
@@ -29,19 +27,11 @@ def info_cases():
             for d in sorted(dirs, key=_key)]
 
 
-def _is_context_line(line):
-    return line.startswith("left-context: ") or line.startswith("right-context: ")
-
-
 @pytest.mark.parametrize("d", info_cases())
 def test_info_matches_kaldi(d):
     nnet = Nnet.read(str(d / "model.raw"))
     ours = nnet.info()
-    expected = (d / "info.txt").read_text()
-    if _context_function() is None:
-        assert not any(_is_context_line(l) for l in ours.splitlines())
-        expected = "".join(l + "\n" for l in expected.splitlines() if not _is_context_line(l))
-    assert ours == expected
+    assert ours == (d / "info.txt").read_text()
 
 
 def test_info_layout_and_given_context():

@@ -7,6 +7,9 @@ UsageError until it lands, so callers never silently get an unoptimized
 computation they asked to be optimized.
 """
 
+import sys
+import types
+
 from ..errors import UsageError
 from .request import ComputationRequest, IoSpecification
 
@@ -28,3 +31,15 @@ def compile(nnet, request, optimize=False, output_debug_info=True):
                          "computation")
     from .compiler import Compiler
     return Compiler(request, nnet).create_computation(output_debug_info)
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``pynnet3.compile(nnet, request)`` work: importing any submodule
+    binds the name ``pynnet3.compile`` to this package, so the package itself
+    is made callable as :func:`compile`."""
+
+    def __call__(self, nnet, request, optimize=False, output_debug_info=True):
+        return compile(nnet, request, optimize, output_debug_info)
+
+
+sys.modules[__name__].__class__ = _CallableModule

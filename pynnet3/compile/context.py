@@ -16,25 +16,11 @@ for a network that is not simple or whose context exceeds the largest window.
 
 from ..errors import NnetError
 from ..nnet.index import Index
+from ..nnet.utils import is_simple_nnet
 from .request import ComputationRequest, IoSpecification
 
 _START_WINDOW = 40
 _MAX_WINDOW = 800
-
-
-def is_simple_nnet(nnet):
-    """Kaldi's IsSimpleNnet."""
-    out = nnet.get_node_index("output")
-    if out == -1 or not nnet.is_output_node(out):
-        return False
-    inp = nnet.get_node_index("input")
-    if inp == -1 or not nnet.is_input_node(inp):
-        return False
-    num_inputs = sum(1 for i in range(nnet.num_nodes()) if nnet.is_input_node(i))
-    if num_inputs == 1:
-        return True
-    ivector = nnet.get_node_index("ivector")
-    return ivector != -1 and nnet.is_input_node(ivector)
 
 
 def evaluate_computation_request(nnet, request):

@@ -56,7 +56,7 @@ import numpy as np
 
 from ..compile import ComputationRequest, IoSpecification
 from ..compile import compile as compile_request
-from ..compile.graph_py import ComputationGraphBuilder as _PyGraphBuilder
+from ..compile.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
@@ -75,89 +75,6 @@ _MAX_IVECTOR_MARGIN_FRAMES = 50
 
 
 # -- the network's context ---------------------------------------------------------------------
-
-def _graph_builder_class():
-    """The C graph builder when the extension is built (same results as the
-    Python one, which it is checked against; much faster on networks such as
-    x-vector ones whose context needs large windows), else the Python one."""
-    try:
-        from .._fast.graph import FastComputationGraphBuilder
-    except ImportError:
-        return _PyGraphBuilder
-    return FastComputationGraphBuilder
-
-
-def _context_for_shift(nnet, input_start, window_size):
-    """(left, right) context seen by a window of ``window_size`` input frames
-    starting at ``input_start`` with outputs asked at the same frames, or None
-    when no output in the window is computable (window too small)."""
-    frames = range(input_start, input_start + window_size)
-    request = ComputationRequest()
-    request.inputs = [IoSpecification("input", [Index(0, t, 0) for t in frames])]
-    request.outputs = [IoSpecification("output", [Index(0, t, 0) for t in frames])]
-    if nnet.get_node_index("ivector") != -1:
-        # i-vectors at every frame the window could possibly need, starting one
-        # modulus early for rounding descriptors.
-        ivector_frames = range(input_start - nnet.modulus(), input_start + window_size)
-        request.inputs.append(IoSpecification("ivector",
-                                              [Index(0, t, 0) for t in ivector_frames]))
-    builder = _graph_builder_class()(nnet)
-    builder.compute(request)
-    ok = builder.get_computable_info()[0]
-    try:
-        first_ok = ok.index(True)
-    except ValueError:
-        return None
-    try:
-        first_not_ok = ok.index(False, first_ok)
-    except ValueError:
-        first_not_ok = window_size
-    return first_ok, window_size - first_not_ok
-
-
-def _compute_simple_nnet_context(nnet):
-    if not is_simple_nnet(nnet):
-        raise NnetError("the network is not a 'simple' one (an input node 'input', an "
-                        "output node 'output', optionally an input node 'ivector'), so it "
-                        "has no left/right context")
-    modulus = nnet.modulus()
-    window_size, max_window_size = 40, 800
-    while window_size < max_window_size:
-        # Every shift modulo the modulus, plus one more (shift == modulus) that
-        # must agree with shift 0.
-        contexts = []
-        for input_start in range(modulus + 1):
-            c = _context_for_shift(nnet, input_start, window_size)
-            if c is None:
-                break
-            contexts.append(c)
-        if len(contexts) <= modulus:
-            window_size *= 2
-            continue
-        if contexts[0] != contexts[modulus]:
-            raise NnetError("the network's context is not invariant to a time shift of its "
-                            "modulus %d: (left, right) = %s at shift 0 but %s at shift %d"
-                            % (modulus, contexts[0], contexts[modulus], modulus))
-        return max(c[0] for c in contexts), max(c[1] for c in contexts)
-    raise NnetError("cannot work out the network's left/right context: no output is "
-                    "computable from a window of %d input frames (perhaps not a simple "
-                    "network?)" % (max_window_size // 2))
-
-
-def compute_simple_nnet_context(nnet):
-    """(left_context, right_context) of a simple network (Kaldi's
-    ComputeSimpleNnetContext): the input frames an output frame needs to its
-    left and right, maximized over time shifts within the network's modulus.
-    Uses :mod:`pynnet3.compile.context` when the package provides it."""
-    try:
-        from ..compile.context import compute_simple_nnet_context as compute
-    except ImportError:
-        compute = None
-    if compute is None or compute is compute_simple_nnet_context:
-        # (compile.context may simply re-export this function)
-        compute = _compute_simple_nnet_context
-    return compute(nnet)
-
 
 # -- preparing the network ----------------------------------------------------------------------
 

@@ -26,17 +26,11 @@ from .transition import TransitionModel
 from .utils import is_simple_nnet
 
 
-def _context_function():
-    """compute_simple_nnet_context(nnet) -> (left, right) (Kaldi's
-    ComputeSimpleNnetContext), or None when no module provides it."""
-    try:
-        from ..compile.context import compute_simple_nnet_context
-    except ImportError:
-        try:
-            from ..compute.utterance import compute_simple_nnet_context
-        except ImportError:
-            return None
-    return compute_simple_nnet_context
+def _compute_context(nnet):
+    """Kaldi's ComputeSimpleNnetContext (imported here: the compiler package
+    imports this one)."""
+    from ..compile.context import compute_simple_nnet_context
+    return compute_simple_nnet_context(nnet)
 
 
 def _nnet_class():
@@ -86,9 +80,7 @@ class AmNnetSimple:
             raise stream.error("AmNnetSimple is only for 'simple' networks (an input node "
                                "'input', an output node 'output', optionally an input "
                                "'ivector'), and this one is not", start)
-        compute = _context_function()
-        if compute is not None:
-            self.left_context, self.right_context = compute(nnet)
+        self.left_context, self.right_context = _compute_context(nnet)
         stream.expect_token("<Priors>")
         at = stream.pos
         priors = stream.read_vector(np.float32)
@@ -139,17 +131,12 @@ class AmNnetSimple:
     def set_context(self):
         """Recomputes left/right context from the network (Kaldi's SetContext);
         the network must be a 'simple' one (an 'input' node and an 'output'
-        node, optionally an 'ivector' input). Raises NnetError if the context
-        computation is not installed."""
+        node, optionally an 'ivector' input)."""
         if not is_simple_nnet(self.nnet):
             raise NnetError("AmNnetSimple is only for 'simple' networks (an input node "
                             "'input', an output node 'output', optionally an input "
                             "'ivector'), and this one is not")
-        compute = _context_function()
-        if compute is None:
-            raise NnetError("computing the network's left/right context needs "
-                            "pynnet3.compute.utterance, which is not available")
-        self.left_context, self.right_context = compute(self.nnet)
+        self.left_context, self.right_context = _compute_context(self.nnet)
 
     def info(self):
         """Kaldi's AmNnetSimple::Info() followed by the network's Info()."""
@@ -163,11 +150,8 @@ class AmNnetSimple:
             lines.append("prior-min: " + kaldi_str(p.min()))
             lines.append("prior-max: " + kaldi_str(p.max()))
         lines.append("# Nnet info follows.")
-        # Kaldi's Nnet::Info() recomputes the context; without the context
-        # computation we print the model's own (equal for a model as read).
-        compute = _context_function()
-        context = compute(self.nnet) if compute else (self.left_context, self.right_context)
-        return "\n".join(lines) + "\n" + nnet_info(self.nnet, context)
+        # Kaldi's Nnet::Info() recomputes the context from the network
+        return "\n".join(lines) + "\n" + nnet_info(self.nnet)
 
 
 def read_mdl_from(stream):

@@ -9,36 +9,24 @@ Layout, exactly as Kaldi writes it::
     <one config line per node, with dims>
     component name=NAME type=<component.info()>
 
-The context lines need the computation-graph machinery
-(``pynnet3.compile.context.compute_simple_nnet_context``); this module uses it
-when that module is available.
+The context lines come from the computation-graph machinery
+(``pynnet3.compile.context.compute_simple_nnet_context``).
 """
 
 from .utils import is_simple_nnet, num_parameters
 
 
-def _context_function():
-    """compute_simple_nnet_context(nnet) -> (left, right), or None if the
-    compiler package does not provide it (yet)."""
-    try:
-        from ..compile.context import compute_simple_nnet_context
-    except ImportError:
-        return None
-    return compute_simple_nnet_context
-
-
 def nnet_info(nnet, context=None):
     """Kaldi's Nnet::Info(). ``context``: (left, right) to print instead of
-    computing it (None: computed for simple networks when possible)."""
+    computing it (None: computed for simple networks)."""
     lines = []
     if is_simple_nnet(nnet):
         if context is None:
-            compute = _context_function()
-            if compute is not None:
-                context = compute(nnet)
-        if context is not None:
-            lines.append("left-context: %d" % context[0])
-            lines.append("right-context: %d" % context[1])
+            # imported here: the compiler package imports this one
+            from ..compile.context import compute_simple_nnet_context
+            context = compute_simple_nnet_context(nnet)
+        lines.append("left-context: %d" % context[0])
+        lines.append("right-context: %d" % context[1])
     lines.append("num-parameters: %d" % num_parameters(nnet))
     lines.append("modulus: %d" % nnet.modulus())
     lines.extend(nnet.get_config_lines(include_dim=True))

@@ -1,0 +1,58 @@
+"""The Python API exactly as the compile-and-run issue spells it, on a
+reference case: read, compile, run forward and backward, gradients."""
+
+import numpy as np
+import pytest
+
+import pynnet3
+from conftest import KALDI_REF, TEST_DATA
+from pynnet3.io.table import read_table
+
+
+def _case_dirs():
+    dirs = sorted((TEST_DATA / "computer").glob("case*"))
+    dirs += [KALDI_REF / "random" / "case0", KALDI_REF / "random" / "case3"]
+    return [d for d in dirs if (d / "output_derivs.ark").exists()][:4]
+
+
+def _close(ours, kaldi):
+    kaldi = np.asarray(kaldi)
+    scale = max(1.0, float(np.abs(kaldi).max())) if kaldi.size else 1.0
+    return float(np.abs(np.asarray(ours) - kaldi).max(initial=0.0)) <= 1e-3 * scale
+
+
+@pytest.mark.parametrize("case", _case_dirs(), ids=lambda d: d.parent.name + "/" + d.name)
+def test_issue_api_forward_backward_gradient(case):
+    nnet = pynnet3.Nnet.read(str(case / "model.raw"))
+    request = pynnet3.ComputationRequest.read(str(case / "request.txt"))
+    computation = pynnet3.compile(nnet, request, optimize=False)
+    grad = nnet.copy()
+    pynnet3.scale_nnet(grad, 0.0)
+    pynnet3.set_nnet_as_gradient(grad)
+    computer = pynnet3.NnetComputer(computation, nnet, nnet_to_update=grad, backend="numpy")
+    for name, matrix in read_table("ark:%s" % (case / "inputs.ark"), "matrix"):
+        computer.accept_input(name, matrix)
+    computer.run()
+    for name, matrix in read_table("ark:%s" % (case / "outputs.ark"), "matrix"):
+        assert _close(computer.get_output(name), matrix), name
+    for name, matrix in read_table("ark:%s" % (case / "output_derivs.ark"), "matrix"):
+        computer.accept_input(name, matrix)
+    computer.run()
+    if (case / "input_derivs.ark").exists():
+        for name, matrix in read_table("ark:%s" % (case / "input_derivs.ark"), "matrix"):
+            assert _close(computer.get_output(name), matrix), name
+    if request.need_model_derivative and (case / "gradient.raw").exists():
+        kaldi_grad = pynnet3.Nnet.read(str(case / "gradient.raw"))
+        assert _close(pynnet3.vectorize_nnet(grad), pynnet3.vectorize_nnet(kaldi_grad))
+
+
+def test_component_gradient_api():
+    comps = sorted((TEST_DATA / "components").glob("comp*/component.txt"))
+    c = next(pynnet3.Component.read(str(p)) for p in comps
+             if pynnet3.Component.read(str(p)).is_updatable())
+    g = c.copy()
+    g.scale(0.0)
+    g.set_as_gradient()
+    v = g.vectorize()
+    assert v.dtype == np.float32 and v.shape == (c.num_parameters(),) and not v.any()
+    assert g.is_gradient and g.learning_rate == 1.0
