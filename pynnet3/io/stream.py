@@ -13,6 +13,7 @@ Guarantees:
   byte offset and what was expected, never with an unrelated exception.
 """
 
+import math
 import re
 import struct
 
@@ -36,17 +37,26 @@ _INT16 = struct.Struct("<h")
 _UINT16 = struct.Struct("<H")
 
 
+def _format_nan(value):
+    # glibc prints a NaN with its sign bit set as "-nan"; Python never does.
+    return "-nan" if math.copysign(1.0, value) < 0 else "nan"
+
+
 def format_float(value):
     """Text form of a float as Kaldi writes it (C++ ostream, precision 7)."""
-    return "%.7g" % float(np.float32(value))
+    value = float(np.float32(value))
+    return _format_nan(value) if value != value else "%.7g" % value
 
 
 def format_double(value):
     """Text form of a double as Kaldi writes it (C++ ostream, precision 7)."""
-    return "%.7g" % float(value)
+    value = float(value)
+    return _format_nan(value) if value != value else "%.7g" % value
 
 
 def _format_array(values):
+    if np.isnan(values).any():
+        return " ".join([_format_nan(v) if v != v else "%.7g" % v for v in values.tolist()])
     return " ".join(["%.7g" % v for v in values.tolist()])
 
 
