@@ -56,3 +56,19 @@ def test_component_gradient_api():
     v = g.vectorize()
     assert v.dtype == np.float32 and v.shape == (c.num_parameters(),) and not v.any()
     assert g.is_gradient and g.learning_rate == 1.0
+
+
+def _mdl_dirs():
+    dirs = [KALDI_REF / "models" / name for name in ("tdnn_lda", "tdnnf_chain")]
+    return [d for d in dirs if d.is_dir()] or [TEST_DATA / "mdl" / "tdnn_lda"]
+
+
+@pytest.mark.parametrize("d", _mdl_dirs(), ids=lambda d: d.name)
+def test_am_nnet_simple_reads_and_writes_a_whole_mdl(d, tmp_path):
+    am = pynnet3.AmNnetSimple.read(str(d / "final.mdl"))
+    assert am.transition_model is not None and am.priors.shape[0] == am.num_pdfs()
+    am.write(str(tmp_path / "copy.mdl"))
+    expected = d / "kaldi-copy.bin-to-bin.mdl"
+    if not expected.exists():
+        expected = d / "final.mdl"
+    assert (tmp_path / "copy.mdl").read_bytes() == expected.read_bytes()

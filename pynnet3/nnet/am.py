@@ -6,9 +6,10 @@ An nnet3 acoustic model file (``final.mdl``) is Kaldi's
   <TransitionModel> ... </TransitionModel>
   <Nnet3> ... </Nnet3> <LeftContext> int <RightContext> int <Priors> vector
 
-(one ``\\0B`` header at the start in binary mode). :func:`read_mdl` /
-:func:`write_mdl` read and write that pair; :class:`AmNnetSimple` alone is the
-part after the transition model.
+(one ``\\0B`` header at the start in binary mode). ``AmNnetSimple.read`` of
+a ``.mdl`` keeps the transition model in ``am.transition_model`` and
+``am.write`` writes it back in front, so a ``.mdl`` round-trips through the
+one object; :func:`read_mdl` / :func:`write_mdl` handle the pair explicitly.
 
 Guarantees: reading then writing (either mode) reproduces Kaldi's bytes for
 the same content; :meth:`AmNnetSimple.info` is Kaldi's ``AmNnetSimple::Info()``
@@ -41,11 +42,13 @@ def _nnet_class():
 class AmNnetSimple:
     """A network plus what an acoustic model needs around it: the output's
     ``priors`` (float32 vector, empty when none are set) and the network's
-    ``left_context``/``right_context``."""
+    ``left_context``/``right_context``. ``transition_model`` is the
+    TransitionModel a ``.mdl`` file carries in front of it (None otherwise)."""
 
-    __slots__ = ("nnet", "left_context", "right_context", "priors")
+    __slots__ = ("nnet", "left_context", "right_context", "priors", "transition_model")
 
-    def __init__(self, nnet=None, priors=None):
+    def __init__(self, nnet=None, priors=None, transition_model=None):
+        self.transition_model = transition_model
         self.nnet = _nnet_class()() if nnet is None else nnet
         self.left_context = 0
         self.right_context = 0
@@ -57,12 +60,24 @@ class AmNnetSimple:
     # -- I/O ---------------------------------------------------------------------
     @classmethod
     def read(cls, rxfilename):
-        """An AmNnetSimple from a file that holds only that object (no
-        transition model before it). For ``.mdl`` files use :func:`read_mdl`."""
-        return cls().read_from(open_input(rxfilename))
+        """An AmNnetSimple from an nnet3 ``.mdl`` (its transition model kept in
+        ``transition_model``) or from a file holding only an AmNnetSimple."""
+        stream = open_input(rxfilename)
+        trans_model = None
+        if stream.peek_token() == "<TransitionModel>":
+            trans_model = TransitionModel().read_from(stream)
+        am_nnet = cls().read_from(stream)
+        am_nnet.transition_model = trans_model
+        return am_nnet
 
     def write(self, wxfilename, binary=True):
-        write_object(wxfilename, binary, self.write_to)
+        """Writes the ``.mdl`` (transition model first, when there is one) as
+        nnet3-am-copy does; atomic for files."""
+        def write_all(stream):
+            if self.transition_model is not None:
+                self.transition_model.write_to(stream)
+            self.write_to(stream)
+        write_object(wxfilename, binary, write_all)
 
     def read_from(self, stream):
         """Kaldi's AmNnetSimple::Read; returns self. Like Kaldi, the stored
@@ -157,7 +172,7 @@ class AmNnetSimple:
 def read_mdl_from(stream):
     """(TransitionModel, AmNnetSimple) from a stream at the start of a .mdl."""
     trans_model = TransitionModel().read_from(stream)
-    am_nnet = AmNnetSimple().read_from(stream)
+    am_nnet = AmNnetSimple(transition_model=trans_model).read_from(stream)
     return trans_model, am_nnet
 
 
