@@ -32,6 +32,11 @@ from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
 from .base import array_module
 
+try:  # the C twins of the Index-list helpers below (pynnet3/_fast/component_indexes.pyx)
+    from .._fast import component_indexes as _fast_indexes
+except ImportError:  # not built: the Python versions run
+    _fast_indexes = None
+
 
 def split_ints(text, sep=","):
     """Kaldi's SplitStringToIntegers(text, sep, omit_empty_strings=false):
@@ -508,7 +513,23 @@ def _regularize_t_list(t_values):
 
 def get_computation_io(input_indexes, output_indexes):
     """Kaldi's GetComputationIo: the smallest regular grid covering the
-    (t, image) pairs of the input and of the output."""
+    (t, image) pairs of the input and of the output. Runs the C kernel
+    (pynnet3/_fast/component_indexes) when built; the readable twin,
+    :func:`get_computation_io_py`, otherwise and for anything irregular."""
+    if _fast_indexes is not None and type(input_indexes) is list \
+            and type(output_indexes) is list:
+        grid = _fast_indexes.computation_io(input_indexes, output_indexes)
+        if grid is not None:
+            io = ConvolutionComputationIo()
+            (io.num_images, io.start_t_in, io.t_step_in, io.num_t_in, io.start_t_out,
+             io.t_step_out, io.num_t_out) = grid
+            return io
+    return get_computation_io_py(input_indexes, output_indexes)
+
+
+def get_computation_io_py(input_indexes, output_indexes):
+    """The Python twin of :func:`get_computation_io` (raises ComputationError
+    for an empty input list or a list with no time values)."""
     io = ConvolutionComputationIo()
     n_x_pairs = get_nx_list(input_indexes)
     if not n_x_pairs:
@@ -547,7 +568,22 @@ def _set_some_indexes_blank(ref_indexes, indexes):
 
 def get_indexes_for_computation(io, orig_input_indexes, orig_output_indexes):
     """Kaldi's GetIndexesForComputation: the reordered input and output Index
-    lists for ``io``, with t = kNoTime where the original lists had no Index."""
+    lists for ``io``, with t = kNoTime where the original lists had no Index.
+    Runs the C kernel when built; the readable twin,
+    :func:`get_indexes_for_computation_py`, otherwise and for anything irregular."""
+    if _fast_indexes is not None and type(orig_input_indexes) is list \
+            and type(orig_output_indexes) is list:
+        lists = _fast_indexes.indexes_for_computation(
+            (io.num_images, io.start_t_in, io.t_step_in, io.num_t_in, io.reorder_t_in,
+             io.start_t_out, io.t_step_out, io.num_t_out),
+            orig_input_indexes, orig_output_indexes)
+        if lists is not None:
+            return lists
+    return get_indexes_for_computation_py(io, orig_input_indexes, orig_output_indexes)
+
+
+def get_indexes_for_computation_py(io, orig_input_indexes, orig_output_indexes):
+    """The Python twin of :func:`get_indexes_for_computation`."""
     n_x_pairs = get_nx_list(orig_input_indexes)
     if len(n_x_pairs) != io.num_images:
         raise ComputationError("convolution: number of images changed")

@@ -23,6 +23,11 @@ import numpy as np
 from ..errors import ComputationError
 from .base import Component, P, PrecomputedIndexes, array_module
 
+try:  # C twins of the index hooks below (pynnet3/_fast/component_indexes.pyx)
+    from .._fast import component_indexes as _fast_indexes
+except ImportError:  # not built: the Python versions run
+    _fast_indexes = None
+
 
 def _int32_pairs(pairs):
     """``pairs`` (a sequence of (a, b) or an array) as an (n, 2) int32 array."""
@@ -44,6 +49,15 @@ def add_row_ranges(xp, src, ranges, dst):
 
 def _nxt_key(index):
     return (index.n, index.x, index.t)
+
+
+def sort_nxt(indexes):
+    """``indexes`` sorted by (n, x, t), stably (the C kernel when built)."""
+    if _fast_indexes is not None and type(indexes) is list:
+        out = _fast_indexes.sort_nxt(indexes)
+        if out is not None:
+            return out
+    return sorted(indexes, key=_nxt_key)
 
 
 def _period_start(t, period):
@@ -169,9 +183,23 @@ class StatisticsExtractionComponent(Component):
         return ok
 
     def reorder_indexes(self, input_indexes, output_indexes):
-        return sorted(input_indexes, key=_nxt_key), sorted(output_indexes, key=_nxt_key)
+        return sort_nxt(input_indexes), sort_nxt(output_indexes)
 
     def precompute_indexes(self, misc_info, input_indexes, output_indexes, need_backprop):
+        if _fast_indexes is not None and type(input_indexes) is list \
+                and type(output_indexes) is list:
+            arrays = _fast_indexes.statistics_extraction_indexes(
+                input_indexes, output_indexes, self.input_period, self.output_period)
+            if arrays is not None:
+                forward, counts, backward = arrays
+                return StatisticsExtractionComponentPrecomputedIndexes(
+                    forward, counts, backward if need_backprop else None)
+        return self.precompute_indexes_py(misc_info, input_indexes, output_indexes,
+                                          need_backprop)
+
+    def precompute_indexes_py(self, misc_info, input_indexes, output_indexes, need_backprop):
+        """The Python twin of precompute_indexes (which runs the C kernel when
+        built, this for anything irregular; this raises the errors)."""
         position = {index: i for i, index in enumerate(input_indexes)}
         num_out = len(output_indexes)
         forward = np.full((num_out, 2), -1, dtype=np.int32)
@@ -395,9 +423,24 @@ class StatisticsPoolingComponent(Component):
         return ok
 
     def reorder_indexes(self, input_indexes, output_indexes):
-        return sorted(input_indexes, key=_nxt_key), sorted(output_indexes, key=_nxt_key)
+        return sort_nxt(input_indexes), sort_nxt(output_indexes)
 
     def precompute_indexes(self, misc_info, input_indexes, output_indexes, need_backprop):
+        if _fast_indexes is not None and type(input_indexes) is list \
+                and type(output_indexes) is list:
+            arrays = _fast_indexes.statistics_pooling_indexes(
+                input_indexes, output_indexes, self.input_period, self.left_context,
+                self.right_context)
+            if arrays is not None:
+                forward, backward = arrays
+                return StatisticsPoolingComponentPrecomputedIndexes(
+                    forward, backward if need_backprop else None)
+        return self.precompute_indexes_py(misc_info, input_indexes, output_indexes,
+                                          need_backprop)
+
+    def precompute_indexes_py(self, misc_info, input_indexes, output_indexes, need_backprop):
+        """The Python twin of precompute_indexes (which runs the C kernel when
+        built, this for anything irregular; this raises the errors)."""
         position = {index: i for i, index in enumerate(input_indexes)}
         forward = np.full((len(output_indexes), 2), -1, dtype=np.int32)
         backward = np.full((len(input_indexes), 2), -1, dtype=np.int32)

@@ -70,7 +70,7 @@ def _modify_computation_io(io):
         if io.t_step_in == 0:
             io.t_step_in = 1
         io.t_step_out = io.t_step_in
-    if io.t_step_out % io.t_step_in != 0:
+    if io.t_step_in == 0 or io.t_step_out % io.t_step_in != 0:
         raise ComputationError("TdnnComponent: output time step %d is not a multiple of the "
                                "input time step %d" % (io.t_step_out, io.t_step_in))
     io.reorder_t_in = io.t_step_out // io.t_step_in

@@ -1,0 +1,432 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
+# distutils: language = c++
+"""Index-list hooks of non-simple components in C (twins of Python code in
+pynnet3/components/convolution_model.py and statistics.py).
+
+The compiler calls ``reorder_indexes`` and ``precompute_indexes`` of every
+non-simple component once or twice per compilation with Index lists of up to
+tens of thousands of entries; these kernels do the per-Index work in C.
+
+Contract: every function takes lists of (n, t, x) tuples (Index objects) and
+returns exactly what its Python twin returns, or ``None`` when the input is
+anything but the ordinary case (an Index that is not a 3-tuple of ints, a
+value outside the packable range, an empty list, indexes the twin would
+reject). On ``None`` the caller runs the Python twin, which gives the result
+or raises the descriptive ComputationError. A test compares each kernel
+with its twin on random inputs.
+
+Index objects of the original lists are reused in the results (equal values,
+so the results compare equal to the twin's).
+"""
+
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport int32_t, int64_t
+from libcpp.algorithm cimport sort, unique
+from libcpp.pair cimport pair
+from libcpp.vector cimport vector
+
+import numpy as np
+cimport numpy as cnp
+
+from pynnet3._fast.cindex cimport (
+    CindexTable, K_NO_TIME, pack, table_find, table_free, table_get_or_insert, table_init,
+    table_slot)
+
+from ..nnet.index import Index
+
+cnp.import_array()
+
+cdef int64_t TWO32 = 4294967296
+
+
+# -- reading Index lists ---------------------------------------------------------------------
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
+    bint PyLong_CheckExact(object obj)
+
+
+cdef inline bint read_int32(object v, int64_t *out):
+    """``v`` as an int in int32 range; False if it is anything else."""
+    cdef int overflow = 0
+    cdef long long value
+    if not PyLong_CheckExact(v):
+        return False
+    value = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow != 0 or value < -2147483648 or value > 2147483647:
+        return False
+    out[0] = value
+    return True
+
+
+cdef int read_indexes(list indexes, vector[int64_t] &ns, vector[int64_t] &ts,
+                      vector[int64_t] &xs) except -1:
+    """Fills ns/ts/xs from a list of (n, t, x) tuples; returns 0, or 1 if an
+    item is not a 3-tuple of ints in int32 range (the caller falls back)."""
+    cdef Py_ssize_t i, size = PyList_GET_SIZE(indexes)
+    cdef object item
+    ns.resize(size)
+    ts.resize(size)
+    xs.resize(size)
+    for i in range(size):
+        item = <object>PyList_GET_ITEM(indexes, i)
+        if not PyTuple_Check(item) or PyTuple_GET_SIZE(item) != 3:
+            return 1
+        if not (read_int32(<object>PyTuple_GET_ITEM(item, 0), &ns[i])
+                and read_int32(<object>PyTuple_GET_ITEM(item, 1), &ts[i])
+                and read_int32(<object>PyTuple_GET_ITEM(item, 2), &xs[i])):
+            return 1
+    return 0
+
+
+cdef inline int64_t nx_key(int64_t n, int64_t x) noexcept nogil:
+    """(n, x) as one int64 whose order is the tuple order (both in int32 range)."""
+    return n * TWO32 + x
+
+
+cdef inline Py_ssize_t find_key(vector[int64_t] &sorted_keys, int64_t key) noexcept nogil:
+    """Position of ``key`` in ``sorted_keys`` (binary search), or -1."""
+    cdef Py_ssize_t lo = 0, hi = sorted_keys.size(), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sorted_keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < <Py_ssize_t>sorted_keys.size() and sorted_keys[lo] == key:
+        return lo
+    return -1
+
+
+cdef inline int64_t gcd(int64_t a, int64_t b) noexcept nogil:
+    cdef int64_t r
+    while b != 0:
+        r = a % b
+        a = b
+        b = r
+    return a
+
+
+# -- convolution / TDNN ----------------------------------------------------------------------
+
+cdef void nx_pairs(vector[int64_t] &ns, vector[int64_t] &xs, vector[int64_t] &out):
+    """Sorted unique (n, x) keys."""
+    cdef size_t i
+    out.resize(ns.size())
+    for i in range(ns.size()):
+        out[i] = nx_key(ns[i], xs[i])
+    sort(out.begin(), out.end())
+    out.erase(unique(out.begin(), out.end()), out.end())
+
+
+cdef bint regular_t(vector[int64_t] &ts, int64_t *start, int64_t *step, int64_t *num):
+    """The smallest regular grid of the t values (kNoTime skipped); False if none."""
+    cdef size_t i
+    cdef bint any_t = False
+    cdef int64_t lo = 0, hi = 0, g = 0
+    for i in range(ts.size()):
+        if ts[i] == K_NO_TIME:
+            continue
+        if not any_t:
+            lo = hi = ts[i]
+            any_t = True
+        elif ts[i] < lo:
+            lo = ts[i]
+        elif ts[i] > hi:
+            hi = ts[i]
+    if not any_t:
+        return False
+    for i in range(ts.size()):
+        if ts[i] != K_NO_TIME:
+            g = gcd(g, ts[i] - lo)
+    start[0] = lo
+    if g == 0:
+        step[0] = 0
+        num[0] = 1
+    else:
+        step[0] = g
+        num[0] = 1 + (hi - lo) // g
+    return True
+
+
+def computation_io(list input_indexes, list output_indexes):
+    """Twin of convolution_model.get_computation_io: (num_images, start_t_in,
+    t_step_in, num_t_in, start_t_out, t_step_out, num_t_out), or None."""
+    cdef vector[int64_t] ns, ts, xs, pairs
+    cdef int64_t s_in, st_in, nt_in, s_out, st_out, nt_out
+    if read_indexes(input_indexes, ns, ts, xs):
+        return None
+    nx_pairs(ns, xs, pairs)
+    if pairs.size() == 0 or not regular_t(ts, &s_in, &st_in, &nt_in):
+        return None
+    if read_indexes(output_indexes, ns, ts, xs):
+        return None
+    if not regular_t(ts, &s_out, &st_out, &nt_out):
+        return None
+    return (<int64_t>pairs.size(), s_in, st_in, nt_in, s_out, st_out, nt_out)
+
+
+cdef list grid_indexes(list orig, vector[int64_t] &pairs, list blanks, int64_t t_start,
+                       int64_t t_step, int64_t num_t, int64_t reorder_t):
+    """Twin of _create_indexes + _set_some_indexes_blank: the (t-block, image,
+    t) grid, each slot the original Index when present, else the image's
+    kNoTime Index. None on anything irregular."""
+    cdef vector[int64_t] ns, ts, xs
+    cdef Py_ssize_t num_images = pairs.size(), size, i, j, pos
+    cdef int64_t d, k, key
+    cdef list out
+    cdef object item, blank
+    if t_step == 0:
+        if num_t != 1:
+            return None
+        t_step = 1
+    if reorder_t < 1 or num_t <= 0 or num_t % reorder_t != 0:
+        return None
+    if read_indexes(orig, ns, ts, xs):
+        return None
+    size = num_images * num_t
+    out = PyList_New(size)       # NULL slots until filled
+    cdef vector[char] filled
+    filled.resize(size, 0)
+    for i in range(<Py_ssize_t>ns.size()):
+        if ts[i] == K_NO_TIME:
+            continue
+        d = ts[i] - t_start
+        if d < 0 or d % t_step != 0:
+            continue
+        k = d // t_step
+        if k >= num_t:
+            continue
+        key = nx_key(ns[i], xs[i])
+        j = find_key(pairs, key)
+        if j < 0:
+            continue
+        pos = (k // reorder_t) * (num_images * reorder_t) + j * reorder_t + k % reorder_t
+        if filled[pos]:
+            continue
+        item = <object>PyList_GET_ITEM(orig, i)
+        if type(item) is not Index:
+            item = Index(ns[i], ts[i], xs[i])
+        Py_INCREF(item)
+        PyList_SET_ITEM(out, pos, item)
+        filled[pos] = 1
+    for pos in range(size):
+        if not filled[pos]:
+            blank = blanks[(pos // reorder_t) % num_images]
+            Py_INCREF(blank)
+            PyList_SET_ITEM(out, pos, blank)
+    return out
+
+
+def indexes_for_computation(tuple io, list orig_input_indexes, list orig_output_indexes):
+    """Twin of convolution_model.get_indexes_for_computation. ``io`` is
+    (num_images, start_t_in, t_step_in, num_t_in, reorder_t_in, start_t_out,
+    t_step_out, num_t_out). Returns (inputs, outputs) or None."""
+    cdef vector[int64_t] ns, ts, xs, pairs
+    cdef int64_t num_images, s_in, st_in, nt_in, r_in, s_out, st_out, nt_out, n
+    cdef size_t j
+    num_images, s_in, st_in, nt_in, r_in, s_out, st_out, nt_out = io
+    if read_indexes(orig_input_indexes, ns, ts, xs):
+        return None
+    nx_pairs(ns, xs, pairs)
+    if <int64_t>pairs.size() != num_images or num_images == 0:
+        return None
+    blanks = []
+    for j in range(pairs.size()):
+        n = (pairs[j] + 2147483648) // TWO32  # floor division
+        blanks.append(Index(n, K_NO_TIME, pairs[j] - n * TWO32))
+    inputs = grid_indexes(orig_input_indexes, pairs, blanks, s_in, st_in, nt_in, r_in)
+    if inputs is None:
+        return None
+    outputs = grid_indexes(orig_output_indexes, pairs, blanks, s_out, st_out, nt_out, 1)
+    if outputs is None:
+        return None
+    return inputs, outputs
+
+
+# -- statistics extraction / pooling -----------------------------------------------------------
+
+def sort_nxt(list indexes):
+    """Twin of ``sorted(indexes, key=lambda i: (i.n, i.x, i.t))`` (stable), or None."""
+    cdef vector[int64_t] ns, ts, xs
+    cdef vector[pair[pair[int64_t, int64_t], Py_ssize_t]] keys
+    cdef Py_ssize_t i, size = PyList_GET_SIZE(indexes)
+    cdef list out
+    cdef object item
+    if read_indexes(indexes, ns, ts, xs):
+        return None
+    keys.resize(size)
+    for i in range(size):
+        keys[i].first.first = nx_key(ns[i], xs[i])
+        keys[i].first.second = ts[i]
+        keys[i].second = i     # ties keep their order, as a stable sort does
+    sort(keys.begin(), keys.end())
+    out = PyList_New(size)
+    for i in range(size):
+        item = <object>PyList_GET_ITEM(indexes, keys[i].second)
+        Py_INCREF(item)
+        PyList_SET_ITEM(out, i, item)
+    return out
+
+
+cdef int position_table(list indexes, vector[int64_t] &ns, vector[int64_t] &ts,
+                        vector[int64_t] &xs, CindexTable *table) except -1:
+    """Index -> last position in ``indexes`` (as a dict comprehension keeps the
+    last); returns 1 if an Index cannot be packed (caller falls back)."""
+    cdef size_t i
+    cdef int64_t key
+    cdef bint is_new
+    cdef int32_t got
+    if read_indexes(indexes, ns, ts, xs):
+        return 1
+    if table_init(table, ns.size()) != 0:
+        raise MemoryError()
+    for i in range(ns.size()):
+        key = pack(0, ns[i], ts[i], xs[i])
+        if key < 0:
+            return 1
+        got = table_get_or_insert(table, key, <int32_t>i, &is_new)
+        if got == -2:
+            raise MemoryError()
+        if not is_new:
+            table.vals[table_slot(table, key)] = <int32_t>i
+    return 0
+
+
+
+def statistics_extraction_indexes(list input_indexes, list output_indexes,
+                                  int64_t input_period, int64_t output_period):
+    """Twin of StatisticsExtractionComponent.precompute_indexes' loop:
+    (forward (num_out, 2) int32, counts float32, backward int32), or None
+    when the twin would raise (or the input is irregular)."""
+    cdef vector[int64_t] ns, ts, xs, ons, ots, oxs
+    cdef CindexTable table
+    cdef Py_ssize_t num_in, num_out
+    if input_period <= 0 or output_period <= 0:
+        return None
+    table.keys = NULL
+    table.vals = NULL
+    try:
+        if position_table(input_indexes, ns, ts, xs, &table):
+            return None
+        if read_indexes(output_indexes, ons, ots, oxs):
+            return None
+        num_in = ns.size()
+        num_out = ons.size()
+        forward = np.full((num_out, 2), -1, dtype=np.int32)
+        counts = np.zeros(num_out, dtype=np.float32)
+        backward = np.full(num_in, -1, dtype=np.int32)
+        return _extraction_loop(table, ons, ots, oxs, input_period, output_period,
+                                forward, counts, backward)
+    finally:
+        table_free(&table)
+
+
+cdef object _extraction_loop(CindexTable &table, vector[int64_t] &ons, vector[int64_t] &ots,
+                             vector[int64_t] &oxs, int64_t input_period,
+                             int64_t output_period, cnp.ndarray forward_arr,
+                             cnp.ndarray counts_arr, cnp.ndarray backward_arr):
+    cdef int32_t *forward = <int32_t *>cnp.PyArray_DATA(forward_arr)
+    cdef float *counts = <float *>cnp.PyArray_DATA(counts_arr)
+    cdef int32_t *backward = <int32_t *>cnp.PyArray_DATA(backward_arr)
+    cdef Py_ssize_t i, num_in = backward_arr.shape[0]
+    cdef int64_t t, t_start, key
+    cdef int32_t pos
+    for i in range(<Py_ssize_t>ons.size()):
+        if ots[i] == K_NO_TIME:
+            return None
+        t_start = output_period * (ots[i] // output_period)
+        t = t_start
+        while t < t_start + output_period:
+            key = pack(0, ons[i], t, oxs[i])
+            if key < 0:
+                return None
+            pos = table_find(&table, key)
+            if pos >= 0:
+                if forward[2 * i] == -1:
+                    forward[2 * i] = pos
+                    forward[2 * i + 1] = pos + 1
+                elif forward[2 * i + 1] == pos:
+                    forward[2 * i + 1] += 1
+                else:
+                    return None
+                counts[i] += 1.0
+                if backward[pos] != -1:
+                    return None
+                backward[pos] = <int32_t>i
+            t += input_period
+        if counts[i] == 0.0:
+            return None
+    for i in range(num_in):
+        if backward[i] == -1:
+            return None
+    return forward_arr, counts_arr, backward_arr
+
+
+def statistics_pooling_indexes(list input_indexes, list output_indexes, int64_t input_period,
+                               int64_t left_context, int64_t right_context):
+    """Twin of StatisticsPoolingComponent.precompute_indexes' loop: (forward
+    (num_out, 2) int32, backward (num_in, 2) int32), or None when the twin
+    would raise (or the input is irregular)."""
+    cdef vector[int64_t] ns, ts, xs, ons, ots, oxs
+    cdef CindexTable table
+    if input_period <= 0:
+        return None
+    table.keys = NULL
+    table.vals = NULL
+    try:
+        if position_table(input_indexes, ns, ts, xs, &table):
+            return None
+        if read_indexes(output_indexes, ons, ots, oxs):
+            return None
+        forward = np.full((ons.size(), 2), -1, dtype=np.int32)
+        backward = np.full((ns.size(), 2), -1, dtype=np.int32)
+        return _pooling_loop(table, ons, ots, oxs, input_period, left_context, right_context,
+                             forward, backward)
+    finally:
+        table_free(&table)
+
+
+cdef object _pooling_loop(CindexTable &table, vector[int64_t] &ons, vector[int64_t] &ots,
+                          vector[int64_t] &oxs, int64_t input_period, int64_t left_context,
+                          int64_t right_context, cnp.ndarray forward_arr,
+                          cnp.ndarray backward_arr):
+    cdef int32_t *forward = <int32_t *>cnp.PyArray_DATA(forward_arr)
+    cdef int32_t *backward = <int32_t *>cnp.PyArray_DATA(backward_arr)
+    cdef Py_ssize_t i, num_in = backward_arr.shape[0]
+    cdef int64_t t, t_last, key
+    cdef int32_t pos
+    for i in range(<Py_ssize_t>ons.size()):
+        if ots[i] == K_NO_TIME:
+            return None
+        t = ots[i] - left_context
+        t_last = ots[i] + right_context
+        while t <= t_last:
+            key = pack(0, ons[i], t, oxs[i])
+            if key < 0:
+                return None
+            pos = table_find(&table, key)
+            if pos >= 0:
+                if forward[2 * i] == -1:
+                    forward[2 * i] = pos
+                    forward[2 * i + 1] = pos + 1
+                elif forward[2 * i + 1] == pos:
+                    forward[2 * i + 1] += 1
+                else:
+                    return None
+                if backward[2 * pos] == -1:
+                    backward[2 * pos] = <int32_t>i
+                    backward[2 * pos + 1] = <int32_t>(i + 1)
+                elif backward[2 * pos + 1] == i:
+                    backward[2 * pos + 1] += 1
+                else:
+                    return None
+            t += input_period
+        if forward[2 * i] == -1:
+            return None
+    for i in range(num_in):
+        if backward[2 * i] == -1:
+            return None
+    return forward_arr, backward_arr
