@@ -1,26 +1,33 @@
-"""Checks of single components against kaldi-ref/components/compN/ cases.
+"""Checks of single components against kaldi-ref/components/compN/ cases
+(and the copies shipped in tests/data/components/), shared by the component
+test modules.
 
-Shared by the component test modules of the affine, scale/offset and
-composite families. A case directory holds what Kaldi wrote for one random
-component (see kaldi-ref/README.md, "components/"):
-component.{txt,bin}, kaldi-copy.{bin,txt}-to-{bin,txt}, info.txt, props.txt,
-data.ark (in, out, out_deriv, in_deriv) and, for updatable components,
-gradient.txt (a copy set as gradient, zeroed, then given the backprop).
+A case directory holds what Kaldi wrote for one random component (see
+kaldi-ref/README.md, "components/"): component.{txt,bin},
+kaldi-copy.{bin,txt}-to-{bin,txt}, info.txt, props.txt, data.ark (in, out,
+out_deriv, in_deriv) and, for updatable components, gradient.txt (a copy set
+as gradient, zeroed, then given the backprop).
 
-Kaldi's oracle ran components that declare kInputContiguous /
-kOutputContiguous on matrices whose rows are padded to a multiple of 4
-floats (Kaldi's default stride) with assertions compiled out; those
-components reinterpret the data as contiguous, so part of Kaldi's
-numbers there come from the padding (uninitialized memory).
-:func:`run_like_kaldi` reproduces that layout with NaN padding, so every
-number that does not depend on the padding can still be compared exactly
-and the rest is recognisably NaN.
+How Kaldi's oracle made data.ark (nnet-component-test style): ``out`` is
+Propagate of ``in``; ``in_deriv`` is Backprop of a random ``out_deriv`` given
+that propagate's memo, starting from a zero ``in_deriv``. Kaldi ran it on its
+default CPU matrices, whose rows are padded to a multiple of 4 floats, with
+assertions compiled out: components that declare kInputContiguous /
+kOutputContiguous and reshape rows into blocks then read and write the
+padding as if it were data, so part of Kaldi's numbers there come from
+uninitialized memory. :func:`forward_backward` reproduces that layout with
+NaN padding, so every number that does not depend on the padding is
+compared exactly and the others are recognisably NaN.
+
+Test modules get the per-case tests by subclassing :class:`KaldiCaseTests`
+(or :class:`UpdatableCaseTests`) as ``class Test...`` with ``TYPES`` set.
 """
 
 import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.components import Component
@@ -28,9 +35,14 @@ from pynnet3.components.base import P
 from pynnet3.io.files import open_input
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.io.table import read_table
+from pynnet3.nnet.config_line import ConfigLine
 
+TOLERANCE = 1e-3
 _TYPE_RE = re.compile(rb"^\s*<([A-Za-z0-9]+)>")
+DIRECTIONS = [("bin", "bin"), ("bin", "txt"), ("txt", "bin"), ("txt", "txt")]
 
+
+# -- the cases ------------------------------------------------------------------------
 
 def component_type_of(case_dir):
     with open(Path(case_dir) / "component.txt", "rb") as f:
@@ -38,34 +50,132 @@ def component_type_of(case_dir):
     return m.group(1).decode() if m else None
 
 
-def cases_of_types(type_names):
-    """(id, path) of every reference case of these component types: the full
-    oracle's and the copies shipped in tests/data/components."""
+def case_params(type_names):
+    """pytest params for every reference case of these types: the full
+    oracle's (id compN) and the shipped copies (id data:compN)."""
     out = []
-    for root, prefix in ((KALDI_REF / "components", ""),
-                         (TEST_DATA / "components", "data:")):
+    for root, prefix in ((KALDI_REF / "components", ""), (TEST_DATA / "components", "data:")):
         if not root.is_dir():
             continue
         for d in sorted(root.glob("comp*"), key=lambda p: int(p.name[4:])):
             if (d / "component.txt").is_file() and component_type_of(d) in type_names:
-                out.append((prefix + d.name, d))
+                out.append(pytest.param(d, id=prefix + d.name))
     return out
 
 
-def params_for(cases):
-    import pytest
-    return [pytest.param(path, id=ident) for ident, path in cases]
+def shipped_types(params):
+    """The component types of the shipped copies (ids data:compN) among ``params``."""
+    return {component_type_of(p.values[0]) for p in params if p.id.startswith("data:")}
 
 
-def write_bytes(comp, binary):
-    out = OutputStream(binary)
-    out.write_header()
-    comp.write_to(out)
-    return out.getvalue()
+def read_component(path):
+    return Component.read(str(path))
+
+
+def read_ark(path):
+    """A matrix archive as {key: float32 matrix}."""
+    return dict(read_table("ark:%s" % path, "matrix"))
 
 
 def read_data(case_dir):
-    return dict(read_table("ark:%s" % (Path(case_dir) / "data.ark")))
+    return read_ark(Path(case_dir) / "data.ark")
+
+
+def to_bytes(obj, binary, header=False):
+    """What ``obj.write_to`` writes (a component, precomputed indexes...),
+    after Kaldi's binary header if ``header``."""
+    out = OutputStream(binary)
+    if header:
+        out.write_header()
+    obj.write_to(out)
+    return out.getvalue()
+
+
+def component_bytes(comp, binary):
+    """What writing ``comp`` to a file gives (with the binary header)."""
+    return to_bytes(comp, binary, header=True)
+
+
+def read_text_component(data, source="test"):
+    """A component read from ``data`` (str or bytes; binary if it starts with
+    Kaldi's header, text otherwise)."""
+    if isinstance(data, str):
+        data = data.encode()
+    return Component.read_new(InputStream.from_bytes(data, source))
+
+
+def component_text(comp):
+    """The component in Kaldi's text form, as a str."""
+    return to_bytes(comp, False).decode()
+
+
+def component_from_line(line, source=None, line_number=None):
+    """A component from a ``component name=... type=...`` config line, as
+    nnet3-init makes it (the name is the caller's business)."""
+    cfl = ConfigLine(line, source, line_number)
+    cfl.get_str("name")
+    return Component.from_config_line(cfl)
+
+
+def component_from_config(keys):
+    """A component from the keys of a config line (``type=... dim=...``)."""
+    return component_from_line("component name=x " + keys)
+
+
+def roundtrip(comp, binary):
+    """The component written and read back (tests the reader on our output)."""
+    data = component_bytes(comp, binary)
+    return Component.read_new(InputStream.from_bytes(data, "<roundtrip>"))
+
+
+# -- running a component as Kaldi's oracle did ----------------------------------------
+
+def padding_artifact(comp, in_dim, out_dim):
+    """Whether Kaldi's oracle numbers for this component came from padded
+    rows reinterpreted as contiguous."""
+    contiguous = comp.properties() & (P.kInputContiguous | P.kOutputContiguous)
+    return bool(contiguous) and (in_dim % 4 != 0 or out_dim % 4 != 0)
+
+
+class KaldiMatrix:
+    """A matrix in memory as the oracle's was: with ``padded``, rows of
+    ``stride`` floats (cols rounded up to 4) whose padding holds ``fill``;
+    ``flat`` is the rows x cols view a component sees when it ignores the
+    stride, ``value`` the real matrix."""
+
+    def __init__(self, rows, cols, values=None, padded=False, fill=np.nan):
+        self.cols = cols
+        stride = (cols + 3) // 4 * 4 if padded else cols
+        self.memory = np.full((rows, stride), fill, dtype=np.float32)
+        self.memory[:, :cols] = 0.0 if values is None else values
+        self.flat = self.memory.reshape(-1)[:rows * cols].reshape(rows, cols)
+
+    @property
+    def value(self):
+        return self.memory[:, :self.cols]
+
+
+def forward_backward(comp, data, to_update=None, pad=np.nan):
+    """(out, in_deriv) as Kaldi's oracle computed them: propagate of ``in``,
+    then backprop of ``out_deriv`` given that propagate's memo and output
+    matrix, on padded rows holding ``pad`` where :func:`padding_artifact`
+    says so (Kaldi's padding held whatever its propagate left there, ours
+    too)."""
+    x, out_deriv = data["in"], data["out_deriv"]
+    rows, in_dim = x.shape
+    out_dim = out_deriv.shape[1]
+    padded = padding_artifact(comp, in_dim, out_dim)
+
+    def matrix(cols, values=None):
+        return KaldiMatrix(rows, cols, values, padded, pad)
+
+    with np.errstate(**({"invalid": "ignore", "over": "ignore", "divide": "ignore"}
+                        if padded else {})):
+        xin, out, in_deriv = matrix(in_dim, x), matrix(out_dim), matrix(in_dim)
+        memo = comp.propagate(None, xin.flat, out.flat)
+        comp.backprop("test", None, xin.flat, out.flat, matrix(out_dim, out_deriv).flat, memo,
+                      to_update, in_deriv.flat)
+    return out.value, in_deriv.value
 
 
 def max_rel_diff(ours, kaldi):
@@ -78,62 +188,18 @@ def max_rel_diff(ours, kaldi):
     return float(np.max(np.abs(ours - kaldi)) / max(1.0, float(np.max(np.abs(kaldi)))))
 
 
-TOLERANCE = 1e-3
-
-
-def kaldi_padding_artifact(comp, in_dim, out_dim):
-    """Whether Kaldi's oracle numbers for this component depend on row padding."""
-    props = comp.properties()
-    contiguous = props & (P.kInputContiguous | P.kOutputContiguous)
-    return bool(contiguous) and (in_dim % 4 != 0 or out_dim % 4 != 0)
-
-
-def _padded(mat, fill=np.nan):
-    rows, cols = mat.shape
-    stride = cols + (4 - cols % 4) % 4
-    buf = np.full((rows, stride), fill, np.float32)
-    buf[:, :cols] = mat
-    return buf
-
-
-def _flat(buf, cols):
-    return buf.reshape(-1)[:buf.shape[0] * cols].reshape(buf.shape[0], cols)
-
-
-def run_like_kaldi(comp, data, to_update=None, pad=np.nan):
-    """Forward and backward as Kaldi's oracle ran them: returns
-    (out, in_deriv), computed on contiguous matrices normally, or on
-    NaN-padded rows reinterpreted as contiguous for the padding-artifact
-    components (then NaN marks numbers Kaldi took from padding)."""
-    x, y = data["in"], data["out"]
-    rows, in_dim = x.shape
-    out_dim = y.shape[1]
-    if not kaldi_padding_artifact(comp, in_dim, out_dim):
-        out = np.zeros((rows, out_dim), np.float32)
-        comp.propagate(None, x.copy(), out)
-        in_deriv = np.zeros((rows, in_dim), np.float32)
-        comp.backprop("", None, x.copy(), y.copy(), data["out_deriv"].copy(), None,
-                      to_update, in_deriv)
-        return out, in_deriv
-    with np.errstate(invalid="ignore"):
-        in_buf = _padded(x, pad)
-        out_buf = _padded(np.zeros((rows, out_dim), np.float32), pad)
-        comp.propagate(None, _flat(in_buf, in_dim), _flat(out_buf, out_dim))
-        in_deriv_buf = _padded(np.zeros((rows, in_dim), np.float32), pad)
-        comp.backprop("", None, _flat(in_buf, in_dim), _flat(_padded(y, pad), out_dim),
-                      _flat(_padded(data["out_deriv"], pad), out_dim), None, to_update,
-                      _flat(in_deriv_buf, in_dim))
-    return out_buf[:, :out_dim], in_deriv_buf[:, :in_dim]
-
-
-def compare_determined(ours, kaldi, what):
-    """Compares the entries of ``ours`` that are not NaN; returns how many."""
-    mask = np.isfinite(ours)
+def compare(ours, kaldi, what):
+    """Asserts agreement within the project tolerance on the entries of
+    ``ours`` that are not NaN (there must be some); returns how many."""
+    assert ours.shape == kaldi.shape, (what, ours.shape, kaldi.shape)
+    mask = ~np.isnan(ours)
     n = int(mask.sum())
-    assert n > 0, "%s: nothing comparable" % what
-    scale = max(1.0, float(np.max(np.abs(kaldi)))) if kaldi.size else 1.0
-    diff = float(np.max(np.abs(ours[mask].astype(np.float64) - kaldi[mask]))) / scale
-    assert diff <= TOLERANCE, "%s differs from Kaldi by %g (relative)" % (what, diff)
+    assert n > 0 or ours.size == 0, "%s: nothing comparable" % what
+    if n == 0:
+        return 0
+    scale = max(1.0, float(np.max(np.abs(kaldi[mask]))))
+    diff = float(np.max(np.abs(ours[mask].astype(np.float64) - kaldi[mask])))
+    assert diff <= TOLERANCE * scale, "%s differs from Kaldi by %g (scale %g)" % (what, diff, scale)
     return n
 
 
@@ -145,39 +211,41 @@ def gradient_component(comp):
     return grad
 
 
-# -- the checks every case gets ----------------------------------------------------
+# -- the checks every case gets -------------------------------------------------------
 
-def check_copies(case_dir):
-    """The four nnet3-copy directions, byte for byte."""
-    case_dir = Path(case_dir)
-    for src in ("bin", "txt"):
-        comp = Component.read(str(case_dir / ("component." + src)))
-        for dst, binary in (("bin", True), ("txt", False)):
-            expected = (case_dir / ("kaldi-copy.%s-to-%s" % (src, dst))).read_bytes()
-            got = write_bytes(comp, binary)
-            assert got == expected, "%s -> %s differs from Kaldi" % (src, dst)
+def check_copy(case_dir, src, dst):
+    """nnet3-copy of component.<src> to <dst> mode, byte for byte."""
+    comp = read_component(Path(case_dir) / ("component." + src))
+    expected = (Path(case_dir) / ("kaldi-copy.%s-to-%s" % (src, dst))).read_bytes()
+    assert component_bytes(comp, dst == "bin") == expected, \
+        "%s -> %s differs from Kaldi" % (src, dst)
 
 
 def check_info(case_dir):
-    comp = Component.read(str(Path(case_dir) / "component.bin"))
-    expected = (Path(case_dir) / "info.txt").read_text().rstrip("\n")
-    assert comp.info() == expected
+    comp = read_component(Path(case_dir) / "component.bin")
+    assert comp.info() == (Path(case_dir) / "info.txt").read_text().rstrip("\n")
 
 
 def check_properties(case_dir):
-    comp = Component.read(str(Path(case_dir) / "component.bin"))
-    lines = dict(line.split(None, 1) for line in
-                 (Path(case_dir) / "props.txt").read_text().splitlines() if line.strip())
-    assert comp.type_name == lines["type"].strip()
-    assert comp.properties() == int(lines["properties"])
+    comp = read_component(Path(case_dir) / "component.bin")
+    fields = dict(line.split(None, 1) for line in
+                  (Path(case_dir) / "props.txt").read_text().splitlines() if line.strip())
+    assert comp.type_name == fields["type"].strip()
+    assert comp.properties() == int(fields["properties"])
 
 
 def check_forward_backward(case_dir):
-    comp = Component.read(str(Path(case_dir) / "component.bin"))
+    """Propagate and backprop against data.ark; every entry is compared
+    unless Kaldi's number came from row padding. Returns the number of output
+    and input-derivative entries compared."""
+    comp = read_component(Path(case_dir) / "component.bin")
     data = read_data(case_dir)
-    out, in_deriv = run_like_kaldi(comp, data)
-    compare_determined(out, data["out"], "forward")
-    compare_determined(in_deriv, data["in_deriv"], "input derivative")
+    out, in_deriv = forward_backward(comp, data)
+    n_out = compare(out, data["out"], "output")
+    n_in = compare(in_deriv, data["in_deriv"], "input derivative")
+    if not padding_artifact(comp, data["in"].shape[1], data["out"].shape[1]):
+        assert n_out == out.size and n_in == in_deriv.size
+    return n_out, n_in
 
 
 def check_gradient(case_dir):
@@ -185,16 +253,16 @@ def check_gradient(case_dir):
     Kaldi's numbers depend on padding memory that did not hold zeros (then
     there is nothing numeric to compare)."""
     case_dir = Path(case_dir)
-    comp = Component.read(str(case_dir / "component.bin"))
+    comp = read_component(case_dir / "component.bin")
     has_file = (case_dir / "gradient.txt").is_file()
     if not comp.properties() & P.kUpdatableComponent:
         assert not has_file
         return True
     assert has_file
-    kaldi_grad = Component.read(str(case_dir / "gradient.txt"))
+    kaldi_grad = read_component(case_dir / "gradient.txt")
     grad = gradient_component(comp)
     data = read_data(case_dir)
-    run_like_kaldi(comp, data, to_update=grad)
+    forward_backward(comp, data, to_update=grad)
     assert kaldi_grad.type_name == grad.type_name
     assert kaldi_grad.is_gradient and grad.is_gradient
     assert kaldi_grad.learning_rate == grad.learning_rate == 1.0
@@ -204,7 +272,7 @@ def check_gradient(case_dir):
         # Kaldi summed over padding memory. Where that memory held zeros,
         # Kaldi's gradient is reproducible with zero padding.
         grad = gradient_component(comp)
-        run_like_kaldi(comp, data, to_update=grad, pad=0.0)
+        forward_backward(comp, data, to_update=grad, pad=0.0)
         ours = grad.vectorize()
         if not np.isfinite(theirs).all() or not max_rel_diff(ours, theirs) <= TOLERANCE:
             return False
@@ -220,7 +288,7 @@ def check_linearity(case_dir, linear=True):
     components (``linear``) a central difference is exact up to rounding;
     otherwise (composites with nonlinearities) it is second-order accurate
     and the tolerance is looser."""
-    comp = Component.read(str(Path(case_dir) / "component.bin"))
+    comp = read_component(Path(case_dir) / "component.bin")
     data = read_data(case_dir)
     x, d = data["in"].astype(np.float32), data["out_deriv"].astype(np.float64)
     rows, in_dim = x.shape
@@ -257,6 +325,84 @@ def check_linearity(case_dir, linear=True):
               float((grad.vectorize().astype(np.float64) * v).sum()), "gradient")
 
 
+def finite_difference_check(comp, x, out_deriv, eps=1e-3, tol=2e-2, seed=0):
+    """Backprop's input derivative against a central difference of
+    f(x) = sum(propagate(x) * out_deriv) along a random direction (float64
+    accumulation; a fresh propagate for each evaluation)."""
+    rows, in_dim = x.shape
+    d = out_deriv.astype(np.float64)
+
+    def f(inp):
+        out = np.zeros(out_deriv.shape, np.float32)
+        comp.propagate(None, inp.astype(np.float32), out)
+        return float((out.astype(np.float64) * d).sum()), out
+
+    out0 = np.zeros(out_deriv.shape, np.float32)
+    memo = comp.propagate(None, x.copy(), out0)
+    in_deriv = np.zeros((rows, in_dim), np.float32)
+    comp.backprop("fd", None, x.copy(), out0, out_deriv.astype(np.float32), memo, None,
+                  in_deriv)
+    v = np.random.default_rng(seed).standard_normal(x.shape)
+    measured = (f(x + eps * v)[0] - f(x - eps * v)[0]) / (2 * eps)
+    predicted = float((in_deriv.astype(np.float64) * v).sum())
+    scale = max(1.0, abs(measured), abs(predicted))
+    assert abs(measured - predicted) <= tol * scale, (measured, predicted)
+    return in_deriv
+
+
+# -- the per-case tests, for test modules to subclass ----------------------------------
+
+class KaldiCaseTests:
+    """Byte-exact copies in the four nnet3-copy directions, Info(),
+    Properties(), and forward and input derivative against Kaldi's numbers,
+    for every reference case of the component types in ``TYPES``. A test
+    module subclasses this as ``class Test...: TYPES = (...)``; its ``case``
+    argument is parametrized over :func:`case_params` of ``TYPES``."""
+
+    TYPES = ()
+
+    def pytest_generate_tests(self, metafunc):
+        if "case" in metafunc.fixturenames:
+            metafunc.parametrize("case", case_params(self.TYPES))
+
+    @pytest.mark.parametrize("src,dst", DIRECTIONS, ids=["%s-to-%s" % d for d in DIRECTIONS])
+    def test_copy_matches_kaldi(self, case, src, dst):
+        check_copy(case, src, dst)
+
+    def test_info_matches_kaldi(self, case):
+        check_info(case)
+
+    def test_properties_match_kaldi(self, case):
+        check_properties(case)
+
+    def test_forward_backward_match_kaldi(self, case):
+        check_forward_backward(case)
+
+    def test_every_type_has_shipped_cases(self):
+        assert shipped_types(case_params(self.TYPES)) >= set(self.TYPES)
+
+
+class UpdatableCaseTests(KaldiCaseTests):
+    """:class:`KaldiCaseTests` plus the gradient against Kaldi's and a
+    finite-difference self-check of the derivatives (``LINEAR``: whether the
+    component is affine in its input and parameters, see
+    :func:`check_linearity`). Where ``GRADIENT_MAY_USE_PADDING``, a case whose
+    Kaldi gradient summed uninitialized row padding is skipped."""
+
+    LINEAR = True
+    GRADIENT_MAY_USE_PADDING = True
+
+    def test_gradient_matches_kaldi(self, case):
+        ok = check_gradient(case)
+        if not ok and self.GRADIENT_MAY_USE_PADDING:
+            pytest.skip("Kaldi's gradient here sums over row padding (uninitialized memory); "
+                        "only its structure was checked")
+        assert ok
+
+    def test_derivatives_self_consistent(self, case):
+        check_linearity(case, linear=self.LINEAR)
+
+
 # -- components of whole networks (for config initialization tests) ------------------
 
 def read_model_component(model_bytes, name):
@@ -290,3 +436,24 @@ def adopt_parameters(ours, kaldi):
 def open_model_bytes(path):
     stream = open_input(str(path))
     return stream.data
+
+
+def model_dirs():
+    """kaldi-ref networks that have a text model (models/* and random/case*)."""
+    if not KALDI_REF.is_dir():
+        return []
+    dirs = sorted((KALDI_REF / "models").glob("*"))
+    dirs += sorted((KALDI_REF / "random").glob("case*"), key=lambda p: int(p.name[4:]))
+    return [d for d in dirs if (d / "model.txt").is_file()]
+
+
+def component_occurrences(data, type_name):
+    """Byte offsets of every ``<TypeName> `` token in a model file."""
+    return [m.start() for m in re.finditer(re.escape(("<%s> " % type_name).encode()), data)]
+
+
+def component_fragment(data, at, type_name):
+    """The bytes of one component, from its opening token at ``at`` through
+    its closing token and the space after it."""
+    end = ("</%s> " % type_name).encode()
+    return data[at:data.index(end, at) + len(end)]

@@ -11,87 +11,40 @@ self-check of the derivatives.
 import numpy as np
 import pytest
 
-from kaldi_component_cases import (cases_of_types, check_copies, check_forward_backward,
-                                   check_gradient, check_info, check_linearity,
-                                   check_properties, params_for)
-from pynnet3.components import Component
+from kaldi_component_cases import UpdatableCaseTests, component_text, read_text_component
 from pynnet3.components.affine import (AffineComponent, FixedAffineComponent,
                                        NaturalGradientAffineComponent)
 from pynnet3.components.repeated_affine import BlockAffineComponent, RepeatedAffineComponent
 from pynnet3.errors import KaldiFormatError
-from pynnet3.io.stream import InputStream, OutputStream
 
 TYPES = ("AffineComponent", "LinearComponent", "NaturalGradientAffineComponent",
          "FixedAffineComponent", "RepeatedAffineComponent", "BlockAffineComponent",
          "NaturalGradientRepeatedAffineComponent")
-CASES = cases_of_types(TYPES)
-CASE_PARAMS = params_for(CASES)
 
 
-def test_every_type_has_shipped_cases():
-    shipped = {Component.read(str(p / "component.txt")).type_name
-               for ident, p in CASES if ident.startswith("data:")}
-    assert shipped >= set(TYPES)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_copy_directions(case):
-    check_copies(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_info(case):
-    check_info(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_properties(case):
-    check_properties(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_forward_backward(case):
-    check_forward_backward(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_gradient(case):
-    if not check_gradient(case):
-        pytest.skip("Kaldi's gradient here sums over row padding (uninitialized memory); "
-                    "only its structure was checked")
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_derivatives_self_consistent(case):
-    check_linearity(case)
+class TestKaldiCases(UpdatableCaseTests):
+    TYPES = TYPES
 
 
 # -- older file forms Kaldi still reads -----------------------------------------------
 
-def _read_text(text):
-    return Component.read_new(InputStream(text.encode(), False, "test"))
-
-
-def _text(comp):
-    out = OutputStream(False)
-    comp.write_to(out)
-    return out.getvalue().decode()
-
-
 def test_affine_reads_legacy_is_gradient_after_params():
-    comp = _read_text("<AffineComponent> <LearningRate> 0.5 <LinearParams> [\n 1 2\n 3 4 ]\n"
-                      "<BiasParams> [ 5 6 ]\n<IsGradient> T </AffineComponent>")
+    comp = read_text_component("<AffineComponent> <LearningRate> 0.5 <LinearParams> [\n"
+                               " 1 2\n 3 4 ]\n<BiasParams> [ 5 6 ]\n<IsGradient> T "
+                               "</AffineComponent>")
     assert comp.is_gradient and comp.learning_rate == 0.5
-    assert _text(comp) == ("<AffineComponent> <IsGradient> T <LearningRate> 0.5 <LinearParams>"
-                           "  [\n  1 2 \n  3 4 ]\n<BiasParams>  [ 5 6 ]\n</AffineComponent> ")
+    assert component_text(comp) == ("<AffineComponent> <IsGradient> T <LearningRate> 0.5 "
+                                    "<LinearParams>  [\n  1 2 \n  3 4 ]\n<BiasParams>  [ 5 6 ]\n"
+                                    "</AffineComponent> ")
 
 
 def test_affine_orthonormal_constraint_round_trip():
-    comp = _read_text("<AffineComponent> <MaxChange> 0.75 <LearningRate> 0.001 <LinearParams> [\n"
-                      " 1 0 ]\n<BiasParams> [ 2 ]\n<OrthonormalConstraint> -1 </AffineComponent>")
+    comp = read_text_component("<AffineComponent> <MaxChange> 0.75 <LearningRate> 0.001 "
+                               "<LinearParams> [\n 1 0 ]\n<BiasParams> [ 2 ]\n"
+                               "<OrthonormalConstraint> -1 </AffineComponent>")
     assert comp.orthonormal_constraint == -1.0 and comp.max_change == 0.75
     assert "orthonormal-constraint=-1" in comp.info()
-    assert "<OrthonormalConstraint> -1 </AffineComponent>" in _text(comp)
+    assert "<OrthonormalConstraint> -1 </AffineComponent>" in component_text(comp)
 
 
 def test_natural_gradient_affine_reads_old_tokens():
@@ -100,32 +53,34 @@ def test_natural_gradient_affine_reads_old_tokens():
             "<NumSamplesHistory> 2000 <Alpha> 4 <MaxChangePerSample> 0.075 <IsGradient> F "
             "<UpdateCount> 0 <ActiveScalingCount> 0 <MaxChangeScaleStats> 0 "
             "<NaturalGradientAffineComponent>")
-    comp = _read_text(text)
+    comp = read_text_component(text)
     assert isinstance(comp, NaturalGradientAffineComponent)
     assert (comp.rank_in, comp.rank_out, comp.update_period) == (1, 1, 4)
-    assert _text(comp).endswith("<Alpha> 4 </NaturalGradientAffineComponent> ")
+    assert component_text(comp).endswith("<Alpha> 4 </NaturalGradientAffineComponent> ")
 
 
 def test_natural_gradient_per_element_scale_reads_max_change_per_minibatch():
-    comp = _read_text("<NaturalGradientPerElementScaleComponent> <LearningRate> 0.1 "
-                      "<Params> [ 1 2 ] <IsGradient> F <Rank> 8 <UpdatePeriod> 10 "
-                      "<NumSamplesHistory> 2000 <Alpha> 4 <MaxChangePerMinibatch> 0.1 "
-                      "</NaturalGradientPerElementScaleComponent>")
-    assert comp.rank == 8 and "<MaxChangePerMinibatch>" not in _text(comp)
+    comp = read_text_component("<NaturalGradientPerElementScaleComponent> <LearningRate> 0.1 "
+                               "<Params> [ 1 2 ] <IsGradient> F <Rank> 8 <UpdatePeriod> 10 "
+                               "<NumSamplesHistory> 2000 <Alpha> 4 <MaxChangePerMinibatch> 0.1 "
+                               "</NaturalGradientPerElementScaleComponent>")
+    assert comp.rank == 8 and "<MaxChangePerMinibatch>" not in component_text(comp)
 
 
 def test_bad_files_raise_format_errors():
     with pytest.raises(KaldiFormatError, match="BiasParams"):
-        _read_text("<AffineComponent> <LearningRate> 0.1 <LinearParams> [\n 1 2 ]\n"
-                   "<BiasParams> [ 1 2 ]\n</AffineComponent>")
+        read_text_component("<AffineComponent> <LearningRate> 0.1 <LinearParams> [\n 1 2 ]\n"
+                            "<BiasParams> [ 1 2 ]\n</AffineComponent>")
     with pytest.raises(KaldiFormatError, match="LinearParams"):
-        _read_text("<AffineComponent> <LearningRate> 0.1 <Linear> [ ] </AffineComponent>")
+        read_text_component("<AffineComponent> <LearningRate> 0.1 <Linear> [ ] "
+                            "</AffineComponent>")
     with pytest.raises(KaldiFormatError, match="NumBlocks"):
-        _read_text("<BlockAffineComponent> <LearningRate> 0.1 <NumBlocks> 2 <LinearParams> [\n"
-                   " 1 2 ]\n<BiasParams> [ 1 ]\n</BlockAffineComponent>")
+        read_text_component("<BlockAffineComponent> <LearningRate> 0.1 <NumBlocks> 2 "
+                            "<LinearParams> [\n 1 2 ]\n<BiasParams> [ 1 ]\n"
+                            "</BlockAffineComponent>")
     with pytest.raises(KaldiFormatError):
-        _read_text("<RepeatedAffineComponent> <LearningRate> 0.1 <NumRepeats> 2 "
-                   "<LinearParams> [\n 1 2 ]\n<BiasParams> [ 1")
+        read_text_component("<RepeatedAffineComponent> <LearningRate> 0.1 <NumRepeats> 2 "
+                            "<LinearParams> [\n 1 2 ]\n<BiasParams> [ 1")
 
 
 # -- parameters interface --------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from kaldi_component_cases import adopt_parameters, read_model_component, write_bytes
+from kaldi_component_cases import adopt_parameters, component_bytes, read_model_component
 from pynnet3.components import Component, kaldi_random
 from pynnet3.errors import ConfigError
 from pynnet3.nnet.config_line import ConfigLine, read_config_lines
@@ -128,7 +128,7 @@ def test_init_matches_nnet3_init(model_dir, monkeypatch):
         if _is_deterministic(text):
             _assert_same_arrays(ours, kaldi, where)
         adopt_parameters(ours, kaldi)
-        assert write_bytes(ours, True) == write_bytes(kaldi, True), where
+        assert component_bytes(ours, True) == component_bytes(kaldi, True), where
 
 
 def test_some_models_checked():

@@ -7,51 +7,18 @@ Info(), Properties(), forward, input derivative and gradient against Kaldi.
 import numpy as np
 import pytest
 
-from kaldi_component_cases import (cases_of_types, check_copies, check_forward_backward,
-                                   check_gradient, check_info, check_linearity,
-                                   check_properties, params_for)
+from kaldi_component_cases import UpdatableCaseTests
 from pynnet3.components import Component
 from pynnet3.components.base import P
 from pynnet3.errors import ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream
 from pynnet3.nnet.config_line import ConfigLine
 
-CASES = cases_of_types(("CompositeComponent",))
-CASE_PARAMS = params_for(CASES)
 
-
-def test_shipped_cases():
-    assert any(ident.startswith("data:") for ident, _ in CASES)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_copy_directions(case):
-    check_copies(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_info(case):
-    check_info(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_properties(case):
-    check_properties(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_forward_backward(case):
-    check_forward_backward(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_gradient(case):
-    assert check_gradient(case)
-
-
-@pytest.mark.parametrize("case", CASE_PARAMS)
-def test_derivatives_self_consistent(case):
-    check_linearity(case, linear=False)
+class TestKaldiCases(UpdatableCaseTests):
+    TYPES = ("CompositeComponent",)
+    LINEAR = False  # composites with nonlinearities
+    GRADIENT_MAY_USE_PADDING = False
 
 
 def _composite(line):

@@ -25,6 +25,8 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
+from kaldi_component_cases import (KaldiCaseTests, case_params, component_from_line,
+                                   max_rel_diff, read_ark, to_bytes)
 import pynnet3.components  # noqa: F401  (registers every component type)
 from pynnet3.components.base import Component, PrecomputedIndexes
 from pynnet3.components.convolution_model import (ConvolutionComputationIo, ConvolutionModel,
@@ -58,32 +60,6 @@ def stream_of(path):
     return InputStream.from_bytes(path.read_bytes(), str(path))
 
 
-def to_bytes(obj, binary, header=False):
-    out = OutputStream(binary)
-    if header:
-        out.write_header()
-    obj.write_to(out)
-    return out.getvalue()
-
-
-def read_ark(path):
-    """Binary matrix archive -> {key: float32 matrix}."""
-    data = path.read_bytes()
-    out, pos = {}, 0
-    while pos < len(data):
-        space = data.index(b" ", pos)
-        stream = InputStream(data, True, str(path), space + 3)  # skip " \0B"
-        out[data[pos:space].decode()] = stream.read_matrix()
-        pos = stream.pos
-    return out
-
-
-def rel_err(got, ref):
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    assert got.shape == ref.shape
-    return np.abs(got - ref).max() / max(1.0, np.abs(ref).max()) if ref.size else 0.0
-
-
 def model_components(path):
     """[(name, type, start, end, component)] for our types in a model file
     (binary or text), found by their '<ComponentName> name' prefix."""
@@ -104,14 +80,6 @@ def model_components(path):
     return found, data, binary
 
 
-def from_line(line, source=None, line_number=None):
-    """A component from a 'component name=... type=...' line (the name is the
-    caller's business, as in nnet3-init)."""
-    cfl = ConfigLine(line, source, line_number)
-    cfl.get_str("name")
-    return Component.from_config_line(cfl)
-
-
 def _has_my_types(path):
     try:
         return _TYPE_RE.search(path.read_bytes()) is not None
@@ -122,14 +90,6 @@ def _has_my_types(path):
 # ----------------------------------------------------------------------------
 # case lists (kaldi-ref when present, plus the bundled subset)
 # ----------------------------------------------------------------------------
-
-def simple_cases():
-    dirs = sorted(KALDI_REF.glob("components/comp*"), key=_key)
-    dirs += sorted(DATA.glob("comp*"), key=_key)
-    dirs = [d for d in dirs if re.match(r"<(Convolution|Maxpooling)Component>",
-                                        (d / "component.txt").read_text()[:40])]
-    return [pytest.param(d, id="%s/%s" % (d.parent.parent.name, d.name)) for d in dirs]
-
 
 def model_files():
     files = sorted(KALDI_REF.glob("models/*/model.raw")) + sorted(
@@ -182,27 +142,20 @@ def config_sets():
 # simple components (components/compN)
 # ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("d", simple_cases())
-def test_simple_component_io_info_properties(d):
-    for src in ("bin", "txt"):
-        comp = Component.read_new(stream_of(d / ("component." + src)))
-        for binary, dst in ((True, "bin"), (False, "txt")):
-            ref = (d / ("kaldi-copy.%s-to-%s" % (src, dst))).read_bytes()
-            assert to_bytes(comp, binary, header=binary) == ref, (src, dst)
-    comp = Component.read_new(stream_of(d / "component.bin"))
-    assert comp.info() == (d / "info.txt").read_text().strip()
-    props = (d / "props.txt").read_text().split()
-    assert comp.properties() == int(props[props.index("properties") + 1])
-    assert comp.type_name == props[props.index("type") + 1]
+SIMPLE_TYPES = ("ConvolutionComponent", "MaxpoolingComponent")
 
 
-@pytest.mark.parametrize("d", simple_cases())
+class TestKaldiCases(KaldiCaseTests):
+    TYPES = SIMPLE_TYPES
+
+
+@pytest.mark.parametrize("d", case_params(SIMPLE_TYPES))
 def test_simple_component_numerics(d):
     comp = Component.read_new(stream_of(d / "component.bin"))
     a = read_ark(d / "data.ark")
     out = np.zeros_like(a["out"])
     comp.propagate(None, a["in"], out)
-    assert rel_err(out, a["out"]) <= 1e-3
+    assert max_rel_diff(out, a["out"]) <= 1e-3
     in_deriv = np.zeros_like(a["in"])
     grad = None
     if comp.is_updatable():
@@ -210,10 +163,10 @@ def test_simple_component_numerics(d):
         grad.set_as_gradient()
         grad.scale(0.0)
     comp.backprop("", None, a["in"], a["out"], a["out_deriv"], None, grad, in_deriv)
-    assert rel_err(in_deriv, a["in_deriv"]) <= 1e-3
+    assert max_rel_diff(in_deriv, a["in_deriv"]) <= 1e-3
     if grad is not None:
         ref = Component.read_new(stream_of(d / "gradient.txt"))
-        assert rel_err(grad.vectorize(), ref.vectorize()) <= 1e-3
+        assert max_rel_diff(grad.vectorize(), ref.vectorize()) <= 1e-3
         assert ref.is_gradient and grad.is_gradient
 
 
@@ -277,17 +230,17 @@ def test_init_from_config_matches_kaldi(configs, model):
 
 def test_random_init_distributions():
     np.random.seed(3)
-    tdnn = from_line((
+    tdnn = component_from_line((
         "component name=t type=TdnnComponent input-dim=200 output-dim=300 "
         "time-offsets=-1,0,1 bias-mean=2.0 bias-stddev=0.5"))
     assert abs(tdnn.linear_params.std() - 1.0 / np.sqrt(600)) < 0.05 / np.sqrt(600)
     assert abs(tdnn.bias_params.mean() - 2.0) < 0.1
     assert abs(tdnn.bias_params.std() - 0.5) < 0.1
-    nobias = from_line((
+    nobias = component_from_line((
         "component name=t type=TdnnComponent input-dim=4 output-dim=3 time-offsets=0 "
         "use-bias=false"))
     assert nobias.bias_params.shape == (0,) and nobias.properties() & 0x8
-    thc = from_line((
+    thc = component_from_line((
         "component name=c type=TimeHeightConvolutionComponent num-filters-in=4 "
         "num-filters-out=4 height-in=10 height-out=10 height-offsets=-1,0,1 "
         "time-offsets=-1,0,1 init-unit=true"))
@@ -375,7 +328,7 @@ def test_kaldi_computation_end_to_end(d):
         computer.accept_input(key, value)
     computer.run()
     for key, value in read_ark(d / "outputs.ark").items():
-        assert rel_err(computer.get_output(key), value) <= 1e-3, key
+        assert max_rel_diff(computer.get_output(key), value) <= 1e-3, key
     if not (d / "output_derivs.ark").is_file():
         return
     for key, value in read_ark(d / "output_derivs.ark").items():
@@ -383,11 +336,11 @@ def test_kaldi_computation_end_to_end(d):
     computer.run()
     if (d / "input_derivs.ark").is_file():
         for key, value in read_ark(d / "input_derivs.ark").items():
-            assert rel_err(computer.get_output(key), value) <= 1e-3, key
+            assert max_rel_diff(computer.get_output(key), value) <= 1e-3, key
     if grad is not None:
         ref = Nnet.read(str(d / "gradient.raw"))
         for name, ours, kaldi in zip(grad.component_names, grad.components, ref.components):
-            assert rel_err(ours.vectorize(), kaldi.vectorize()) <= 1e-3, name
+            assert max_rel_diff(ours.vectorize(), kaldi.vectorize()) <= 1e-3, name
 
 
 # ----------------------------------------------------------------------------
@@ -462,7 +415,7 @@ THC_CONFIGS = [
 
 
 def _thc(config):
-    return from_line((
+    return component_from_line((
         "component name=c type=TimeHeightConvolutionComponent learning-rate=0.01 " + config))
 
 
@@ -481,7 +434,7 @@ def test_time_height_convolution_against_direct(config, step_in, step_out, t_out
     comp.propagate(pi, in_mat, out)
     ref = direct_time_height_convolution(comp, inputs, in_mat, outputs)
     real = [i for i, o in enumerate(outputs) if o.t != kNoTime]
-    assert rel_err(out[real], ref[real]) <= 1e-5
+    assert max_rel_diff(out[real], ref[real]) <= 1e-5
 
 
 def _adjoint_checks(comp, inputs, outputs, rng, pi, strided_views=False):
@@ -521,8 +474,8 @@ def _adjoint_checks(comp, inputs, outputs, rng, pi, strided_views=False):
     step.is_gradient = False
     step.use_natural_gradient = True
     comp.backprop("", pi, x, None, r, None, step, None)
-    assert rel_err(step.vectorize(), params + np.float32(comp.learning_rate)
-                   * grad.vectorize()) <= 1e-5
+    assert max_rel_diff(step.vectorize(), params + np.float32(comp.learning_rate)
+                        * grad.vectorize()) <= 1e-5
     # learning rate 0: nothing changes
     frozen = comp.copy()
     frozen.learning_rate = 0.0
@@ -554,7 +507,7 @@ TDNN_CONFIGS = [
 def test_tdnn_against_direct_and_backprop(config, step_in, t_out):
     rng = np.random.default_rng(5)
     np.random.seed(5)
-    comp = from_line((
+    comp = component_from_line((
         "component name=t type=TdnnComponent learning-rate=0.02 " + config))
     t_in = range(min(t_out) - 6, max(t_out) + 7, step_in)
     inputs, outputs = make_request(comp, 3, t_out, t_in)
@@ -576,7 +529,7 @@ def test_tdnn_against_direct_and_backprop(config, step_in, t_out):
 
 def test_distribute_component():
     rng = np.random.default_rng(2)
-    comp = from_line((
+    comp = component_from_line((
         "component name=d type=DistributeComponent input-dim=12 output-dim=4"))
     assert comp.properties() == 0 and comp.info() == \
         "DistributeComponent, input-dim=12, output-dim=4"
@@ -612,7 +565,7 @@ def test_convolution_and_maxpooling_adjoint():
     rng = np.random.default_rng(9)
     np.random.seed(9)
     for order in ("zyx", "yzx"):
-        conv = from_line((
+        conv = component_from_line((
             "component name=c type=ConvolutionComponent input-x-dim=5 input-y-dim=6 "
             "input-z-dim=2 filt-x-dim=3 filt-y-dim=2 filt-x-step=1 filt-y-step=2 "
             "num-filters=3 learning-rate=0.1 input-vectorization-order=" + order))
@@ -628,7 +581,7 @@ def test_convolution_and_maxpooling_adjoint():
                 expect = patch @ conv.filter_params.T + conv.bias_params
                 p = xs * 3 + ys
                 assert np.allclose(out[:, 3 * p:3 * p + 3], expect, atol=1e-5)
-    pool = from_line((
+    pool = component_from_line((
         "component name=p type=MaxpoolingComponent input-x-dim=4 input-y-dim=5 input-z-dim=3 "
         "pool-x-size=2 pool-y-size=3 pool-z-size=1 pool-x-step=2 pool-y-step=1 pool-z-step=1"))
     x = rng.standard_normal((3, 60)).astype(np.float32)
@@ -671,7 +624,7 @@ def test_time_height_index_hooks_and_blanks():
 
 
 def test_time_subsampling_reorders_input_in_blocks():
-    comp = from_line((
+    comp = component_from_line((
         "component name=t type=TdnnComponent input-dim=2 output-dim=2 time-offsets=-1,0,1"))
     outputs = [Index(n, t, 0) for n in range(2) for t in (0, 3, 6)]
     inputs = sorted({i for o in outputs for i in comp.get_input_indexes(None, o)})
@@ -699,7 +652,7 @@ def test_memory_limited_computation_matches_unlimited():
     out2 = np.zeros_like(out1)
     small.propagate(pi_small, x, out1)
     big.propagate(pi_big, x, out2)
-    assert rel_err(out1, out2) <= 1e-6
+    assert max_rel_diff(out1, out2) <= 1e-6
 
 
 def test_convolution_model_io_and_check():
@@ -761,7 +714,7 @@ def test_convolution_model_io_and_check():
 ])
 def test_bad_configs(line, match):
     with pytest.raises(ConfigError, match=match):
-        from_line("component name=x " + line, "test.config", 3)
+        component_from_line("component name=x " + line, "test.config", 3)
 
 
 def test_bad_files():

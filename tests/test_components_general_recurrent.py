@@ -26,12 +26,13 @@ import pytest
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from conftest import KALDI_REF, TEST_DATA
+from kaldi_component_cases import (KaldiCaseTests, case_params, component_from_line,
+                                   max_rel_diff, read_ark, to_bytes)
 from pynnet3.compile.request import ComputationRequest
 from pynnet3.components import Component, PrecomputedIndexes, kaldi_random
 from pynnet3.components.base import P
 from pynnet3.errors import ComputationError, ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.io.table import read_table
 from pynnet3.nnet.config_line import ConfigLine, read_config_lines
 from pynnet3.nnet.index import Index, kNoTime
 
@@ -55,19 +56,6 @@ def _has_any(path, tokens):
 
 
 # -- collection ------------------------------------------------------------------------
-
-def _simple_cases():
-    out = []
-    for root, prefix in ((KALDI_REF / "components", ""), (DATA, "data:")):
-        if not root.is_dir():
-            continue
-        for d in sorted(root.glob("comp*"), key=lambda p: int(p.name[4:])):
-            text = (d / "component.txt").read_bytes()[:60] if (d / "component.txt").is_file() \
-                else b""
-            if any(text.startswith(("<%s>" % t).encode()) for t in SIMPLE_TYPES):
-                out.append(pytest.param(d, id=prefix + d.name))
-    return out
-
 
 def _model_dirs():
     """Folders holding a model (models/NAME, random/caseN, and the copies)."""
@@ -108,7 +96,7 @@ def _computation_dirs():
             and _has_any(d / "computation.opt.kaldi", PI_TYPES)]
 
 
-SIMPLE_CASES = _simple_cases()
+SIMPLE_CASES = case_params(SIMPLE_TYPES)
 MODEL_DIRS = _model_dirs()
 MODEL_FILES = _model_files()
 COMPUTATION_DIRS = _computation_dirs()
@@ -139,57 +127,12 @@ def components_in(path):
         pos = stream.pos
 
 
-def to_bytes(obj, binary, header=False):
-    out = OutputStream(binary)
-    if header:
-        out.write_header()
-    obj.write_to(out)
-    return out.getvalue()
-
-
-def read_ark(path):
-    return dict(read_table("ark:%s" % path, "matrix"))
-
-
-def rel_diff(ours, kaldi):
-    ours = np.asarray(ours, np.float64)
-    kaldi = np.asarray(kaldi, np.float64)
-    assert ours.shape == kaldi.shape
-    if kaldi.size == 0:
-        return 0.0
-    return float(np.abs(ours - kaldi).max() / max(1.0, np.abs(kaldi).max()))
-
-
-def component_from_line(line):
-    """init_from_config on a 'component name=.. type=..' line (nnet3-init style)."""
-    cfl = ConfigLine(line)
-    cfl.get_str("name")
-    cls = Component.new_of_type(cfl.get_str("type"))
-    cls.init_from_config(cfl)
-    cfl.check_all_used()
-    return cls
-
-
 # ---------------------------------------------------------------------------
 # Simple components: the compN cases
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("case", SIMPLE_CASES)
-def test_simple_copies_are_byte_exact(case):
-    for src in ("txt", "bin"):
-        comp = Component.read(str(case / ("component." + src)))
-        for dst, binary in (("txt", False), ("bin", True)):
-            expected = (case / ("kaldi-copy.%s-to-%s" % (src, dst))).read_bytes()
-            assert to_bytes(comp, binary, header=True) == expected, "%s -> %s" % (src, dst)
-
-
-@pytest.mark.parametrize("case", SIMPLE_CASES)
-def test_simple_info_and_properties(case):
-    comp = Component.read(str(case / "component.bin"))
-    assert comp.info() == (case / "info.txt").read_text().rstrip("\n")
-    props = dict(line.split(None, 1) for line in (case / "props.txt").read_text().splitlines())
-    assert comp.type_name == props["type"].strip()
-    assert int(comp.properties()) == int(props["properties"])
+class TestKaldiCases(KaldiCaseTests):
+    TYPES = SIMPLE_TYPES
 
 
 @pytest.mark.parametrize("case", SIMPLE_CASES)
@@ -205,24 +148,24 @@ def test_simple_forward_backward_gradient(case, monkeypatch):
     x = data["in"]
     out = np.zeros((x.shape[0], comp.output_dim()), np.float32)
     assert comp.propagate(None, x, out) is None
-    assert rel_diff(out, data["out"]) <= TOL
+    assert max_rel_diff(out, data["out"]) <= TOL
     grad = comp.copy()
     grad.scale(0.0)
     grad.set_as_gradient()
     in_deriv = np.zeros_like(x)
     comp.backprop("", None, x, out, data["out_deriv"], None, grad, in_deriv)
-    assert rel_diff(in_deriv, data["in_deriv"]) <= TOL
-    assert rel_diff(grad.vectorize(), kaldi_grad.vectorize()) <= TOL
+    assert max_rel_diff(in_deriv, data["in_deriv"]) <= TOL
+    assert max_rel_diff(grad.vectorize(), kaldi_grad.vectorize()) <= TOL
     assert grad.count == kaldi_grad.count
-    assert rel_diff(grad.value_sum, kaldi_grad.value_sum) <= TOL * max(1.0, grad.count)
-    assert rel_diff(grad.deriv_sum, kaldi_grad.deriv_sum) <= TOL * max(1.0, grad.count)
+    assert max_rel_diff(grad.value_sum, kaldi_grad.value_sum) <= TOL * max(1.0, grad.count)
+    assert max_rel_diff(grad.deriv_sum, kaldi_grad.deriv_sum) <= TOL * max(1.0, grad.count)
     assert np.allclose(grad.self_repair_total, kaldi_grad.self_repair_total, atol=1e-3)
     # Without an update the input derivative is the same (self-repair is
     # negligible here) and the component itself is untouched.
     before = comp.vectorize().copy()
     in_deriv2 = np.zeros_like(x)
     comp.backprop("", None, x, out, data["out_deriv"], None, None, in_deriv2)
-    assert rel_diff(in_deriv2, data["in_deriv"]) <= TOL
+    assert max_rel_diff(in_deriv2, data["in_deriv"]) <= TOL
     np.testing.assert_array_equal(comp.vectorize(), before)
 
 

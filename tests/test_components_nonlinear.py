@@ -5,58 +5,29 @@ of their statistics and self-repair."""
 import numpy as np
 import pytest
 
-from simple_component_ref import (DIRECTIONS, case_params, check_copy, check_forward_backward,
-                                  check_info, check_properties, component_bytes,
-                                  finite_difference_check, roundtrip)
+from kaldi_component_cases import (KaldiCaseTests, component_bytes, component_from_config,
+                                   finite_difference_check, roundtrip)
 from pynnet3.components import Component, kaldi_random
 from pynnet3.components.base import P
 from pynnet3.components.nonlinear import (LogSoftmaxComponent, RectifiedLinearComponent,
                                           SigmoidComponent, SoftmaxComponent, TanhComponent)
 from pynnet3.errors import ConfigError, KaldiFormatError, NnetError
 from pynnet3.io.stream import InputStream
-from pynnet3.nnet.config_line import ConfigLine
 
 TYPES = ("SigmoidComponent", "TanhComponent", "RectifiedLinearComponent", "SoftmaxComponent",
          "LogSoftmaxComponent")
-CASES = case_params(TYPES)
 
 
-@pytest.mark.parametrize("src,dst", DIRECTIONS, ids=["%s-to-%s" % d for d in DIRECTIONS])
-@pytest.mark.parametrize("case_dir", CASES)
-def test_copy_matches_kaldi(case_dir, src, dst):
-    check_copy(case_dir, src, dst)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_info_matches_kaldi(case_dir):
-    check_info(case_dir)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_properties_match_kaldi(case_dir):
-    check_properties(case_dir)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_forward_backward_match_kaldi(case_dir):
-    check_forward_backward(case_dir)
-
-
-def test_reference_cases_are_present():
-    assert {p.values[0].name for p in CASES}, "no reference cases found"
+class TestKaldiCases(KaldiCaseTests):
+    TYPES = TYPES
 
 
 # -- construction ----------------------------------------------------------------------
 
-def from_config(line):
-    cfl = ConfigLine("component name=x " + line)
-    cfl.get_str("name")
-    return Component.from_config_line(cfl)
-
-
 def test_config_keys_and_defaults():
-    c = from_config("type=RectifiedLinearComponent dim=12 block-dim=4 self-repair-scale=1e-05 "
-                    "self-repair-lower-threshold=0.1 self-repair-upper-threshold=0.9")
+    c = component_from_config("type=RectifiedLinearComponent dim=12 block-dim=4 "
+                              "self-repair-scale=1e-05 self-repair-lower-threshold=0.1 "
+                              "self-repair-upper-threshold=0.9")
     assert (c.dim, c.block_dim) == (12, 4)
     assert c.info() == ("RectifiedLinearComponent, dim=12, block-dim=4, "
                         "self-repair-lower-threshold=0.1, self-repair-upper-threshold=0.9, "
@@ -69,7 +40,7 @@ def test_config_keys_and_defaults():
     for binary in (True, False):
         back = roundtrip(c, binary)
         assert component_bytes(back, binary) == component_bytes(c, binary)
-    plain = from_config("type=SigmoidComponent dim=5")
+    plain = component_from_config("type=SigmoidComponent dim=5")
     assert plain.info() == "SigmoidComponent, dim=5"
     assert (plain.block_dim, plain.self_repair_scale) == (5, 0.0)
 
@@ -83,7 +54,7 @@ def test_config_keys_and_defaults():
 ])
 def test_bad_config_raises_config_error(line):
     with pytest.raises(ConfigError):
-        from_config(line)
+        component_from_config(line)
 
 
 def test_reads_old_layouts_without_optional_tokens():

@@ -8,39 +8,20 @@ import numpy as np
 import pytest
 
 from conftest import TEST_DATA
-from simple_component_ref import (DIRECTIONS, case_params, check_copy, check_forward_backward,
-                                  check_info, check_properties, component_bytes,
-                                  finite_difference_check, read_component, roundtrip)
+from kaldi_component_cases import (DIRECTIONS, KaldiCaseTests, component_bytes,
+                                   component_from_config, finite_difference_check,
+                                   read_component, roundtrip)
 from pynnet3.components import Component
 from pynnet3.components.base import P
 from pynnet3.components.normalize import BatchNormComponent, NormalizeComponent
 from pynnet3.errors import ConfigError, KaldiFormatError, NnetError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.config_line import ConfigLine
 
-CASES = case_params(("NormalizeComponent", "BatchNormComponent"))
 FRAGMENTS = TEST_DATA / "components" / "model_fragments"
 
 
-@pytest.mark.parametrize("src,dst", DIRECTIONS, ids=["%s-to-%s" % d for d in DIRECTIONS])
-@pytest.mark.parametrize("case_dir", CASES)
-def test_copy_matches_kaldi(case_dir, src, dst):
-    check_copy(case_dir, src, dst)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_info_matches_kaldi(case_dir):
-    check_info(case_dir)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_properties_match_kaldi(case_dir):
-    check_properties(case_dir)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_forward_backward_match_kaldi(case_dir):
-    check_forward_backward(case_dir)
+class TestKaldiCases(KaldiCaseTests):
+    TYPES = ("NormalizeComponent", "BatchNormComponent")
 
 
 # -- batch-norm statistics as Kaldi's nnet3-copy rewrites them -------------------------------
@@ -69,14 +50,8 @@ def test_kaldi_copy_changes_batchnorm_stats():
 
 # -- configuration ---------------------------------------------------------------------------
 
-def from_config(line):
-    cfl = ConfigLine("component name=x " + line)
-    cfl.get_str("name")
-    return Component.from_config_line(cfl)
-
-
 def test_batchnorm_config_matches_kaldi_layout():
-    comp = from_config("type=BatchNormComponent dim=40 target-rms=0.025")
+    comp = component_from_config("type=BatchNormComponent dim=40 target-rms=0.025")
     kaldi = (FRAGMENTS / "bn_ivector.src.txt").read_bytes()
     ours = component_bytes(comp, False)
     head = kaldi[:kaldi.index(b"<Count>")]
@@ -86,7 +61,8 @@ def test_batchnorm_config_matches_kaldi_layout():
     assert comp.properties() == int(P.kSimpleComponent | P.kBackpropNeedsOutput
                                     | P.kPropagateInPlace | P.kBackpropInPlace | P.kUsesMemo
                                     | P.kStoresStats)
-    c = from_config("type=BatchNormComponent dim=12 block-dim=4 epsilon=0.1 target-rms=2")
+    c = component_from_config("type=BatchNormComponent dim=12 block-dim=4 epsilon=0.1 "
+                              "target-rms=2")
     assert c.info() == ("BatchNormComponent, dim=12, block-dim=4, epsilon=0.1, target-rms=2, "
                         "count=0, test-mode=false")
 
@@ -103,11 +79,12 @@ def test_batchnorm_config_matches_kaldi_layout():
 ])
 def test_bad_config_raises_config_error(line):
     with pytest.raises(ConfigError):
-        from_config(line)
+        component_from_config(line)
 
 
 def test_normalize_config_and_layout():
-    c = from_config("type=NormalizeComponent input-dim=6 block-dim=3 add-log-stddev=true")
+    c = component_from_config("type=NormalizeComponent input-dim=6 block-dim=3 "
+                              "add-log-stddev=true")
     assert (c.input_dim(), c.output_dim()) == (6, 8)
     assert c.properties() == int(P.kSimpleComponent | P.kBackpropNeedsInput | P.kBackpropAdds
                                  | P.kInputContiguous | P.kOutputContiguous)
@@ -236,7 +213,7 @@ def test_batchnorm_scale_add_zero_stats():
 
 
 def test_batchnorm_test_mode_without_stats_invents_them_like_kaldi():
-    c = from_config("type=BatchNormComponent dim=4 test-mode=true")
+    c = component_from_config("type=BatchNormComponent dim=4 test-mode=true")
     assert c.count == 1.0 and c.scale_vec.shape == (4,)
     out = np.zeros((2, 4), np.float32)
     c.propagate(None, np.ones((2, 4), np.float32), out)

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from conftest import TEST_DATA
-from simple_component_ref import (component_bytes, component_fragment, component_occurrences,
-                                  model_dirs)
+from kaldi_component_cases import (component_bytes, component_fragment, component_occurrences,
+                                   model_dirs)
 from pynnet3.components import Component
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.nnet.config_line import ConfigLine, read_config_lines

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import TEST_DATA
-from simple_component_ref import (DIRECTIONS, case_params, check_copy, check_forward_backward,
-                                  check_info, check_properties, component_bytes,
-                                  finite_difference_check, read_component, roundtrip)
+from kaldi_component_cases import (KaldiCaseTests, component_bytes, component_from_config,
+                                   finite_difference_check, read_component, read_text_component,
+                                   roundtrip)
 from pynnet3.components import Component, kaldi_random
 from pynnet3.components.backprop_truncation import (
     BackpropTruncationComponent, BackpropTruncationComponentPrecomputedIndexes)
@@ -16,45 +16,16 @@ from pynnet3.components.base import P, PrecomputedIndexes
 from pynnet3.components.simple_misc import ClipGradientComponent, DropoutComponent
 from pynnet3.errors import ConfigError, KaldiFormatError, NnetError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.config_line import ConfigLine
 from pynnet3.nnet.index import Index
 
 TYPES = ("PnormComponent", "SumGroupComponent", "NoOpComponent", "ClipGradientComponent",
          "ElementwiseProductComponent", "DropoutComponent", "SumBlockComponent",
          "PermuteComponent")
-CASES = case_params(TYPES)
 FRAGMENTS = TEST_DATA / "components" / "model_fragments"
 
 
-@pytest.mark.parametrize("src,dst", DIRECTIONS, ids=["%s-to-%s" % d for d in DIRECTIONS])
-@pytest.mark.parametrize("case_dir", CASES)
-def test_copy_matches_kaldi(case_dir, src, dst):
-    check_copy(case_dir, src, dst)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_info_matches_kaldi(case_dir):
-    check_info(case_dir)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_properties_match_kaldi(case_dir):
-    check_properties(case_dir)
-
-
-@pytest.mark.parametrize("case_dir", CASES)
-def test_forward_backward_match_kaldi(case_dir):
-    check_forward_backward(case_dir)
-
-
-def from_config(line):
-    cfl = ConfigLine("component name=x " + line)
-    cfl.get_str("name")
-    return Component.from_config_line(cfl)
-
-
-def read_text(data):
-    return Component.read_new(InputStream.from_bytes(data, "test.txt"))
+class TestKaldiCases(KaldiCaseTests):
+    TYPES = TYPES
 
 
 RNG = np.random.default_rng(7)
@@ -85,13 +56,13 @@ def randn(*shape):
 ])
 def test_bad_config_raises_config_error(line):
     with pytest.raises(ConfigError):
-        from_config(line)
+        component_from_config(line)
 
 
 # -- Pnorm, SumGroup, SumBlock, ElementwiseProduct, Permute ------------------------------------
 
 def test_pnorm():
-    c = from_config("type=PnormComponent input-dim=6 output-dim=2")
+    c = component_from_config("type=PnormComponent input-dim=6 output-dim=2")
     x = np.array([[3, 4, 0, 0, 0, 0]], np.float32)
     out = np.zeros((1, 2), np.float32)
     c.propagate(None, x, out)
@@ -103,7 +74,7 @@ def test_pnorm():
 
 
 def test_sum_group_unequal_sizes():
-    c = from_config("type=SumGroupComponent sizes=1,3,2")
+    c = component_from_config("type=SumGroupComponent sizes=1,3,2")
     assert (c.input_dim(), c.output_dim()) == (6, 3)
     assert component_bytes(c, False) == (b"<SumGroupComponent> <Sizes> [ 1 3 2 ]\n"
                                          b"</SumGroupComponent> ")
@@ -115,15 +86,15 @@ def test_sum_group_unequal_sizes():
     c.backprop("", None, x, out, np.array([[1, 2, 3], [4, 5, 6]], np.float32), None, None,
                in_deriv)
     assert in_deriv.tolist() == [[1, 2, 2, 2, 3, 3], [4, 5, 5, 5, 6, 6]]
-    equal = from_config("type=SumGroupComponent input-dim=6 output-dim=2")
+    equal = component_from_config("type=SumGroupComponent input-dim=6 output-dim=2")
     assert equal.sizes == [3, 3]
     # Kaldi accepts a repeated opening tag where the closing one belongs
-    odd = read_text(b"<SumGroupComponent> <Sizes> [ 2 2 ] <SumGroupComponent> ")
+    odd = read_text_component(b"<SumGroupComponent> <Sizes> [ 2 2 ] <SumGroupComponent> ")
     assert odd.sizes == [2, 2]
 
 
 def test_sum_block_adds():
-    c = from_config("type=SumBlockComponent input-dim=6 output-dim=2 scale=0.5")
+    c = component_from_config("type=SumBlockComponent input-dim=6 output-dim=2 scale=0.5")
     assert c.properties() == int(P.kSimpleComponent | P.kPropagateAdds | P.kBackpropAdds)
     x = np.arange(6, dtype=np.float32)[None, :]
     out = np.ones((1, 2), np.float32)
@@ -135,7 +106,7 @@ def test_sum_block_adds():
 
 
 def test_elementwise_product():
-    c = from_config("type=ElementwiseProductComponent input-dim=6 output-dim=2")
+    c = component_from_config("type=ElementwiseProductComponent input-dim=6 output-dim=2")
     finite_difference_check(c, randn(3, 6), randn(3, 2))
     x = np.array([[1, 2, 3, 4, 5, 6]], np.float32)
     out = np.zeros((1, 2), np.float32)
@@ -144,7 +115,7 @@ def test_elementwise_product():
 
 
 def test_permute():
-    c = from_config("type=PermuteComponent column-map=2,0,1")
+    c = component_from_config("type=PermuteComponent column-map=2,0,1")
     assert c.info() == "PermuteComponent, dim=3 , column-map=[ 2 0 1 ]"
     x = np.array([[10, 20, 30]], np.float32)
     out = np.zeros_like(x)
@@ -166,21 +137,21 @@ def test_permute_reads_old_float_map():
     c = Component.read_new(InputStream(out.getvalue(), True, "old.bin"))
     assert c.column_map == [1, 0, 2]
     with pytest.raises(KaldiFormatError):
-        read_text(b"<PermuteComponent> <ColumnMap> [ 0 0 ] </PermuteComponent> ")
+        read_text_component(b"<PermuteComponent> <ColumnMap> [ 0 0 ] </PermuteComponent> ")
 
 
 # -- NoOp ----------------------------------------------------------------------------------------
 
 def test_noop_backprop_scale_and_old_format():
-    c = from_config("type=NoOpComponent dim=2 backprop-scale=0.5")
+    c = component_from_config("type=NoOpComponent dim=2 backprop-scale=0.5")
     assert c.info() == "NoOpComponent, dim=2, backprop-scale=0.5"
     od = np.array([[2, 4]], np.float32)
     in_deriv = np.zeros_like(od)
     c.backprop("", None, None, None, od, None, None, in_deriv)
     assert in_deriv.tolist() == [[1, 2]]
-    old = read_text(b"<NoOpComponent> <Dim> 3 <ValueAvg> [ ] <DerivAvg> [ ] <Count> 0 "
-                    b"<OderivRms> [ ] <OderivCount> 0 <NumDimsSelfRepaired> 0 "
-                    b"<NumDimsProcessed> 0 </NoOpComponent> ")
+    old = read_text_component(b"<NoOpComponent> <Dim> 3 <ValueAvg> [ ] <DerivAvg> [ ] <Count> 0 "
+                              b"<OderivRms> [ ] <OderivCount> 0 <NumDimsSelfRepaired> 0 "
+                              b"<NumDimsProcessed> 0 </NoOpComponent> ")
     assert (old.dim, old.backprop_scale) == (3, 1.0)
     assert component_bytes(old, False) == (b"<NoOpComponent> <Dim> 3 <BackpropScale> 1 "
                                            b"</NoOpComponent> ")
@@ -189,8 +160,8 @@ def test_noop_backprop_scale_and_old_format():
 # -- ClipGradient ----------------------------------------------------------------------------------
 
 def test_clip_gradient_norm_based_counts():
-    c = from_config("type=ClipGradientComponent dim=2 clipping-threshold=5 "
-                    "norm-based-clipping=true self-repair-scale=0")
+    c = component_from_config("type=ClipGradientComponent dim=2 clipping-threshold=5 "
+                              "norm-based-clipping=true self-repair-scale=0")
     od = np.array([[0.3, 0.4], [6, 8], [0, 1]], np.float32)
     in_deriv = np.zeros_like(od)
     c.backprop("", None, od, od, od, None, c, in_deriv)
@@ -211,12 +182,12 @@ def test_clip_gradient_norm_based_counts():
 
 
 def test_clip_gradient_elementwise_and_zero_threshold():
-    c = from_config("type=ClipGradientComponent dim=3 clipping-threshold=1")
+    c = component_from_config("type=ClipGradientComponent dim=3 clipping-threshold=1")
     od = np.array([[-3, 0.5, 2]], np.float32)
     in_deriv = np.zeros_like(od)
     c.backprop("", None, od, od, od, None, None, in_deriv)
     assert in_deriv.tolist() == [[-1, 0.5, 1]]
-    z = from_config("type=ClipGradientComponent dim=3 clipping-threshold=0")
+    z = component_from_config("type=ClipGradientComponent dim=3 clipping-threshold=0")
     z.backprop("", None, od, od, od, None, None, in_deriv)
     assert not in_deriv.any()
 
@@ -240,9 +211,9 @@ def test_clip_gradient_self_repair(monkeypatch):
 
 
 def test_clip_gradient_reads_old_layout():
-    old = read_text(b"<ClipGradientComponent> <Dim> 2 <ClippingThreshold> 3 "
-                    b"<NormBasedClipping> F <NumElementsClipped> 4 <NumElementsProcessed> 8 "
-                    b"</ClipGradientComponent> ")
+    old = read_text_component(b"<ClipGradientComponent> <Dim> 2 <ClippingThreshold> 3 "
+                              b"<NormBasedClipping> F <NumElementsClipped> 4 "
+                              b"<NumElementsProcessed> 8 </ClipGradientComponent> ")
     assert (old.self_repair_clipped_proportion_threshold, old.self_repair_scale) == (1.0, 0.0)
     assert old.info().endswith("clipped-proportion=0.5")
     assert component_bytes(old, False).endswith(b"<NumElementsClipped> 4 <NumElementsProcessed> "
@@ -253,7 +224,7 @@ def test_clip_gradient_reads_old_layout():
 # -- Dropout --------------------------------------------------------------------------------------
 
 def test_dropout_modes():
-    c = from_config("type=DropoutComponent dim=200 dropout-proportion=0.25")
+    c = component_from_config("type=DropoutComponent dim=200 dropout-proportion=0.25")
     assert not c.test_mode and c.properties() & P.kRandomComponent
     kaldi_random.seed(3)
     x = np.ones((50, 200), np.float32)
@@ -264,8 +235,8 @@ def test_dropout_modes():
     in_deriv = np.zeros_like(x)
     c.backprop("", None, x, out, np.full_like(x, 2), None, None, in_deriv)
     np.testing.assert_array_equal(in_deriv, 2 * out)
-    per_frame = from_config("type=DropoutComponent dim=20 dropout-proportion=0.5 "
-                            "dropout-per-frame=true")
+    per_frame = component_from_config("type=DropoutComponent dim=20 dropout-proportion=0.5 "
+                                      "dropout-per-frame=true")
     out = np.zeros((40, 20), np.float32)
     per_frame.propagate(None, np.ones((40, 20), np.float32), out)
     assert all(len(set(row)) == 1 for row in out.tolist()) and 0 < out.mean() < 1
@@ -284,7 +255,8 @@ def test_dropout_modes():
 
 
 def test_dropout_reads_old_layout():
-    old = read_text(b"<DropoutComponent> <Dim> 4 <DropoutProportion> 0.5 </DropoutComponent> ")
+    old = read_text_component(b"<DropoutComponent> <Dim> 4 <DropoutProportion> 0.5 "
+                              b"</DropoutComponent> ")
     assert (old.dropout_per_frame, old.test_mode) == (False, False)
     assert component_bytes(old, False) == (b"<DropoutComponent> <Dim> 4 <DropoutProportion> 0.5 "
                                            b"<DropoutPerFrame> F <TestMode> F "
@@ -303,13 +275,14 @@ def test_backprop_truncation_fragment_from_kaldi_model():
 
 
 def test_backprop_truncation_config_defaults_and_old_layout():
-    c = from_config("type=BackpropTruncationComponent dim=3")
+    c = component_from_config("type=BackpropTruncationComponent dim=3")
     assert (c.scale_value, c.clipping_threshold, c.zeroing_threshold, c.zeroing_interval,
             c.recurrence_interval) == (1.0, 30.0, 15.0, 20, 1)
-    old = read_text(b"<BackpropTruncationComponent> <Dim> 3 <ClippingThreshold> 30 "
-                    b"<ZeroingThreshold> 15 <ZeroingInterval> 20 <RecurrenceInterval> 1 "
-                    b"<NumElementsClipped> 0 <NumElementsZeroed> 0 <NumElementsProcessed> 0 "
-                    b"<NumZeroingBoundaries> 0 </BackpropTruncationComponent> ")
+    old = read_text_component(b"<BackpropTruncationComponent> <Dim> 3 <ClippingThreshold> 30 "
+                              b"<ZeroingThreshold> 15 <ZeroingInterval> 20 <RecurrenceInterval> 1 "
+                              b"<NumElementsClipped> 0 <NumElementsZeroed> 0 "
+                              b"<NumElementsProcessed> 0 <NumZeroingBoundaries> 0 "
+                              b"</BackpropTruncationComponent> ")
     assert component_bytes(old, True) == component_bytes(c, True)
 
 
