@@ -1,7 +1,8 @@
 """The C index hooks (pynnet3/_fast/component_indexes.pyx) equal their Python
 twins on random inputs: the convolution/TDNN grid helpers of
-convolution_model.py, the (n, x, t) sort and the statistics components'
-precompute_indexes. Each kernel either gives the twin's exact result or
+convolution_model.py, the (n, x, t) sort, the statistics components'
+precompute_indexes, GeneralDropout's mask rows and BackpropTruncation's
+zeroing rows. Each kernel either gives the twin's exact result or
 declines (None) exactly where the twin raises, and it does not decline on
 ordinary input (so the fast path is really the one the compiler runs)."""
 
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 
 from pynnet3.components import convolution_model as cm
+from pynnet3.components.backprop_truncation import zeroing_rows
+from pynnet3.components.general_misc import dropout_mask_rows
 from pynnet3.components.statistics import (StatisticsExtractionComponent,
                                            StatisticsPoolingComponent, _nxt_key)
 from pynnet3.components.tdnn import _modify_computation_io
@@ -222,3 +225,31 @@ def test_statistics_pooling_twins_agree(need_backprop):
         pre = comp.precompute_indexes(None, inputs, outputs, need_backprop)
         assert _same_precomputed(pre, expected)
     assert accepted > 50
+
+
+def test_dropout_mask_rows_twins_agree():
+    rng = random.Random(16)
+    for size in (0, 1, 7, 150, 600):
+        indexes = [Index(rng.randrange(-4, 4), rng.randrange(-60, 60), rng.randrange(0, 2))
+                   for _ in range(size)]
+        for time_period in (0, 1, 3, 7):
+            rows, count = fast.dropout_mask_rows(indexes, time_period)
+            rows_py, count_py = dropout_mask_rows(indexes, time_period)
+            assert count == count_py
+            assert rows.dtype == rows_py.dtype == np.int32
+            assert np.array_equal(rows, rows_py)
+    assert fast.dropout_mask_rows([Index(0, 0, 0)], -1) is None
+    assert fast.dropout_mask_rows([(0, 0)], 0) is None
+
+
+def test_backprop_truncation_zeroing_twins_agree():
+    rng = random.Random(17)
+    for size in (0, 1, 9, 300):
+        indexes = [Index(rng.randrange(0, 5), rng.randrange(-80, 80), 0) for _ in range(size)]
+        for zi, ri in ((20, 1), (7, 3), (1, 1), (5, -2)):
+            zeroing, count = fast.backprop_truncation_zeroing(indexes, zi, ri)
+            zeroing_py, count_py = zeroing_rows(indexes, zi, ri)
+            assert count == count_py
+            assert zeroing.dtype == zeroing_py.dtype == np.float32
+            assert np.array_equal(zeroing, zeroing_py)
+    assert fast.backprop_truncation_zeroing([Index(0, 0, 0)], 0, 1) is None

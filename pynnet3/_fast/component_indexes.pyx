@@ -24,7 +24,9 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
 from libcpp.algorithm cimport sort, unique
+from cython.operator cimport dereference as deref
 from libcpp.pair cimport pair
+from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -430,3 +432,56 @@ cdef object _pooling_loop(CindexTable &table, vector[int64_t] &ons, vector[int64
         if backward[2 * i] == -1:
             return None
     return forward_arr, backward_arr
+
+
+# -- dropout / backprop truncation -------------------------------------------------------------
+
+def dropout_mask_rows(list indexes, int64_t time_period):
+    """Twin of GeneralDropoutComponent.precompute_indexes' loop: (rows, count)
+    where rows[i] (int32 array) numbers the distinct (n, t // time_period)
+    pairs (t ignored when time_period is 0) in order of first appearance;
+    None for irregular input."""
+    cdef vector[int64_t] ns, ts, xs
+    cdef unordered_map[int64_t, int32_t] row_of
+    cdef unordered_map[int64_t, int32_t].iterator it
+    cdef Py_ssize_t i, size
+    cdef int64_t t, key
+    cdef int32_t next_row = 0
+    if time_period < 0 or read_indexes(indexes, ns, ts, xs):
+        return None
+    size = ns.size()
+    rows = np.empty(size, dtype=np.int32)
+    cdef int32_t[::1] out = rows
+    for i in range(size):
+        t = 0 if time_period == 0 else ts[i] // time_period   # floor division
+        key = ns[i] * TWO32 + t
+        it = row_of.find(key)
+        if it == row_of.end():
+            row_of[key] = next_row
+            out[i] = next_row
+            next_row += 1
+        else:
+            out[i] = deref(it).second
+    return rows, next_row
+
+
+def backprop_truncation_zeroing(list indexes, int64_t zeroing_interval,
+                                int64_t recurrence_interval):
+    """Twin of BackpropTruncationComponent.precompute_indexes' loop: (zeroing,
+    count), zeroing[i] = -1.0 (float32) where (t - n) // zeroing_interval
+    differs from (t - recurrence_interval - n) // zeroing_interval, else 0;
+    None for irregular input or zeroing_interval <= 0."""
+    cdef vector[int64_t] ns, ts, xs
+    cdef Py_ssize_t i, size
+    cdef int64_t count = 0
+    if zeroing_interval <= 0 or read_indexes(indexes, ns, ts, xs):
+        return None
+    size = ns.size()
+    zeroing = np.zeros(size, dtype=np.float32)
+    cdef float[::1] out = zeroing
+    for i in range(size):
+        if ((ts[i] - ns[i]) // zeroing_interval
+                != (ts[i] - recurrence_interval - ns[i]) // zeroing_interval):
+            out[i] = -1.0
+            count += 1
+    return zeroing, count

@@ -16,7 +16,27 @@ from ..nnet.format import kaldi_str
 from .base import Component, Field, P, PrecomputedIndexes
 from .nonlinear import array_module_of, f32, heaviside, invalid_initializer
 
+try:  # C twin of zeroing_rows (pynnet3/_fast/component_indexes.pyx)
+    from .._fast import component_indexes as _fast_indexes
+except ImportError:  # not built: the Python version runs
+    _fast_indexes = None
+
 _F32 = np.float32
+
+
+def zeroing_rows(output_indexes, zeroing_interval, recurrence_interval):
+    """(zeroing, count): zeroing[i] = -1.0 (float32) for the rows whose
+    t - n crosses a multiple of ``zeroing_interval`` since t -
+    ``recurrence_interval`` - n, else 0.0; count = how many rows are -1."""
+    zi, ri = zeroing_interval, recurrence_interval
+    zeroing = np.zeros(len(output_indexes), dtype=_F32)
+    count = 0
+    for i, index in enumerate(output_indexes):
+        n, t = index[0], index[1]
+        if (t - n) // zi != (t - ri - n) // zi:
+            zeroing[i] = -1.0
+            count += 1
+    return zeroing, count
 
 
 class BackpropTruncationComponentPrecomputedIndexes(PrecomputedIndexes):
@@ -160,12 +180,14 @@ class BackpropTruncationComponent(Component):
             raise NnetError("BackpropTruncationComponent: %d input and %d output indexes"
                             % (len(input_indexes), len(output_indexes)))
         zi, ri = self.zeroing_interval, self.recurrence_interval
-        zeroing = np.zeros(len(output_indexes), dtype=_F32)
-        for i, index in enumerate(output_indexes):
-            n, t = index[0], index[1]
-            if (t - n) // zi != (t - ri - n) // zi:
-                zeroing[i] = -1.0
-        return BackpropTruncationComponentPrecomputedIndexes(zeroing, -float(zeroing.sum()))
+        marked = None
+        if _fast_indexes is not None and type(output_indexes) is list:
+            # the C twin (recurrent nets call this once per frame of every layer)
+            marked = _fast_indexes.backprop_truncation_zeroing(output_indexes, zi, ri)
+        zeroing, count = marked if marked is not None else zeroing_rows(output_indexes, zi, ri)
+        # Kaldi's -zeroing.Sum() in float: exactly the count below 2^24 boundaries
+        zeroing_sum = float(count) if count < 2 ** 24 else -float(zeroing.sum())
+        return BackpropTruncationComponentPrecomputedIndexes(zeroing, zeroing_sum)
 
     # -- computation ----------------------------------------------------------------------
     def propagate(self, indexes, in_value, out):

@@ -23,6 +23,11 @@ from . import kaldi_random
 from .base import (Component, P, PrecomputedIndexes, UpdatableComponent, array_module,
                    read_layout, write_layout)
 
+try:  # C twins of index helpers (pynnet3/_fast/component_indexes.pyx)
+    from .._fast import component_indexes as _fast_indexes
+except ImportError:  # not built: the Python versions run
+    _fast_indexes = None
+
 
 def _f32(value):
     return float(np.float32(value))
@@ -281,6 +286,19 @@ class DropoutMaskComponent(RandomMixin, Component):
 # GeneralDropoutComponent
 # ---------------------------------------------------------------------------
 
+def dropout_mask_rows(indexes, time_period):
+    """(rows, count): rows[i] (int32 array) numbers the distinct (n, t //
+    time_period) pairs of ``indexes`` (t ignored when time_period is 0) in
+    order of first appearance, as Kaldi's GeneralDropoutComponent numbers its
+    mask rows; count = how many there are."""
+    rows = {}
+    numbers = []
+    for index in indexes:
+        t = 0 if time_period == 0 else index[1] // time_period
+        numbers.append(rows.setdefault((index[0], t), len(rows)))
+    return np.asarray(numbers, dtype=np.int32), len(rows)
+
+
 class GeneralDropoutComponentPrecomputedIndexes(PrecomputedIndexes):
     """num_mask_rows: rows of the dropout-mask matrix (one per (n, t-block),
     times dim/block_dim); indexes: for each row of the (reshaped) data, the
@@ -414,16 +432,15 @@ class GeneralDropoutComponent(RandomMixin, Component):
     def precompute_indexes(self, misc_info, input_indexes, output_indexes, need_backprop):
         if list(input_indexes) != list(output_indexes):
             raise ComputationError("GeneralDropoutComponent: input and output indexes differ")
-        rows = {}
-        indexes = []
-        for index in input_indexes:
-            t = 0 if self.time_period == 0 else index.t // self.time_period
-            indexes.append(rows.setdefault((index.n, t), len(rows)))
+        numbered = None
+        if _fast_indexes is not None and type(input_indexes) is list:
+            numbered = _fast_indexes.dropout_mask_rows(input_indexes, self.time_period)
+        indexes, num_rows = (numbered if numbered is not None
+                             else dropout_mask_rows(input_indexes, self.time_period))
         multiple = self.dim // self.block_dim
-        indexes = np.asarray(indexes, dtype=np.int32)
         if multiple != 1:
             indexes = np.repeat(indexes, multiple)
-        return GeneralDropoutComponentPrecomputedIndexes(len(rows) * multiple, indexes)
+        return GeneralDropoutComponentPrecomputedIndexes(num_rows * multiple, indexes)
 
     def get_memo(self, num_mask_rows):
         """A random (num_mask_rows x block_dim) float32 mask (host array)."""
