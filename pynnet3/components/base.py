@@ -153,10 +153,63 @@ def write_layout(obj, stream, layout):
         write_value(stream, field.kind, getattr(obj, field.attr))
 
 
+class TaggedObject:
+    """What components and precomputed indexes share: Kaldi's
+    ``<TypeName> ... </TypeName>`` serialization around ``layout`` (or an
+    overridden ``read_body``/``write_body``), and a registry of the subclasses
+    by ``type_name`` (one registry per family, ``_registry``), which
+    :meth:`read_new` reads through."""
+
+    type_name = None          # Kaldi's Type(), e.g. "SigmoidComponent"
+    layout = ()               # tuple of Field, between <Type> and </Type>
+    _registry = None          # type_name -> class, set by each family's base
+    _family = None            # the family's name in error messages
+    _example = None           # a type_name of the family, for error messages
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("type_name"):
+            cls._registry[cls.type_name] = cls
+
+    @classmethod
+    def read_new(cls, stream):
+        """Kaldi's ReadNew: ``<TypeName>``, then that type's body (any type of
+        the family, whichever class this is called on)."""
+        start = stream.pos
+        token = stream.read_token()
+        if not (token.startswith("<") and token.endswith(">")) or token.startswith("</"):
+            raise stream.error("expected a %s type token like <%s>, got '%s'"
+                               % (cls._family, cls._example, token), start)
+        type_name = token[1:-1]
+        new = cls._registry.get(type_name)
+        if new is None:
+            raise stream.error("unknown %s type %s" % (cls._family, type_name), start)
+        obj = new.__new__(new)
+        obj.read_body(stream)
+        return obj
+
+    def read_body(self, stream):
+        """Reads everything after the opening tag, through the closing tag."""
+        read_layout(self, stream, self.layout)
+        stream.expect_token("</%s>" % self.type_name)
+        self.after_read()
+
+    def after_read(self):
+        """Hook run after reading (derived state, consistency checks)."""
+
+    def write_to(self, stream):
+        stream.write_token("<%s>" % self.type_name)
+        self.write_body(stream)
+        stream.write_token("</%s>" % self.type_name)
+
+    def write_body(self, stream):
+        write_layout(self, stream, self.layout)
+
+
 _REGISTRY = {}
 
 
-class Component:
+class Component(TaggedObject):
     """Base of every nnet3 component (Kaldi's Component).
 
     Simple components (``kSimpleComponent``) map each input row to the output
@@ -165,13 +218,9 @@ class Component:
     ``precompute_indexes``).
     """
 
-    type_name = None          # Kaldi's Type(), e.g. "SigmoidComponent"
-    layout = ()               # tuple of Field, between <Type> and </Type>
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("type_name"):
-            _REGISTRY[cls.type_name] = cls
+    _registry = _REGISTRY
+    _family = "component"
+    _example = "AffineComponent"
 
     # -- construction ---------------------------------------------------------
     @staticmethod
@@ -204,21 +253,6 @@ class Component:
         raise NotImplementedError(self.type_name)
 
     # -- serialization --------------------------------------------------------
-    @staticmethod
-    def read_new(stream):
-        """Kaldi's ReadNew: ``<TypeName>`` then the body."""
-        start = stream.pos
-        token = stream.read_token()
-        if not (token.startswith("<") and token.endswith(">")) or token.startswith("</"):
-            raise stream.error("expected a component type token like <AffineComponent>, got '%s'"
-                               % token, start)
-        type_name = token[1:-1]
-        comp = Component.new_of_type(type_name)
-        if comp is None:
-            raise stream.error("unknown component type %s" % type_name, start)
-        comp.read_body(stream)
-        return comp
-
     @classmethod
     def read(cls, rxfilename):
         """Reads a lone component file (starts at the component's own token)."""
@@ -232,23 +266,6 @@ class Component:
     def write(self, wxfilename, binary=True):
         """Writes this component alone to a file, as Kaldi's WriteKaldiObject."""
         write_object(wxfilename, binary, self.write_to)
-
-    def read_body(self, stream):
-        """Reads everything after the opening tag, through the closing tag."""
-        read_layout(self, stream, self.layout)
-        stream.expect_token("</%s>" % self.type_name)
-        self.after_read()
-
-    def after_read(self):
-        """Hook run after reading (derived state, consistency checks)."""
-
-    def write_to(self, stream):
-        stream.write_token("<%s>" % self.type_name)
-        self.write_body(stream)
-        stream.write_token("</%s>" % self.type_name)
-
-    def write_body(self, stream):
-        write_layout(self, stream, self.layout)
 
     # -- description ------------------------------------------------------------
     def properties(self):
@@ -414,7 +431,7 @@ def check_dims(cfl, **dims):
 _PRECOMPUTED_REGISTRY = {}
 
 
-class PrecomputedIndexes:
+class PrecomputedIndexes(TaggedObject):
     """Base of Kaldi's ComponentPrecomputedIndexes: what a non-simple
     component computes once at compile time for one propagate/backprop.
 
@@ -423,37 +440,6 @@ class PrecomputedIndexes:
     ``read_body``/``write_body``). Subclasses register themselves.
     """
 
-    type_name = None
-    layout = ()
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("type_name"):
-            _PRECOMPUTED_REGISTRY[cls.type_name] = cls
-
-    @staticmethod
-    def read_new(stream):
-        start = stream.pos
-        token = stream.read_token()
-        cls = _PRECOMPUTED_REGISTRY.get(token[1:-1])
-        if cls is None:
-            raise stream.error("unknown precomputed-indexes type %s" % token, start)
-        obj = cls.__new__(cls)
-        obj.read_body(stream)
-        return obj
-
-    def read_body(self, stream):
-        read_layout(self, stream, self.layout)
-        stream.expect_token("</%s>" % self.type_name)
-        self.after_read()
-
-    def after_read(self):
-        """Hook run after reading (derived state)."""
-
-    def write_to(self, stream):
-        stream.write_token("<%s>" % self.type_name)
-        self.write_body(stream)
-        stream.write_token("</%s>" % self.type_name)
-
-    def write_body(self, stream):
-        write_layout(self, stream, self.layout)
+    _registry = _PRECOMPUTED_REGISTRY
+    _family = "precomputed-indexes"
+    _example = "TdnnComponentPrecomputedIndexes"
