@@ -168,8 +168,30 @@ def compute_top_sort_order(graph):
     return order
 
 
+# Epochs of the networks compiled last: (structure key, node -> epoch). The
+# epochs depend only on each node's type, Descriptor and dim-range source;
+# Descriptors are immutable (and held here, so their ids are not reused), so
+# an equal key means equal epochs. Compiling one network many times is the
+# common case; this saves the graph walk (~1 ms for a 200-node network).
+_EPOCH_CACHE = []
+_EPOCH_CACHE_SIZE = 8
+
+
 def compute_nnet_computation_epochs(nnet):
-    """node -> epoch index (Kaldi's ComputeNnetComputationEpochs)."""
+    """node -> epoch index (Kaldi's ComputeNnetComputationEpochs); a new list
+    the caller may modify."""
+    key = tuple([(node.node_type, node.descriptor, node.node_index) for node in nnet.nodes])
+    for cached_key, epochs in _EPOCH_CACHE:
+        if cached_key == key:
+            return list(epochs)
+    epochs = _compute_nnet_computation_epochs(nnet)
+    if len(_EPOCH_CACHE) >= _EPOCH_CACHE_SIZE:
+        del _EPOCH_CACHE[0]
+    _EPOCH_CACHE.append((key, list(epochs)))
+    return epochs
+
+
+def _compute_nnet_computation_epochs(nnet):
     graph = nnet_to_directed_graph(nnet)
     sccs = find_sccs(graph)
     scc_order = compute_top_sort_order(make_scc_graph(graph, sccs))
