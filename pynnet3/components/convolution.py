@@ -17,6 +17,7 @@ Index, so both are simple components.
 import numpy as np
 
 from ..nnet.parameter_stats import matrix_stats, vector_stats
+from .affine import ParameterArrays
 from .base import Field, P, Component, UpdatableComponent, array_module, read_layout
 
 # Kaldi's TensorVectorizationType.
@@ -28,10 +29,11 @@ def _f32(value):
     return float(np.float32(value))
 
 
-class ConvolutionComponent(UpdatableComponent):
+class ConvolutionComponent(ParameterArrays, UpdatableComponent):
     """Kaldi's ConvolutionComponent (updatable, plain-gradient updates)."""
 
     type_name = "ConvolutionComponent"
+    param_attrs = ("filter_params", "bias_params")
     layout = UpdatableComponent.UPDATABLE_COMMON + (
         Field("<InputXDim>", "int", "input_x_dim"),
         Field("<InputYDim>", "int", "input_y_dim"),
@@ -206,35 +208,7 @@ class ConvolutionComponent(UpdatableComponent):
             self.filter_params = w.get()
             self.bias_params = b.get()
 
-    # -- parameters -----------------------------------------------------------------------
-    def scale(self, alpha):
-        if alpha == 0.0:
-            self.filter_params[...] = 0.0
-            self.bias_params[...] = 0.0
-        else:
-            self.filter_params *= np.float32(alpha)
-            self.bias_params *= np.float32(alpha)
-
-    def add(self, alpha, other):
-        self.filter_params += np.float32(alpha) * other.filter_params
-        self.bias_params += np.float32(alpha) * other.bias_params
-
-    def num_parameters(self):
-        return (self.filter_params.shape[1] + 1) * self.filter_params.shape[0]
-
-    def vectorize(self):
-        return np.concatenate([self.filter_params.reshape(-1),
-                               self.bias_params]).astype(np.float32)
-
-    def unvectorize(self, params):
-        params = np.asarray(params, dtype=np.float32)
-        if params.shape != (self.num_parameters(),):
-            raise ValueError("expected %d parameters, got %s" % (self.num_parameters(),
-                                                                 params.shape))
-        n = self.filter_params.size
-        self.filter_params = params[:n].reshape(self.filter_params.shape).copy()
-        self.bias_params = params[n:].copy()
-
+    # -- parameters (scale, add, vectorize...: ParameterArrays) -------------------------
     def dot_product(self, other):
         return float(np.vdot(self.filter_params.astype(np.float64),
                              other.filter_params.astype(np.float64))

@@ -26,6 +26,7 @@ from ..nnet.index import Index, kNoTime
 from ..nnet.parameter_stats import get_verbose_level, matrix_stats, vector_stats
 from .base import (Field, P, PrecomputedIndexes, UpdatableComponent, array_module,
                    read_layout, write_layout)
+from .affine import ParameterArrays
 from .convolution_model import get_computation_io, get_indexes_for_computation, split_ints
 
 
@@ -89,7 +90,7 @@ def _input_part(mat, num_output_rows, row_stride, row_offset):
     return mat[row_offset:row_offset + row_stride * (num_output_rows - 1) + 1:row_stride]
 
 
-class TdnnComponent(UpdatableComponent):
+class TdnnComponent(ParameterArrays, UpdatableComponent):
     """Kaldi's TdnnComponent.
 
     State: ``time_offsets`` (list of distinct ints), ``linear_params``,
@@ -108,6 +109,7 @@ class TdnnComponent(UpdatableComponent):
         Field("<NumSamplesHistory>", "float", "num_samples_history"),
     )
     update_period = 4
+    param_attrs = ("linear_params", "bias_params")
 
     # -- description ----------------------------------------------------------
     def properties(self):
@@ -324,36 +326,7 @@ class TdnnComponent(UpdatableComponent):
             self.linear_params = params.get()
             self.bias_params = bias.get()
 
-    # -- parameters -----------------------------------------------------------------------
-    def scale(self, alpha):
-        if alpha == 0.0:
-            self.linear_params[...] = 0.0
-            self.bias_params[...] = 0.0
-        else:
-            self.linear_params *= np.float32(alpha)
-            self.bias_params *= np.float32(alpha)
-
-    def add(self, alpha, other):
-        self.linear_params += np.float32(alpha) * other.linear_params
-        if self.bias_params.shape[0] != 0:
-            self.bias_params += np.float32(alpha) * other.bias_params
-
-    def num_parameters(self):
-        return self.linear_params.size + self.bias_params.size
-
-    def vectorize(self):
-        return np.concatenate([self.linear_params.reshape(-1),
-                               self.bias_params]).astype(np.float32)
-
-    def unvectorize(self, params):
-        params = np.asarray(params, dtype=np.float32)
-        if params.shape != (self.num_parameters(),):
-            raise ValueError("expected %d parameters, got %s" % (self.num_parameters(),
-                                                                 params.shape))
-        n = self.linear_params.size
-        self.linear_params = params[:n].reshape(self.linear_params.shape).copy()
-        self.bias_params = params[n:].copy()
-
+    # -- parameters (scale, add, vectorize...: ParameterArrays) -------------------------
     def dot_product(self, other):
         ans = np.vdot(self.linear_params.astype(np.float64),
                       other.linear_params.astype(np.float64))

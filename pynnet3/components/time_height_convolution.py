@@ -26,6 +26,7 @@ from ..nnet.index import Index, kNoTime
 from ..nnet.parameter_stats import matrix_stats, vector_stats
 from .base import (P, PrecomputedIndexes, UpdatableComponent, array_module, read_layout,
                    write_layout)
+from .affine import ParameterArrays
 from .convolution_model import (ConvolutionComputation, ConvolutionModel,
                                 compile_convolution_computation, convolve_backward_data,
                                 convolve_backward_params, convolve_forward, split_ints)
@@ -80,7 +81,7 @@ class TimeHeightConvolutionComponentPrecomputedIndexes(PrecomputedIndexes):
         self.computation.write(stream)
 
 
-class TimeHeightConvolutionComponent(UpdatableComponent):
+class TimeHeightConvolutionComponent(ParameterArrays, UpdatableComponent):
     """Kaldi's TimeHeightConvolutionComponent.
 
     State: ``model`` (ConvolutionModel), ``linear_params`` (num_filters_out x
@@ -90,6 +91,7 @@ class TimeHeightConvolutionComponent(UpdatableComponent):
     """
 
     type_name = "TimeHeightConvolutionComponent"
+    param_attrs = ("linear_params", "bias_params")
 
     # -- description ----------------------------------------------------------
     def properties(self):
@@ -368,35 +370,7 @@ class TimeHeightConvolutionComponent(UpdatableComponent):
             self.linear_params = params.get()
             self.bias_params = bias.get()
 
-    # -- parameters -----------------------------------------------------------------------
-    def scale(self, alpha):
-        if alpha == 0.0:
-            self.linear_params[...] = 0.0
-            self.bias_params[...] = 0.0
-        else:
-            self.linear_params *= np.float32(alpha)
-            self.bias_params *= np.float32(alpha)
-
-    def add(self, alpha, other):
-        self.linear_params += np.float32(alpha) * other.linear_params
-        self.bias_params += np.float32(alpha) * other.bias_params
-
-    def num_parameters(self):
-        return self.linear_params.size + self.bias_params.size
-
-    def vectorize(self):
-        return np.concatenate([self.linear_params.reshape(-1),
-                               self.bias_params]).astype(np.float32)
-
-    def unvectorize(self, params):
-        params = np.asarray(params, dtype=np.float32)
-        if params.shape != (self.num_parameters(),):
-            raise ValueError("expected %d parameters, got %s" % (self.num_parameters(),
-                                                                 params.shape))
-        n = self.linear_params.size
-        self.linear_params = params[:n].reshape(self.linear_params.shape).copy()
-        self.bias_params = params[n:].copy()
-
+    # -- parameters (scale, add, vectorize...: ParameterArrays) -------------------------
     def dot_product(self, other):
         return float(np.vdot(self.linear_params.astype(np.float64),
                              other.linear_params.astype(np.float64))
