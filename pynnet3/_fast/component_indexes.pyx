@@ -19,11 +19,12 @@ Index objects of the original lists are reused in the results (equal values,
 so the results compare equal to the twin's).
 """
 
+cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
-from libcpp.algorithm cimport sort, unique
+from libcpp.algorithm cimport sort
 from cython.operator cimport dereference as deref
 from libcpp.pair cimport pair
 from libcpp.unordered_map cimport unordered_map
@@ -41,23 +42,47 @@ from ..nnet.index import Index
 cnp.import_array()
 
 cdef int64_t TWO32 = 4294967296
+cdef object IndexType = Index
 
 
 # -- reading Index lists ---------------------------------------------------------------------
 
-cdef extern from "Python.h":
-    long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
-    bint PyLong_CheckExact(object obj)
+cdef extern from *:
+    """
+    /* An exact int as a C long long: the one-digit fast path of CPython's
+       int layout (|v| < 2^30), else PyLong_AsLongLongAndOverflow. Returns 0
+       if v is not an exact int or does not fit. */
+    static CYTHON_INLINE int pynnet3_exact_int(PyObject *v, long long *out) {
+        int overflow = 0;
+        long long value;
+        if (!PyLong_CheckExact(v)) return 0;
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+            *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+            return 1;
+        }
+    #else
+        {
+            Py_ssize_t size = Py_SIZE(v);
+            if (size == 0) { *out = 0; return 1; }
+            if (size == 1) { *out = (long long)((PyLongObject *)v)->ob_digit[0]; return 1; }
+            if (size == -1) { *out = -(long long)((PyLongObject *)v)->ob_digit[0]; return 1; }
+        }
+    #endif
+        value = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow != 0 || (value == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        *out = value;
+        return 1;
+    }
+    """
+    bint pynnet3_exact_int(object v, long long *out) noexcept
 
 
-cdef inline bint read_int32(object v, int64_t *out):
-    """``v`` as an int in int32 range; False if it is anything else."""
-    cdef int overflow = 0
+cdef inline bint read_int32(object v, int64_t *out) noexcept:
+    """``v`` as an int in int32 range; False if it is anything else (the
+    caller falls back to Python)."""
     cdef long long value
-    if not PyLong_CheckExact(v):
-        return False
-    value = PyLong_AsLongLongAndOverflow(v, &overflow)
-    if overflow != 0 or value < -2147483648 or value > 2147483647:
+    if not pynnet3_exact_int(v, &value) or value < -2147483648 or value > 2147483647:
         return False
     out[0] = value
     return True
@@ -102,7 +127,9 @@ cdef inline Py_ssize_t find_key(vector[int64_t] &sorted_keys, int64_t key) noexc
     return -1
 
 
+@cython.cdivision(True)
 cdef inline int64_t gcd(int64_t a, int64_t b) noexcept nogil:
+    """gcd of non-negative a, b (C division is exact for them)."""
     cdef int64_t r
     while b != 0:
         r = a % b
@@ -111,16 +138,44 @@ cdef inline int64_t gcd(int64_t a, int64_t b) noexcept nogil:
     return a
 
 
+@cython.cdivision(True)
+cdef inline int64_t c_mod(int64_t a, int64_t b) noexcept nogil:
+    """a % b for a >= 0, b > 0."""
+    return a % b
+
+
+@cython.cdivision(True)
+cdef inline int64_t c_div(int64_t a, int64_t b) noexcept nogil:
+    """a // b for a >= 0, b > 0."""
+    return a // b
+
+
 # -- convolution / TDNN ----------------------------------------------------------------------
 
 cdef void nx_pairs(vector[int64_t] &ns, vector[int64_t] &xs, vector[int64_t] &out):
-    """Sorted unique (n, x) keys."""
+    """Sorted unique (n, x) keys (an insertion into a sorted vector: there are
+    few images, and runs of one image are skipped at once)."""
     cdef size_t i
-    out.resize(ns.size())
+    cdef Py_ssize_t lo, hi, mid
+    cdef int64_t key, last = 0
+    cdef bint have_last = False
+    out.clear()
     for i in range(ns.size()):
-        out[i] = nx_key(ns[i], xs[i])
-    sort(out.begin(), out.end())
-    out.erase(unique(out.begin(), out.end()), out.end())
+        key = nx_key(ns[i], xs[i])
+        if have_last and key == last:
+            continue
+        last = key
+        have_last = True
+        lo = 0
+        hi = out.size()
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if out[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == <Py_ssize_t>out.size() or out[lo] != key:
+            out.insert(out.begin() + lo, key)
 
 
 cdef bint regular_t(vector[int64_t] &ts, int64_t *start, int64_t *step, int64_t *num):
@@ -141,7 +196,8 @@ cdef bint regular_t(vector[int64_t] &ts, int64_t *start, int64_t *step, int64_t 
     if not any_t:
         return False
     for i in range(ts.size()):
-        if ts[i] != K_NO_TIME:
+        # (gcd(g, d) is g when g divides d: the common case is checked first)
+        if ts[i] != K_NO_TIME and (g == 0 or c_mod(ts[i] - lo, g) != 0):
             g = gcd(g, ts[i] - lo)
     start[0] = lo
     if g == 0:
@@ -170,14 +226,15 @@ def computation_io(list input_indexes, list output_indexes):
     return (<int64_t>pairs.size(), s_in, st_in, nt_in, s_out, st_out, nt_out)
 
 
-cdef list grid_indexes(list orig, vector[int64_t] &pairs, list blanks, int64_t t_start,
-                       int64_t t_step, int64_t num_t, int64_t reorder_t):
+cdef list grid_indexes(list orig, vector[int64_t] &ns, vector[int64_t] &ts,
+                       vector[int64_t] &xs, vector[int64_t] &pairs, list blanks,
+                       int64_t t_start, int64_t t_step, int64_t num_t, int64_t reorder_t):
     """Twin of _create_indexes + _set_some_indexes_blank: the (t-block, image,
     t) grid, each slot the original Index when present, else the image's
-    kNoTime Index. None on anything irregular."""
-    cdef vector[int64_t] ns, ts, xs
+    kNoTime Index. ``ns``/``ts``/``xs`` are ``orig`` read by read_indexes.
+    None on anything irregular."""
     cdef Py_ssize_t num_images = pairs.size(), size, i, j, pos
-    cdef int64_t d, k, key
+    cdef int64_t d, k, key, n
     cdef list out
     cdef object item, blank
     if t_step == 0:
@@ -186,37 +243,48 @@ cdef list grid_indexes(list orig, vector[int64_t] &pairs, list blanks, int64_t t
         t_step = 1
     if reorder_t < 1 or num_t <= 0 or num_t % reorder_t != 0:
         return None
-    if read_indexes(orig, ns, ts, xs):
-        return None
     size = num_images * num_t
     out = PyList_New(size)       # NULL slots until filled
     cdef vector[char] filled
     filled.resize(size, 0)
     for i in range(<Py_ssize_t>ns.size()):
         if ts[i] == K_NO_TIME:
+            # reuse the list's own kNoTime Index as the image's blank, so that
+            # an already-reordered list compares equal by identity
+            item = <object>PyList_GET_ITEM(orig, i)
+            if type(item) is IndexType:
+                j = find_key(pairs, nx_key(ns[i], xs[i]))
+                if j >= 0 and blanks[j] is None:
+                    blanks[j] = item
             continue
         d = ts[i] - t_start
-        if d < 0 or d % t_step != 0:
+        if d < 0 or c_mod(d, t_step) != 0:
             continue
-        k = d // t_step
+        k = c_div(d, t_step)
         if k >= num_t:
             continue
         key = nx_key(ns[i], xs[i])
         j = find_key(pairs, key)
         if j < 0:
             continue
-        pos = (k // reorder_t) * (num_images * reorder_t) + j * reorder_t + k % reorder_t
+        pos = (c_div(k, reorder_t) * (num_images * reorder_t) + j * reorder_t
+               + c_mod(k, reorder_t))
         if filled[pos]:
             continue
         item = <object>PyList_GET_ITEM(orig, i)
-        if type(item) is not Index:
-            item = Index(ns[i], ts[i], xs[i])
+        if type(item) is not IndexType:
+            item = IndexType(ns[i], ts[i], xs[i])
         Py_INCREF(item)
         PyList_SET_ITEM(out, pos, item)
         filled[pos] = 1
     for pos in range(size):
         if not filled[pos]:
-            blank = blanks[(pos // reorder_t) % num_images]
+            j = c_mod(c_div(pos, reorder_t), num_images)
+            blank = blanks[j]
+            if blank is None:
+                n = (pairs[j] + 2147483648) // TWO32  # floor division: the key's n
+                blank = IndexType(n, K_NO_TIME, pairs[j] - n * TWO32)
+                blanks[j] = blank
             Py_INCREF(blank)
             PyList_SET_ITEM(out, pos, blank)
     return out
@@ -227,22 +295,20 @@ def indexes_for_computation(tuple io, list orig_input_indexes, list orig_output_
     (num_images, start_t_in, t_step_in, num_t_in, reorder_t_in, start_t_out,
     t_step_out, num_t_out). Returns (inputs, outputs) or None."""
     cdef vector[int64_t] ns, ts, xs, pairs
-    cdef int64_t num_images, s_in, st_in, nt_in, r_in, s_out, st_out, nt_out, n
-    cdef size_t j
+    cdef int64_t num_images, s_in, st_in, nt_in, r_in, s_out, st_out, nt_out
     num_images, s_in, st_in, nt_in, r_in, s_out, st_out, nt_out = io
     if read_indexes(orig_input_indexes, ns, ts, xs):
         return None
     nx_pairs(ns, xs, pairs)
     if <int64_t>pairs.size() != num_images or num_images == 0:
         return None
-    blanks = []
-    for j in range(pairs.size()):
-        n = (pairs[j] + 2147483648) // TWO32  # floor division
-        blanks.append(Index(n, K_NO_TIME, pairs[j] - n * TWO32))
-    inputs = grid_indexes(orig_input_indexes, pairs, blanks, s_in, st_in, nt_in, r_in)
-    if inputs is None:
+    blanks = [None] * num_images      # each image's kNoTime Index, made when needed
+    inputs = grid_indexes(orig_input_indexes, ns, ts, xs, pairs, blanks, s_in, st_in, nt_in,
+                          r_in)
+    if inputs is None or read_indexes(orig_output_indexes, ns, ts, xs):
         return None
-    outputs = grid_indexes(orig_output_indexes, pairs, blanks, s_out, st_out, nt_out, 1)
+    outputs = grid_indexes(orig_output_indexes, ns, ts, xs, pairs, blanks, s_out, st_out,
+                           nt_out, 1)
     if outputs is None:
         return None
     return inputs, outputs

@@ -520,9 +520,10 @@ def get_computation_io(input_indexes, output_indexes):
             and type(output_indexes) is list:
         grid = _fast_indexes.computation_io(input_indexes, output_indexes)
         if grid is not None:
-            io = ConvolutionComputationIo()
+            io = ConvolutionComputationIo.__new__(ConvolutionComputationIo)  # all slots set here
             (io.num_images, io.start_t_in, io.t_step_in, io.num_t_in, io.start_t_out,
              io.t_step_out, io.num_t_out) = grid
+            io.reorder_t_in = 1
             return io
     return get_computation_io_py(input_indexes, output_indexes)
 

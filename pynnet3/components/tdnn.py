@@ -262,7 +262,9 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
     def precompute_indexes(self, misc_info, input_indexes, output_indexes, need_backprop):
         io = _modify_computation_io(get_computation_io(input_indexes, output_indexes))
         inputs, outputs = get_indexes_for_computation(io, input_indexes, output_indexes)
-        if list(inputs) != list(input_indexes) or list(outputs) != list(output_indexes):
+        if (inputs != (input_indexes if type(input_indexes) is list else list(input_indexes))
+                or outputs != (output_indexes if type(output_indexes) is list
+                               else list(output_indexes))):
             raise ComputationError("TdnnComponent: indexes were not reordered with "
                                    "reorder_indexes before precomputing")
         n = io.reorder_t_in
