@@ -63,7 +63,9 @@ class Field:
     """One entry of a component's on-disk layout.
 
     ``kind``: 'int', 'float', 'double', 'bool', 'vector' (float32 vector),
-    'double_vector', 'matrix', 'int_vector', 'string' (a token value).
+    'double_vector', 'matrix', 'int_vector', 'int_pair_vector' (a list of
+    (a, b)), 'string' (a token value) or 'flag' (the token alone, present
+    when the attribute is true: always optional, default False).
     Arrays are stored as float32 (float64 for 'double_vector') NumPy arrays.
     """
 
@@ -71,6 +73,11 @@ class Field:
 
     def __init__(self, token, kind, attr, optional=False, default=None, write_if=None,
                  aliases=(), write=True):
+        if kind == "flag":
+            optional, default = True, False
+            if write_if is None:
+                def write_if(obj):
+                    return bool(getattr(obj, attr))
         self.token = token
         self.kind = kind
         self.attr = attr
@@ -81,51 +88,42 @@ class Field:
         self.write = write
 
 
+# kind -> (InputStream method, OutputStream method) for a value after its token
+_VALUE_IO = {
+    "int": ("read_int32", "write_int32"),
+    "float": ("read_float", "write_float"),
+    "double": ("read_double", "write_double"),
+    "bool": ("read_bool", "write_bool"),
+    "vector": ("read_vector", "write_vector"),
+    "double_vector": ("read_double_vector", "write_double_vector"),
+    "matrix": ("read_matrix", "write_matrix"),
+    "int_vector": ("read_int_vector", "write_int_vector"),
+    "int_pair_vector": ("read_int_pair_vector", "write_int_pair_vector"),
+    "string": ("read_token", "write_token"),
+}
+
+
+def _value_io(kind):
+    io = _VALUE_IO.get(kind)
+    if io is None:
+        raise ValueError("unknown field kind %r" % kind)
+    return io
+
+
 def read_value(stream, kind):
-    """Reads one value of a layout ``kind`` from a stream."""
-    if kind == "int":
-        return stream.read_int32()
-    if kind == "float":
-        return stream.read_float()
-    if kind == "double":
-        return stream.read_double()
-    if kind == "bool":
-        return stream.read_bool()
-    if kind == "vector":
-        return stream.read_vector()
-    if kind == "double_vector":
-        return stream.read_double_vector()
-    if kind == "matrix":
-        return stream.read_matrix()
-    if kind == "int_vector":
-        return stream.read_int_vector()
-    if kind == "string":
-        return stream.read_token()
-    raise ValueError("unknown field kind %r" % kind)
+    """Reads one value of a layout ``kind`` from a stream ('flag': True, nothing read)."""
+    if kind == "flag":
+        return True
+    return getattr(stream, _value_io(kind)[0])()
 
 
 def write_value(stream, kind, value):
-    """Writes one value of a layout ``kind`` to a stream."""
+    """Writes one value of a layout ``kind`` to a stream ('flag': nothing)."""
+    if kind == "flag":
+        return
     if kind == "int":
-        stream.write_int32(int(value))
-    elif kind == "float":
-        stream.write_float(value)
-    elif kind == "double":
-        stream.write_double(value)
-    elif kind == "bool":
-        stream.write_bool(value)
-    elif kind == "vector":
-        stream.write_vector(value)
-    elif kind == "double_vector":
-        stream.write_double_vector(value)
-    elif kind == "matrix":
-        stream.write_matrix(value)
-    elif kind == "int_vector":
-        stream.write_int_vector(value)
-    elif kind == "string":
-        stream.write_token(value)
-    else:
-        raise ValueError("unknown field kind %r" % kind)
+        value = int(value)
+    getattr(stream, _value_io(kind)[1])(value)
 
 
 def read_layout(obj, stream, layout):

@@ -20,8 +20,8 @@ from ..errors import ComputationError
 from ..nnet.format import kaldi_str
 from ..nnet.parameter_stats import vector_stats
 from . import kaldi_random
-from .base import (Component, P, PrecomputedIndexes, UpdatableComponent, array_module,
-                   read_layout, write_layout)
+from .base import (Component, Field, P, PrecomputedIndexes, UpdatableComponent,
+                   array_module, read_layout, write_layout)
 
 try:  # C twins of index helpers (pynnet3/_fast/component_indexes.pyx)
     from .._fast import component_indexes as _fast_indexes
@@ -190,6 +190,12 @@ class DropoutMaskComponent(RandomMixin, Component):
     mode every element is 1 - dropout_proportion (or 1 if continuous)."""
 
     type_name = "DropoutMaskComponent"
+    layout = (
+        Field("<OutputDim>", "int", "output_dim_"),
+        Field("<DropoutProportion>", "float", "dropout_proportion"),
+        Field("<TestMode>", "bool", "test_mode", optional=True, default=False),
+        Field("<Continuous>", "flag", "continuous"),
+    )
 
     def properties(self):
         return P.kRandomComponent
@@ -207,27 +213,6 @@ class DropoutMaskComponent(RandomMixin, Component):
         self.dropout_proportion = _f32(cfl.get_float("dropout-proportion", 0.5))
         self.continuous = cfl.get_bool("continuous", False)
         self.test_mode = cfl.get_bool("test-mode", False)
-
-    def read_body(self, stream):
-        stream.expect_token("<OutputDim>")
-        self.output_dim_ = stream.read_int32()
-        stream.expect_token("<DropoutProportion>")
-        self.dropout_proportion = stream.read_float()
-        self.test_mode = False
-        if stream.read_optional_token("<TestMode>"):
-            self.test_mode = stream.read_bool()
-        self.continuous = stream.read_optional_token("<Continuous>")
-        stream.expect_token("</DropoutMaskComponent>")
-
-    def write_body(self, stream):
-        stream.write_token("<OutputDim>")
-        stream.write_int32(self.output_dim_)
-        stream.write_token("<DropoutProportion>")
-        stream.write_float(self.dropout_proportion)
-        stream.write_token("<TestMode>")
-        stream.write_bool(self.test_mode)
-        if self.continuous:
-            stream.write_token("<Continuous>")
 
     def info(self):
         s = "DropoutMaskComponent, output-dim=%d, dropout-proportion=%s" % (
@@ -305,24 +290,18 @@ class GeneralDropoutComponentPrecomputedIndexes(PrecomputedIndexes):
     mask row that multiplies it."""
 
     type_name = "GeneralDropoutComponentPrecomputedIndexes"
+    layout = (
+        Field("<NumMaskRows>", "int", "num_mask_rows"),
+        Field("<Indexes>", "int_vector", "indexes"),
+    )
 
     def __init__(self, num_mask_rows=0, indexes=None):
         self.num_mask_rows = num_mask_rows
         self.indexes = np.zeros(0, np.int32) if indexes is None else np.asarray(indexes,
                                                                                 np.int32)
 
-    def read_body(self, stream):
-        stream.expect_token("<NumMaskRows>")
-        self.num_mask_rows = stream.read_int32()
-        stream.expect_token("<Indexes>")
-        self.indexes = np.asarray(stream.read_int_vector(), np.int32)
-        stream.expect_token("</%s>" % self.type_name)
-
-    def write_body(self, stream):
-        stream.write_token("<NumMaskRows>")
-        stream.write_int32(self.num_mask_rows)
-        stream.write_token("<Indexes>")
-        stream.write_int_vector(self.indexes.tolist())
+    def after_read(self):
+        self.indexes = np.asarray(self.indexes, np.int32)
 
 
 class GeneralDropoutComponent(RandomMixin, Component):
@@ -552,6 +531,12 @@ class SpecAugmentTimeMaskComponent(RandomMixin, Component):
     zeroed_proportion of the frames zeroed). Identity in test mode."""
 
     type_name = "SpecAugmentTimeMaskComponent"
+    layout = (
+        Field("<Dim>", "int", "dim"),
+        Field("<ZeroedProportion>", "float", "zeroed_proportion"),
+        Field("<TimeMaskMaxFrames>", "int", "time_mask_max_frames"),
+        Field("<TestMode>", "flag", "test_mode"),
+    )
 
     def properties(self):
         return P.kRandomComponent | P.kPropagateInPlace | P.kBackpropInPlace | P.kUsesMemo
@@ -571,26 +556,6 @@ class SpecAugmentTimeMaskComponent(RandomMixin, Component):
         if self.time_mask_max_frames <= 1:
             raise cfl.error("time-mask-max-frames must be > 1")
         self.test_mode = False
-
-    def read_body(self, stream):
-        stream.expect_token("<Dim>")
-        self.dim = stream.read_int32()
-        stream.expect_token("<ZeroedProportion>")
-        self.zeroed_proportion = stream.read_float()
-        stream.expect_token("<TimeMaskMaxFrames>")
-        self.time_mask_max_frames = stream.read_int32()
-        self.test_mode = stream.read_optional_token("<TestMode>")
-        stream.expect_token("</SpecAugmentTimeMaskComponent>")
-
-    def write_body(self, stream):
-        stream.write_token("<Dim>")
-        stream.write_int32(self.dim)
-        stream.write_token("<ZeroedProportion>")
-        stream.write_float(self.zeroed_proportion)
-        stream.write_token("<TimeMaskMaxFrames>")
-        stream.write_int32(self.time_mask_max_frames)
-        if self.test_mode:
-            stream.write_token("<TestMode>")
 
     def info(self):
         return ("SpecAugmentTimeMaskComponent, dim=%d, zeroed-proportion=%s, "

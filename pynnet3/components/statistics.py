@@ -21,7 +21,7 @@ float32 sums).
 import numpy as np
 
 from ..errors import ComputationError
-from .base import Component, P, PrecomputedIndexes, array_module
+from .base import Component, Field, P, PrecomputedIndexes, array_module
 
 try:  # C twins of the index hooks below (pynnet3/_fast/component_indexes.pyx)
     from .._fast import component_indexes as _fast_indexes
@@ -75,6 +75,11 @@ class StatisticsExtractionComponentPrecomputedIndexes(PrecomputedIndexes):
     the output row it contributes to (empty when backprop is not needed)."""
 
     type_name = "StatisticsExtractionComponentPrecomputedIndexes"
+    layout = (
+        Field("<ForwardIndexes>", "int_pair_vector", "forward_indexes"),
+        Field("<Counts>", "vector", "counts"),
+        Field("<BackwardIndexes>", "int_vector", "backward_indexes"),
+    )
 
     def __init__(self, forward_indexes=None, counts=None, backward_indexes=None):
         self.forward_indexes = _int32_pairs(() if forward_indexes is None else forward_indexes)
@@ -83,22 +88,9 @@ class StatisticsExtractionComponentPrecomputedIndexes(PrecomputedIndexes):
         self.backward_indexes = (np.zeros(0, np.int32) if backward_indexes is None
                                  else np.asarray(backward_indexes, np.int32))
 
-    def read_body(self, stream):
-        stream.expect_token("<ForwardIndexes>")
-        self.forward_indexes = _int32_pairs(stream.read_int_pair_vector())
-        stream.expect_token("<Counts>")
-        self.counts = stream.read_vector()
-        stream.expect_token("<BackwardIndexes>")
-        self.backward_indexes = np.asarray(stream.read_int_vector(), np.int32)
-        stream.expect_token("</%s>" % self.type_name)
-
-    def write_body(self, stream):
-        stream.write_token("<ForwardIndexes>")
-        stream.write_int_pair_vector(self.forward_indexes)
-        stream.write_token("<Counts>")
-        stream.write_vector(self.counts)
-        stream.write_token("<BackwardIndexes>")
-        stream.write_int_vector(self.backward_indexes.tolist())
+    def after_read(self):
+        self.forward_indexes = _int32_pairs(self.forward_indexes)
+        self.backward_indexes = np.asarray(self.backward_indexes, np.int32)
 
 
 class StatisticsExtractionComponent(Component):
@@ -106,6 +98,12 @@ class StatisticsExtractionComponent(Component):
     period. Output dim: 1 + input_dim (+ input_dim)."""
 
     type_name = "StatisticsExtractionComponent"
+    layout = (
+        Field("<InputDim>", "int", "input_dim_"),
+        Field("<InputPeriod>", "int", "input_period"),
+        Field("<OutputPeriod>", "int", "output_period"),
+        Field("<IncludeVarinance>", "bool", "include_variance"),  # sic: Kaldi's spelling
+    )
 
     def __init__(self, input_dim=-1, input_period=1, output_period=1, include_variance=True):
         self.input_dim_ = input_dim
@@ -139,29 +137,11 @@ class StatisticsExtractionComponent(Component):
                             "input-period" % self.type_name)
 
     def read_body(self, stream):
-        stream.expect_token("<InputDim>")
-        self.input_dim_ = stream.read_int32()
-        stream.expect_token("<InputPeriod>")
-        self.input_period = stream.read_int32()
-        stream.expect_token("<OutputPeriod>")
-        self.output_period = stream.read_int32()
-        stream.expect_token("<IncludeVarinance>")   # sic: Kaldi's spelling
-        self.include_variance = stream.read_bool()
-        stream.expect_token("</StatisticsExtractionComponent>")
+        super().read_body(stream)
         if not self._valid():
             raise stream.error("Invalid configuration of StatisticsExtractionComponent "
                                "(input-dim %d, input-period %d, output-period %d)"
                                % (self.input_dim_, self.input_period, self.output_period))
-
-    def write_body(self, stream):
-        stream.write_token("<InputDim>")
-        stream.write_int32(self.input_dim_)
-        stream.write_token("<InputPeriod>")
-        stream.write_int32(self.input_period)
-        stream.write_token("<OutputPeriod>")
-        stream.write_int32(self.output_period)
-        stream.write_token("<IncludeVarinance>")
-        stream.write_bool(self.include_variance)
 
     # -- index hooks ------------------------------------------------------------
     def _inputs_for(self, output_index):
@@ -266,24 +246,19 @@ class StatisticsPoolingComponentPrecomputedIndexes(PrecomputedIndexes):
     contributes to (empty when backprop is not needed)."""
 
     type_name = "StatisticsPoolingComponentPrecomputedIndexes"
+    layout = (
+        Field("<ForwardIndexes>", "int_pair_vector", "forward_indexes"),
+        Field("<BackwardIndexes>", "int_pair_vector", "backward_indexes"),
+    )
 
     def __init__(self, forward_indexes=None, backward_indexes=None):
         self.forward_indexes = _int32_pairs(() if forward_indexes is None else forward_indexes)
         self.backward_indexes = _int32_pairs(() if backward_indexes is None
                                              else backward_indexes)
 
-    def read_body(self, stream):
-        stream.expect_token("<ForwardIndexes>")
-        self.forward_indexes = _int32_pairs(stream.read_int_pair_vector())
-        stream.expect_token("<BackwardIndexes>")
-        self.backward_indexes = _int32_pairs(stream.read_int_pair_vector())
-        stream.expect_token("</%s>" % self.type_name)
-
-    def write_body(self, stream):
-        stream.write_token("<ForwardIndexes>")
-        stream.write_int_pair_vector(self.forward_indexes)
-        stream.write_token("<BackwardIndexes>")
-        stream.write_int_pair_vector(self.backward_indexes)
+    def after_read(self):
+        self.forward_indexes = _int32_pairs(self.forward_indexes)
+        self.backward_indexes = _int32_pairs(self.backward_indexes)
 
 
 class StatisticsPoolingComponent(Component):
@@ -293,6 +268,15 @@ class StatisticsPoolingComponent(Component):
     Output dim: input_dim + num_log_count_features - 1."""
 
     type_name = "StatisticsPoolingComponent"
+    layout = (
+        Field("<InputDim>", "int", "input_dim_"),
+        Field("<InputPeriod>", "int", "input_period"),
+        Field("<LeftContext>", "int", "left_context"),
+        Field("<RightContext>", "int", "right_context"),
+        Field("<NumLogCountFeatures>", "int", "num_log_count_features"),
+        Field("<OutputStddevs>", "bool", "output_stddevs"),
+        Field("<VarianceFloor>", "float", "variance_floor"),
+    )
 
     def __init__(self):
         self.input_dim_ = -1
@@ -356,41 +340,11 @@ class StatisticsPoolingComponent(Component):
                             % (self.type_name, problem))
 
     def read_body(self, stream):
-        stream.expect_token("<InputDim>")
-        self.input_dim_ = stream.read_int32()
-        stream.expect_token("<InputPeriod>")
-        self.input_period = stream.read_int32()
-        stream.expect_token("<LeftContext>")
-        self.left_context = stream.read_int32()
-        stream.expect_token("<RightContext>")
-        self.right_context = stream.read_int32()
-        stream.expect_token("<NumLogCountFeatures>")
-        self.num_log_count_features = stream.read_int32()
-        stream.expect_token("<OutputStddevs>")
-        self.output_stddevs = stream.read_bool()
-        stream.expect_token("<VarianceFloor>")
-        self.variance_floor = stream.read_float()
-        stream.expect_token("</StatisticsPoolingComponent>")
+        super().read_body(stream)
         self.require_direct_input = False
         problem = self._problem()
         if problem:
             raise stream.error("StatisticsPoolingComponent: " + problem)
-
-    def write_body(self, stream):
-        stream.write_token("<InputDim>")
-        stream.write_int32(self.input_dim_)
-        stream.write_token("<InputPeriod>")
-        stream.write_int32(self.input_period)
-        stream.write_token("<LeftContext>")
-        stream.write_int32(self.left_context)
-        stream.write_token("<RightContext>")
-        stream.write_int32(self.right_context)
-        stream.write_token("<NumLogCountFeatures>")
-        stream.write_int32(self.num_log_count_features)
-        stream.write_token("<OutputStddevs>")
-        stream.write_bool(self.output_stddevs)
-        stream.write_token("<VarianceFloor>")
-        stream.write_float(self.variance_floor)
 
     def set_require_direct_input(self, value):
         """Kaldi's SetRequireDirectInput (used when computing the real context)."""
