@@ -321,6 +321,16 @@ case("TimeHeightConvolutionComponent/2017-03", "04a564510",
      "<TimeHeightConvolutionComponent> <LearningRate> 0.001 <Model> " + _CONV_MODEL
      + _CONV_TAIL, _CONV_KINDS)
 
+# ConvolutionModel::Read takes the model without its <ConvolutionModel> tag
+# (ExpectOneOrTwoTokens; every Write wrote the tag) and keeps the required time
+# offsets in a set (written sorted, once each).
+case("TimeHeightConvolutionComponent/model-untagged", "reader branch",
+     "<TimeHeightConvolutionComponent> <LearningRate> 0.001 <Model> "
+     + _CONV_MODEL[len("<ConvolutionModel> "):].replace("[ 0 ]", "[ 0 0 ]") + _CONV_TAIL,
+     dict(learning_rate=np.float32(0.001)),
+     "<TimeHeightConvolutionComponent> <LearningRate> 0.001 <Model> " + _CONV_MODEL
+     + _CONV_TAIL, _CONV_KINDS)
+
 # TdnnComponent::Read also takes a single <Alpha> (for alpha-in and alpha-out): a
 # pre-release TDNN-F format (per the comment in Kaldi's reader; no commit in
 # kaldi-asr/kaldi wrote it, Write() has only ever written <AlphaInOut>).
@@ -737,3 +747,97 @@ def test_old_transition_model_text_tuples():
     out = OutputStream(binary=False)
     tm.write_to(out)
     assert out.getvalue().decode() == new
+
+
+# --------------------------------------------------------------------------
+# PermuteComponent as d56c66503 (2015-10-20) .. 2b835f775 (2015-12-21) wrote it
+# in binary: the column map as a float vector whose last entry was never set
+# (0); Kaldi's reader rounds the entries and sets the last one to dim-1.
+# --------------------------------------------------------------------------
+
+def _permute_binary(column_map, as_floats):
+    out = OutputStream(binary=True)
+    out.write_token("<PermuteComponent>")
+    out.write_token("<ColumnMap>")
+    if as_floats:
+        out.write_vector(np.array(column_map, dtype=np.float32))
+    else:
+        out.write_int_vector(column_map)
+    out.write_token("</PermuteComponent>")
+    return out.getvalue()
+
+
+def test_old_permute_float_map_binary():
+    comp = read_component(_permute_binary([2, 0, 1, 0], as_floats=True), binary=True)
+    assert list(comp.column_map) == [2, 0, 1, 3]
+    assert write_component(comp, binary=True) == _permute_binary([2, 0, 1, 3], False)
+
+
+def test_old_permute_float_map_text_is_not_a_permutation():
+    # in text the old float vector reads as integers [2 0 1 0]: not a
+    # permutation, which Kaldi's reader rejects too
+    with pytest.raises(KaldiFormatError):
+        read_component(b"<PermuteComponent> <ColumnMap>  [ 2 0 1 0 ]\n"
+                       b"</PermuteComponent> ", binary=False)
+
+
+# --------------------------------------------------------------------------
+# older formats Kaldi's current readers reject: a format error here too
+# --------------------------------------------------------------------------
+
+REJECTED = [
+    # cd3ae2d2a (2015-05-08) .. a7398bc20 (2015-08-12): sums, not averages
+    pytest.param(b"<SigmoidComponent> <Dim> 1 <ValueSum>  [ 1 ]\n<DerivSum>  [ 1 ]\n"
+                 b"<Count> 1 </SigmoidComponent> ", id="NonlinearComponent/2015-05"),
+    # c362b2cf4 (2017-12-31): <OderivRms> before <Count>, no <OderivCount>
+    pytest.param(b"<TanhComponent> <Dim> 1 <ValueAvg>  [ 0 ]\n<DerivAvg>  [ 0 ]\n"
+                 b"<OderivRms>  [ 0 ]\n<Count> 0 <NumDimsSelfRepaired> 0 "
+                 b"<NumDimsProcessed> 0 </TanhComponent> ", id="NonlinearComponent/2017-12-31"),
+    # acda33678 (2017-12-22) .. 8368ab4e7 (2017-12-29): <DiagonalPowerInOut>
+    pytest.param(b"<NaturalGradientAffineComponent> <LearningRate> 0.001 <LinearParams>  [\n"
+                 b"  1 ]\n<BiasParams>  [ 0 ]\n<RankIn> 1 <RankOut> 1 <DiagonalPowerInOut> 0.5 0.5 "
+                 b"<UpdatePeriod> 4 <NumSamplesHistory> 2000 <Alpha> 4 "
+                 b"</NaturalGradientAffineComponent> ", id="NaturalGradientAffine/2017-12-22"),
+    # f341b70c1 (2015-08-27): no clipping counts
+    pytest.param(b"<ClipGradientComponent> <Dim> 1 <ClippingThreshold> 15 "
+                 b"<NormBasedClipping> T </ClipGradientComponent> ", id="ClipGradient/2015-08-27"),
+    # c2e72fa66 (2015-09-22) .. ea5dedd1e (2016-01-19): the 1-d max-pooling
+    pytest.param(b"<MaxpoolingComponent> <InputDim> 4 <OutputDim> 2 <PoolSize> 2 "
+                 b"<PoolStride> 2 </MaxpoolingComponent> ", id="Maxpooling/2015-09"),
+    # e71ddae4f (2017-12-27) .. f654281ef (2017-12-29): <Power>
+    pytest.param(b"<BatchNormComponent> <Dim> 1 <BlockDim> 1 <Power> -0.25 <Epsilon> 0.001 "
+                 b"<TargetRms> 1 <TestMode> F <Count> 0 <StatsMean>  [ 0 ]\n"
+                 b"<StatsVar>  [ 0 ]\n</BatchNormComponent> ", id="BatchNorm/2017-12-27"),
+    # 6c59a3b89 (2016-01-29): <OutputPeriod>, <LogCountFeatures>
+    pytest.param(b"<StatisticsPoolingComponent> <InputDim> 3 <InputPeriod> 1 <OutputPeriod> 1 "
+                 b"<LeftContext> 0 <RightContext> 1 <LogCountFeatures> F <OutputStddevs> F "
+                 b"<VarianceFloor> 1e-10 </StatisticsPoolingComponent> ",
+                 id="StatisticsPooling/2016-01-29"),
+    # 99bef31af (2016-02-03): <AddLogSum>
+    pytest.param(b"<NormalizeComponent> <Dim> 2 <TargetRms> 1 <AddLogSum> F "
+                 b"<ValueAvg>  [ 0 0 ]\n<DerivAvg>  [ 0 0 ]\n<Count> 0 </NormalizeComponent> ",
+                 id="Normalize/2016-02-03"),
+]
+
+
+@pytest.mark.parametrize("data", REJECTED)
+def test_rejected_old_component(data):
+    with pytest.raises(KaldiFormatError):
+        read_component(data, binary=False)
+
+
+def test_rejected_old_computation_version():
+    # NnetComputation versions before 5 (7c8e1a3f6, 2018-01-25): Kaldi refuses
+    # them (the compiled-computation cache is then rebuilt), and so do we.
+    for head in (b"<NnetComputation> <Version> 4 <NumMatrices> 0 ",
+                 b"<NnetComputation> <NumMatrices> 0 "):
+        with pytest.raises(KaldiFormatError, match="version"):
+            read_computation(InputStream(head + b"<Matrices> ", False))
+
+
+def test_rejected_old_am_nnet_without_context():
+    # 8bbe37e34 (2015-05-22) .. 64d92fb47 (2015-08-01): AmNnetSimple had no
+    # <LeftContext>/<RightContext>
+    text = _nnet_text(_NEW_2015_CONFIG, _NEW_2015_COMPONENTS) + " <Priors>  [ ]\n"
+    with pytest.raises(KaldiFormatError):
+        AmNnetSimple().read_from(InputStream(text.encode(), False))
