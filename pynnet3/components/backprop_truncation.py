@@ -185,9 +185,17 @@ class BackpropTruncationComponent(Component):
             # the C twin (recurrent nets call this once per frame of every layer)
             marked = _fast_indexes.backprop_truncation_zeroing(output_indexes, zi, ri)
         zeroing, count = marked if marked is not None else zeroing_rows(output_indexes, zi, ri)
-        # Kaldi's -zeroing.Sum() in float: exactly the count below 2^24 boundaries
-        zeroing_sum = float(count) if count < 2 ** 24 else -float(zeroing.sum())
-        return BackpropTruncationComponentPrecomputedIndexes(zeroing, zeroing_sum)
+        if count >= 2 ** 24:
+            return BackpropTruncationComponentPrecomputedIndexes(zeroing, -float(zeroing.sum()))
+        # Kaldi's -zeroing.Sum() in float is exactly the count here, and zeroing
+        # is float32 already: the fields are set directly (a recurrent net
+        # compiles this once per frame per layer; __init__'s conversions cost
+        # as much as the rest).
+        pre = BackpropTruncationComponentPrecomputedIndexes.__new__(
+            BackpropTruncationComponentPrecomputedIndexes)
+        pre.zeroing = zeroing
+        pre.zeroing_sum = float(count)
+        return pre
 
     # -- computation ----------------------------------------------------------------------
     def propagate(self, indexes, in_value, out):
