@@ -21,11 +21,12 @@ import re
 import numpy as np
 import pytest
 
-from pynnet3.compile.computation_io import read_computation
+from pynnet3.compile.computation_io import read_computation, write_computation
 from pynnet3.components import Component
 from pynnet3.errors import KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.nnet.am import AmNnetSimple
+from pynnet3.nnet.config_line import ConfigLine
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.transition import HmmTopology, TransitionModel
 
@@ -841,3 +842,65 @@ def test_rejected_old_am_nnet_without_context():
     text = _nnet_text(_NEW_2015_CONFIG, _NEW_2015_COMPONENTS) + " <Priors>  [ ]\n"
     with pytest.raises(KaldiFormatError):
         AmNnetSimple().read_from(InputStream(text.encode(), False))
+
+
+# --------------------------------------------------------------------------
+# the opening tag once more: every component's (and precomputed-indexes') Read
+# in Kaldi takes it again after ReadNew has read it (ExpectOneOrTwoTokens,
+# ReadUpdatableCommon and the hand-written readers), but not a third time
+# --------------------------------------------------------------------------
+
+def _bundled_components():
+    """One component of each type found in the bundled networks and in the
+    expected texts above, plus the types only made from config lines."""
+    from conftest import TEST_DATA
+    comps = {}
+    paths = sorted((TEST_DATA / "models").glob("*/model.raw"))
+    paths += sorted((TEST_DATA / "models").glob("random/*/model.raw"))
+    for path in paths:
+        for comp in Nnet.read(str(path)).components:
+            comps.setdefault(comp.type_name, comp)
+    for param in CASES:
+        comp = read_component(param.values[2].encode(), binary=False)
+        comps.setdefault(comp.type_name, comp)
+    for line in ("type=ConstantComponent output-dim=3",
+                 "type=DistributeComponent input-dim=4 output-dim=2",
+                 "type=RestrictedAttentionComponent num-heads=1 key-dim=2 value-dim=2 "
+                 "num-left-inputs=1 num-right-inputs=1"):
+        comp = Component.from_config_line(ConfigLine(line))
+        comps.setdefault(comp.type_name, comp)
+    return [pytest.param(c, id=t) for t, c in sorted(comps.items())]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+@pytest.mark.parametrize("comp", _bundled_components())
+def test_repeated_opening_tag(comp, binary):
+    data = write_component(comp, binary)
+    tag = ("<%s> " % comp.type_name).encode()
+    assert data.startswith(tag)
+    again = read_component(tag + data, binary)
+    assert write_component(again, binary) == data
+    with pytest.raises(KaldiFormatError, match="repeated"):
+        read_component(tag + tag + data, binary)
+
+
+def _computations_with_precomputed_indexes():
+    from conftest import TEST_DATA
+    paths = sorted(TEST_DATA.glob("**/computation.opt.kaldi"))
+    return [pytest.param(p, id=str(p.relative_to(TEST_DATA))) for p in paths
+            if re.search(rb"<(?!Num)\w+PrecomputedIndexes> ", p.read_bytes())]
+
+
+@pytest.mark.parametrize("path", _computations_with_precomputed_indexes())
+def test_repeated_precomputed_indexes_tag(path):
+    data = path.read_bytes()
+    doubled = re.sub(rb"<((?!Num)\w+PrecomputedIndexes)> ", rb"<\1> <\1> ", data)
+    assert doubled != data
+
+    def rewrite(raw):
+        out = OutputStream(binary=True)
+        out.write_header()
+        write_computation(read_computation(InputStream.from_bytes(raw)), out)
+        return out.getvalue()
+
+    assert rewrite(doubled) == rewrite(data)

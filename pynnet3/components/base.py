@@ -182,6 +182,11 @@ class TaggedObject:
         new = cls._registry.get(type_name)
         if new is None:
             raise stream.error("unknown %s type %s" % (cls._family, type_name), start)
+        # Every Kaldi Read() of these families also takes the opening tag once
+        # more (ExpectOneOrTwoTokens, ReadUpdatableCommon), so one repeat is
+        # skipped here; a third copy fails there, as it does here.
+        if stream.read_optional_token(token) and stream.peek_token() == token:
+            raise stream.error("%s tag %s repeated more than twice" % (cls._family, token))
         obj = new.__new__(new)
         obj.read_body(stream)
         return obj
