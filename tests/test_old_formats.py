@@ -361,6 +361,14 @@ case("LstmNonlinearityComponent/2016", "55905859e",
      "<LstmNonlinearityComponent> <LearningRate> 0.001 " + _LSTM_BODY
      + "<Count> 0 </LstmNonlinearityComponent> ", _LSTM_KINDS)
 
+# d8be99a1c (2017-04-21) on: <UseDropout> only when true, before <Count>.
+case("LstmNonlinearityComponent/2017-dropout", "d8be99a1c",
+     "<LstmNonlinearityComponent> <MaxChange> 0.75 <LearningRate> 0.001 " + _LSTM_BODY
+     + "<UseDropout> T <Count> 0 </LstmNonlinearityComponent> ",
+     dict(use_dropout=True, max_change=0.75),
+     "<LstmNonlinearityComponent> <MaxChange> 0.75 <LearningRate> 0.001 " + _LSTM_BODY
+     + "<UseDropout> T <Count> 0 </LstmNonlinearityComponent> ", _LSTM_KINDS)
+
 # ConvolutionComponent::Read takes the closing tag straight after <BiasParams>
 # (no <IsGradient>; no Kaldi commit wrote that, but the reader branch exists);
 # today's Write always writes <IsGradient>.
