@@ -575,9 +575,12 @@ def test_old_component_text(old, fields, new, kinds, binary):
     comp = read_component(old.encode(), binary=False)
     check_fields(comp, fields)
     assert write_component(comp, binary=False).decode() == new
-    # reading what we wrote gives it back unchanged (today's format)
+    # reading what we wrote gives it back unchanged (today's format), and the
+    # same state: the same Info() and parameters
     again = read_component(new.encode(), binary=False)
     assert write_component(again, binary=False).decode() == new
+    assert again.info() == comp.info()
+    np.testing.assert_array_equal(again.vectorize(), comp.vectorize())
 
 
 @pytest.mark.parametrize("old, fields, new, kinds, binary", CASES)
