@@ -18,30 +18,31 @@ import numpy as np
 from ..errors import NnetError
 from ..nnet.format import kaldi_str
 from . import kaldi_random
-from .base import Component, Field, P
+from .affine import ReadSteps
+from .base import Component, Field, P, read_layout
 from .nonlinear import array_module_of, f32, heaviside, invalid_initializer
 
 _F32 = np.float32
 _log = logging.getLogger(__name__)
 
 
-def _expect_start(stream, type_name, first_token):
-    """Kaldi's ExpectOneOrTwoTokens(<Type>, first_token): the opening tag is
-    optional (ReadNew has consumed it), then ``first_token``."""
-    stream.read_optional_token("<%s>" % type_name)
-    stream.expect_token(first_token)
+def _read_group_or_defaults(comp, stream, fields):
+    """Kaldi's "if the next token opens the group, read the whole group, else
+    take the defaults": a group is all or nothing."""
+    if stream.peek_token() == fields[0].token:
+        read_layout(comp, stream, fields)
+    else:
+        for field in fields:
+            setattr(comp, field.attr, field.default)
 
 
-def _int_key(cfl, key):
-    """An int config value that must be present (None when absent)."""
-    return cfl.get_int(key)
+class _InputOutputDims(ReadSteps, Component):
+    """A component defined by ``input-dim`` and ``output-dim`` alone (kept as
+    ``in_dim``/``out_dim``, written as <InputDim> <OutputDim>); subclasses say
+    which pairs are valid (``check`` after reading, ``config_problem`` for
+    config values)."""
 
-
-class PnormComponent(Component):
-    """Output j is the 2-norm of input group j (groups of input-dim/output-dim
-    consecutive columns). Config: ``input-dim``, ``output-dim``."""
-
-    type_name = "PnormComponent"
+    layout = (Field("<InputDim>", "int", "in_dim"), Field("<OutputDim>", "int", "out_dim"))
 
     def __init__(self, input_dim=0, output_dim=0):
         self.in_dim = int(input_dim)
@@ -52,10 +53,14 @@ class PnormComponent(Component):
         input_dim = _int_key(cfl, "input-dim") if output_dim is not None else None
         if input_dim is None or output_dim is None or output_dim <= 0:
             raise invalid_initializer(cfl, self.type_name)
-        if input_dim <= 0 or input_dim % output_dim != 0:
-            raise cfl.error("PnormComponent: input-dim=%d must be a positive multiple of "
-                            "output-dim=%d" % (input_dim, output_dim))
+        problem = self.config_problem(input_dim, output_dim)
+        if problem:
+            raise cfl.error("%s: %s" % (self.type_name, problem))
         self.in_dim, self.out_dim = input_dim, output_dim
+
+    def config_problem(self, input_dim, output_dim):
+        """What is wrong with config dims (output_dim > 0 already), or None."""
+        raise NotImplementedError(self.type_name)
 
     def input_dim(self):
         return self.in_dim
@@ -63,25 +68,31 @@ class PnormComponent(Component):
     def output_dim(self):
         return self.out_dim
 
+
+def _int_key(cfl, key):
+    """An int config value that must be present (None when absent)."""
+    return cfl.get_int(key)
+
+
+class PnormComponent(_InputOutputDims):
+    """Output j is the 2-norm of input group j (groups of input-dim/output-dim
+    consecutive columns). Config: ``input-dim``, ``output-dim``."""
+
+    type_name = "PnormComponent"
+
+    def config_problem(self, input_dim, output_dim):
+        if input_dim <= 0 or input_dim % output_dim != 0:
+            return "input-dim=%d must be a positive multiple of output-dim=%d" % (
+                input_dim, output_dim)
+        return None
+
     def properties(self):
         return int(P.kSimpleComponent | P.kBackpropNeedsInput | P.kBackpropNeedsOutput)
 
-    def read_body(self, stream):
-        _expect_start(stream, self.type_name, "<InputDim>")
-        self.in_dim = stream.read_int32()
-        stream.expect_token("<OutputDim>")
-        self.out_dim = stream.read_int32()
-        start = stream.pos
-        stream.expect_token("</PnormComponent>")
+    def check(self):
         if self.in_dim <= 0 or self.out_dim <= 0 or self.in_dim % self.out_dim != 0:
-            raise stream.error("PnormComponent: bad dims %d -> %d"
-                               % (self.in_dim, self.out_dim), start)
-
-    def write_body(self, stream):
-        stream.write_token("<InputDim>")
-        stream.write_int32(self.in_dim)
-        stream.write_token("<OutputDim>")
-        stream.write_int32(self.out_dim)
+            return "bad dims %d -> %d" % (self.in_dim, self.out_dim)
+        return None
 
     def propagate(self, indexes, in_value, out):
         xp = array_module_of(in_value)
@@ -147,7 +158,7 @@ class SumGroupComponent(Component):
         return int(P.kSimpleComponent)
 
     def read_body(self, stream):
-        _expect_start(stream, self.type_name, "<Sizes>")
+        stream.expect_token("<Sizes>")
         sizes = stream.read_int_vector()
         start = stream.pos
         token = stream.read_token()
@@ -180,7 +191,7 @@ class SumGroupComponent(Component):
         in_deriv[...] = out_deriv[:, xp.asarray(self.reverse_indexes)]
 
 
-class SumBlockComponent(Component):
+class SumBlockComponent(ReadSteps, Component):
     """out += scale * (sum of the input-dim/output-dim consecutive blocks of
     width output-dim). Config: ``input-dim``, ``output-dim``, ``scale``
     (default 1)."""
@@ -208,13 +219,10 @@ class SumBlockComponent(Component):
         self.in_dim, self.out_dim = input_dim, output_dim
         self.scale_value = f32(cfl.get_float("scale", 1.0))
 
-    def read_body(self, stream):
-        stream.read_optional_token("<SumBlockComponent>")
-        start = stream.pos
-        super().read_body(stream)
+    def check(self):
         if self.in_dim <= 0 or self.out_dim <= 0 or self.in_dim % self.out_dim != 0:
-            raise stream.error("SumBlockComponent: bad dims %d -> %d"
-                               % (self.in_dim, self.out_dim), start)
+            return "bad dims %d -> %d" % (self.in_dim, self.out_dim)
+        return None
 
     def input_dim(self):
         return self.in_dim
@@ -244,51 +252,25 @@ class SumBlockComponent(Component):
         in_deriv += xp.tile(_F32(self.scale_value) * out_deriv, (1, num_blocks))
 
 
-class ElementwiseProductComponent(Component):
+class ElementwiseProductComponent(_InputOutputDims):
     """Output is the elementwise product of the input-dim/output-dim
     consecutive input blocks of width output-dim."""
 
     type_name = "ElementwiseProductComponent"
 
-    def __init__(self, input_dim=0, output_dim=0):
-        self.in_dim = int(input_dim)
-        self.out_dim = int(output_dim)
-
-    def init_from_config(self, cfl):
-        output_dim = _int_key(cfl, "output-dim")
-        input_dim = _int_key(cfl, "input-dim") if output_dim is not None else None
-        if input_dim is None or output_dim is None or output_dim <= 0:
-            raise invalid_initializer(cfl, self.type_name)
+    def config_problem(self, input_dim, output_dim):
         if not (input_dim > output_dim and input_dim % output_dim == 0):
-            raise cfl.error("ElementwiseProductComponent: input-dim=%d must be a multiple "
-                            "(> 1) of output-dim=%d" % (input_dim, output_dim))
-        self.in_dim, self.out_dim = input_dim, output_dim
-
-    def input_dim(self):
-        return self.in_dim
-
-    def output_dim(self):
-        return self.out_dim
+            return "input-dim=%d must be a multiple (> 1) of output-dim=%d" % (
+                input_dim, output_dim)
+        return None
 
     def properties(self):
         return int(P.kSimpleComponent | P.kBackpropNeedsInput)
 
-    def read_body(self, stream):
-        _expect_start(stream, self.type_name, "<InputDim>")
-        self.in_dim = stream.read_int32()
-        stream.expect_token("<OutputDim>")
-        self.out_dim = stream.read_int32()
-        start = stream.pos
-        stream.expect_token("</ElementwiseProductComponent>")
+    def check(self):
         if self.out_dim <= 0 or self.in_dim <= self.out_dim or self.in_dim % self.out_dim != 0:
-            raise stream.error("ElementwiseProductComponent: bad dims %d -> %d"
-                               % (self.in_dim, self.out_dim), start)
-
-    def write_body(self, stream):
-        stream.write_token("<InputDim>")
-        stream.write_int32(self.in_dim)
-        stream.write_token("<OutputDim>")
-        stream.write_int32(self.out_dim)
+            return "bad dims %d -> %d" % (self.in_dim, self.out_dim)
+        return None
 
     def _parts(self, in_value):
         d = self.out_dim
@@ -370,7 +352,7 @@ class PermuteComponent(Component):
                                                    shown, more)
 
     def read_body(self, stream):
-        _expect_start(stream, self.type_name, "<ColumnMap>")
+        stream.expect_token("<ColumnMap>")
         start = stream.pos
         if stream.binary and stream.data[stream.pos:stream.pos + 1] == b"F":
             # old writers stored the map as a float vector; Kaldi rounds each
@@ -405,6 +387,7 @@ class NoOpComponent(Component):
     """Copies its input; backprop multiplies by ``backprop-scale`` (default 1)."""
 
     type_name = "NoOpComponent"
+    layout = (Field("<Dim>", "int", "dim"), Field("<BackpropScale>", "float", "backprop_scale"))
 
     def __init__(self, dim=0, backprop_scale=1.0):
         self.dim = int(dim)
@@ -433,7 +416,7 @@ class NoOpComponent(Component):
         return s
 
     def read_body(self, stream):
-        _expect_start(stream, self.type_name, "<Dim>")
+        stream.expect_token("<Dim>")
         self.dim = stream.read_int32()
         if (stream.peek_token() or "").startswith("<V"):
             # the old format, from when NoOpComponent was a NonlinearComponent:
@@ -466,11 +449,6 @@ class NoOpComponent(Component):
         if self.dim <= 0:
             raise stream.error("NoOpComponent: bad dim %d" % self.dim)
 
-    def write_body(self, stream):
-        stream.write_token("<Dim>")
-        stream.write_int32(self.dim)
-        stream.write_token("<BackpropScale>")
-        stream.write_float(self.backprop_scale)
 
     def propagate(self, indexes, in_value, out):
         out[...] = in_value
@@ -496,6 +474,18 @@ class ClipGradientComponent(Component):
     """
 
     type_name = "ClipGradientComponent"
+    _HEAD = (Field("<Dim>", "int", "dim"),
+             Field("<ClippingThreshold>", "float", "clipping_threshold"),
+             Field("<NormBasedClipping>", "bool", "norm_based_clipping"))
+    _SELF_REPAIR = (Field("<SelfRepairClippedProportionThreshold>", "float",
+                          "self_repair_clipped_proportion_threshold", default=1.0),
+                    Field("<SelfRepairTarget>", "float", "self_repair_target", default=0.0),
+                    Field("<SelfRepairScale>", "float", "self_repair_scale", default=0.0))
+    _COUNTS = (Field("<NumElementsClipped>", "int", "num_clipped"),
+               Field("<NumElementsProcessed>", "int", "count"))
+    _REPAIR_COUNTS = (Field("<NumSelfRepaired>", "int", "num_self_repaired", default=0),
+                      Field("<NumBackpropped>", "int", "num_backpropped", default=0))
+    layout = _HEAD + _SELF_REPAIR + _COUNTS + _REPAIR_COUNTS
 
     def __init__(self, dim=0, clipping_threshold=-1.0, norm_based_clipping=False,
                  self_repair_clipped_proportion_threshold=1.0, self_repair_target=0.0,
@@ -552,64 +542,14 @@ class ClipGradientComponent(Component):
         return s
 
     def read_body(self, stream):
+        # Kaldi writes all of ``layout``; older versions wrote neither the
+        # self-repair options nor their counts (each group is all or nothing).
         self.debug_info = ""
-        _expect_start(stream, self.type_name, "<Dim>")
-        self.dim = stream.read_int32()
-        stream.expect_token("<ClippingThreshold>")
-        self.clipping_threshold = stream.read_float()
-        stream.expect_token("<NormBasedClipping>")
-        self.norm_based_clipping = stream.read_bool()
-        start, token = stream.pos, stream.read_token()
-        if token == "<SelfRepairClippedProportionThreshold>":
-            self.self_repair_clipped_proportion_threshold = stream.read_float()
-            stream.expect_token("<SelfRepairTarget>")
-            self.self_repair_target = stream.read_float()
-            stream.expect_token("<SelfRepairScale>")
-            self.self_repair_scale = stream.read_float()
-            stream.expect_token("<NumElementsClipped>")
-        else:
-            # written before self-repair existed
-            self.self_repair_clipped_proportion_threshold = 1.0
-            self.self_repair_target = 0.0
-            self.self_repair_scale = 0.0
-            if token != "<NumElementsClipped>":
-                raise stream.error("expected <NumElementsClipped>, got '%s'" % token, start)
-        self.num_clipped = stream.read_int32()
-        stream.expect_token("<NumElementsProcessed>")
-        self.count = stream.read_int32()
-        start, token = stream.pos, stream.read_token()
-        if token == "<NumSelfRepaired>":
-            self.num_self_repaired = stream.read_int32()
-            stream.expect_token("<NumBackpropped>")
-            self.num_backpropped = stream.read_int32()
-            stream.expect_token("</ClipGradientComponent>")
-        else:
-            self.num_self_repaired = 0
-            self.num_backpropped = 0
-            if token != "</ClipGradientComponent>":
-                raise stream.error("expected </ClipGradientComponent>, got '%s'" % token, start)
-
-    def write_body(self, stream):
-        stream.write_token("<Dim>")
-        stream.write_int32(self.dim)
-        stream.write_token("<ClippingThreshold>")
-        stream.write_float(self.clipping_threshold)
-        stream.write_token("<NormBasedClipping>")
-        stream.write_bool(self.norm_based_clipping)
-        stream.write_token("<SelfRepairClippedProportionThreshold>")
-        stream.write_float(self.self_repair_clipped_proportion_threshold)
-        stream.write_token("<SelfRepairTarget>")
-        stream.write_float(self.self_repair_target)
-        stream.write_token("<SelfRepairScale>")
-        stream.write_float(self.self_repair_scale)
-        stream.write_token("<NumElementsClipped>")
-        stream.write_int32(self.num_clipped)
-        stream.write_token("<NumElementsProcessed>")
-        stream.write_int32(self.count)
-        stream.write_token("<NumSelfRepaired>")
-        stream.write_int32(self.num_self_repaired)
-        stream.write_token("<NumBackpropped>")
-        stream.write_int32(self.num_backpropped)
+        read_layout(self, stream, self._HEAD)
+        _read_group_or_defaults(self, stream, self._SELF_REPAIR)
+        read_layout(self, stream, self._COUNTS)
+        _read_group_or_defaults(self, stream, self._REPAIR_COUNTS)
+        stream.expect_token("</ClipGradientComponent>")
 
     def propagate(self, indexes, in_value, out):
         out[...] = in_value
@@ -706,6 +646,12 @@ class DropoutComponent(Component):
     """
 
     type_name = "DropoutComponent"
+    layout = (
+        Field("<Dim>", "int", "dim"),
+        Field("<DropoutProportion>", "float", "dropout_proportion"),
+        Field("<DropoutPerFrame>", "bool", "dropout_per_frame", optional=True, default=False),
+        Field("<TestMode>", "bool", "test_mode", optional=True, default=False),
+    )
 
     def __init__(self, dim=0, dropout_proportion=0.0, dropout_per_frame=False):
         self.dim = int(dim)
@@ -747,37 +693,6 @@ class DropoutComponent(Component):
     def set_dropout_proportion(self, proportion):
         """Kaldi's SetDropoutProportion (nnet3-copy's set-dropout-proportion)."""
         self.dropout_proportion = f32(proportion)
-
-    def read_body(self, stream):
-        start, token = stream.pos, stream.read_token()
-        if token == "<DropoutComponent>":
-            start, token = stream.pos, stream.read_token()
-        if token != "<Dim>":
-            raise stream.error("expected <Dim>, got '%s'" % token, start)
-        self.dim = stream.read_int32()
-        stream.expect_token("<DropoutProportion>")
-        self.dropout_proportion = stream.read_float()
-        start, token = stream.pos, stream.read_token()
-        self.dropout_per_frame = False
-        if token == "<DropoutPerFrame>":
-            self.dropout_per_frame = stream.read_bool()
-            start, token = stream.pos, stream.read_token()
-        self.test_mode = False
-        if token == "<TestMode>":
-            self.test_mode = stream.read_bool()
-            stream.expect_token("</DropoutComponent>")
-        elif token != "</DropoutComponent>":
-            raise stream.error("expected </DropoutComponent>, got '%s'" % token, start)
-
-    def write_body(self, stream):
-        stream.write_token("<Dim>")
-        stream.write_int32(self.dim)
-        stream.write_token("<DropoutProportion>")
-        stream.write_float(self.dropout_proportion)
-        stream.write_token("<DropoutPerFrame>")
-        stream.write_bool(self.dropout_per_frame)
-        stream.write_token("<TestMode>")
-        stream.write_bool(self.test_mode)
 
     def propagate(self, indexes, in_value, out):
         xp = array_module_of(in_value)
