@@ -53,10 +53,6 @@ class BackpropTruncationComponentPrecomputedIndexes(PrecomputedIndexes):
         self.zeroing = np.zeros(0, dtype=_F32) if zeroing is None else np.asarray(zeroing, _F32)
         self.zeroing_sum = f32(zeroing_sum)
 
-    def read_body(self, stream):
-        stream.read_optional_token("<%s>" % self.type_name)
-        super().read_body(stream)
-
 
 class BackpropTruncationComponent(Component):
     """Config: ``dim`` (required), ``scale`` (1), ``clipping-threshold`` (30),
@@ -117,7 +113,6 @@ class BackpropTruncationComponent(Component):
 
     # -- serialization -------------------------------------------------------------
     def read_body(self, stream):
-        stream.read_optional_token("<BackpropTruncationComponent>")
         stream.expect_token("<Dim>")
         self.dim = stream.read_int32()
         start, token = stream.pos, stream.read_token()

@@ -126,7 +126,6 @@ class ConvolutionComponent(ParameterArrays, UpdatableComponent):
     # -- serialization ------------------------------------------------------------
     def read_body(self, stream):
         start = stream.pos
-        stream.read_optional_token("<%s>" % self.type_name)
         read_layout(self, stream, self.layout)
         # A trailing <IsGradient> overrides the header's; without it, false.
         self.is_gradient = False
@@ -295,7 +294,6 @@ class MaxpoolingComponent(Component):
 
     def read_body(self, stream):
         start = stream.pos
-        stream.read_optional_token("<%s>" % self.type_name)
         super().read_body(stream)
         problem = self._problem()
         if problem:

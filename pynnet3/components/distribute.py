@@ -29,7 +29,6 @@ class DistributeComponentPrecomputedIndexes(PrecomputedIndexes):
                 and list(self.pairs) == list(other.pairs))
 
     def read_body(self, stream):
-        stream.read_optional_token("<%s>" % self.type_name)
         stream.expect_token("<Pairs>")
         self.pairs = stream.read_int_pair_vector()
         stream.expect_token("</%s>" % self.type_name)
@@ -77,7 +76,6 @@ class DistributeComponent(Component):
 
     def read_body(self, stream):
         start = stream.pos
-        stream.read_optional_token("<%s>" % self.type_name)
         super().read_body(stream)
         problem = self._problem(self.input_dim_, self.output_dim_)
         if problem:

@@ -131,7 +131,6 @@ class NonlinearComponent(Component):
     # -- serialization ------------------------------------------------------------
     def read_body(self, stream):
         self.set_defaults()
-        stream.read_optional_token("<%s>" % self.type_name)
         stream.expect_token("<Dim>")
         self.dim = stream.read_int32()
         if (stream.peek_token() or "").startswith("<B"):

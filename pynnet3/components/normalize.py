@@ -310,7 +310,6 @@ class BatchNormComponent(Component):
 
     # -- serialization -------------------------------------------------------------
     def read_body(self, stream):
-        stream.read_optional_token("<BatchNormComponent>")
         stream.expect_token("<Dim>")
         self.dim = stream.read_int32()
         stream.expect_token("<BlockDim>")

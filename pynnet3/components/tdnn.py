@@ -59,10 +59,6 @@ class TdnnComponentPrecomputedIndexes(PrecomputedIndexes):
                 and self.row_stride == other.row_stride
                 and list(self.row_offsets) == list(other.row_offsets))
 
-    def read_body(self, stream):
-        stream.read_optional_token("<%s>" % self.type_name)
-        super().read_body(stream)
-
 
 def _modify_computation_io(io):
     """Kaldi's TdnnComponent::ModifyComputationIo: fix zero time steps and
@@ -199,7 +195,6 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
     # -- serialization ------------------------------------------------------------
     def read_body(self, stream):
         start = stream.pos
-        stream.read_optional_token("<%s>" % self.type_name)
         read_layout(self, stream, self.layout)
         # <AlphaInOut> a b, or the older <Alpha> a (both directions).
         token_pos = stream.pos

@@ -71,7 +71,6 @@ class TimeHeightConvolutionComponentPrecomputedIndexes(PrecomputedIndexes):
                 and self.computation == other.computation)
 
     def read_body(self, stream):
-        stream.read_optional_token("<%s>" % self.type_name)
         stream.expect_token("<Computation>")
         self.computation = ConvolutionComputation.read(stream)
         stream.expect_token("</%s>" % self.type_name)
@@ -233,7 +232,6 @@ class TimeHeightConvolutionComponent(ParameterArrays, UpdatableComponent):
     # -- serialization ------------------------------------------------------------
     def read_body(self, stream):
         start = stream.pos
-        stream.read_optional_token("<%s>" % self.type_name)
         read_layout(self, stream, self.UPDATABLE_COMMON)
         stream.expect_token("<Model>")
         self.model = ConvolutionModel.read(stream)
