@@ -60,6 +60,19 @@ def sort_nxt(indexes):
     return sorted(indexes, key=_nxt_key)
 
 
+def _any_input(inputs, input_index_set, used_inputs):
+    """Both components' IsComputable: an output needs any one of its
+    ``inputs``; all those present go to ``used_inputs`` (when a list)."""
+    ok = False
+    for index in inputs:
+        if input_index_set(index):
+            ok = True
+            if used_inputs is None:
+                return True
+            used_inputs.append(index)
+    return ok
+
+
 def _period_start(t, period):
     """The start of the output period containing t (rounding down)."""
     return period * (t // period)
@@ -153,14 +166,7 @@ class StatisticsExtractionComponent(Component):
         return self._inputs_for(output_index)
 
     def is_computable(self, misc_info, output_index, input_index_set, used_inputs=None):
-        ok = False
-        for index in self._inputs_for(output_index):
-            if input_index_set(index):
-                ok = True
-                if used_inputs is None:
-                    return True
-                used_inputs.append(index)
-        return ok
+        return _any_input(self._inputs_for(output_index), input_index_set, used_inputs)
 
     def reorder_indexes(self, input_indexes, output_indexes):
         return sort_nxt(input_indexes), sort_nxt(output_indexes)
@@ -367,14 +373,7 @@ class StatisticsPoolingComponent(Component):
         # Outputs exist only at multiples of the input period.
         if output_index.t % self.input_period != 0:
             return False
-        ok = False
-        for index in self._window(output_index):
-            if input_index_set(index):
-                ok = True
-                if used_inputs is None:
-                    return True
-                used_inputs.append(index)
-        return ok
+        return _any_input(self._window(output_index), input_index_set, used_inputs)
 
     def reorder_indexes(self, input_indexes, output_indexes):
         return sort_nxt(input_indexes), sort_nxt(output_indexes)
