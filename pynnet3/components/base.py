@@ -20,7 +20,6 @@ Component math is written against the array module of its inputs
 """
 
 import copy
-from enum import IntFlag
 
 import numpy as np
 
@@ -28,8 +27,10 @@ from ..errors import ConfigError, KaldiFormatError
 from ..io.files import open_input, write_object
 
 
-class ComponentProperty(IntFlag):
-    """Kaldi's ComponentProperties bit flags (values as in Kaldi)."""
+class ComponentProperty:
+    """Kaldi's ComponentProperties bit flags (values as in Kaldi), as plain
+    ints: each compilation asks every component for its properties, and
+    combining enum.IntFlag members costs microseconds each."""
 
     kSimpleComponent = 0x001
     kUpdatableComponent = 0x002
