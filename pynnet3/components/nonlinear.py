@@ -335,15 +335,58 @@ def _check_to_update(to_update, cls):
     return to_update if isinstance(to_update, cls) else None
 
 
-class SigmoidComponent(NonlinearComponent):
-    """y = 1 / (1 + exp(-x)); self-repair pushes saturated units' inputs
-    towards zero (lower threshold on the average derivative, default 0.05)."""
+class _SaturatingComponent(NonlinearComponent):
+    """Sigmoid and Tanh: the derivative is a function of the output
+    (:meth:`deriv_from_output`), and self-repair acts on units whose average
+    derivative is below the lower threshold (default
+    ``default_lower_threshold``), adding :meth:`_repair_term`'s term."""
 
-    type_name = "SigmoidComponent"
+    default_lower_threshold = None
 
     def properties(self):
         return int(P.kSimpleComponent | P.kBackpropNeedsOutput | P.kPropagateInPlace
                    | P.kStoresStats)
+
+    def deriv_from_output(self, out_value):
+        raise NotImplementedError(self.type_name)
+
+    def _repaired(self, in_deriv, out_value, mask):
+        """``in_deriv`` plus the self-repair term on the ``mask``ed units."""
+        raise NotImplementedError(self.type_name)
+
+    def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
+                 to_update, in_deriv):
+        if in_deriv is None:
+            return
+        deriv = out_deriv * self.deriv_from_output(out_value)
+        to_update = _check_to_update(to_update, type(self))
+        if to_update is not None:
+            deriv = self._repair_gradients(out_value, deriv, to_update)
+            to_update.store_backprop_stats(out_deriv)
+        in_deriv[...] = deriv
+
+    def _repair_gradients(self, out_value, in_deriv, to_update):
+        to_update.num_dims_processed += self.dim
+        if not self._may_self_repair():
+            return in_deriv
+        self._check_self_repair_scale()
+        xp = array_module_of(out_value)
+        mask = self._saturation_mask(xp, self.default_lower_threshold)
+        to_update.num_dims_self_repaired += float(to_host(mask).sum())
+        return self._repaired(in_deriv, out_value, mask)
+
+    def store_stats(self, in_value, out_value, memo):
+        if kaldi_random.rand_int(0, 1) == 0 and self.count != 0:
+            return
+        self.store_stats_internal(out_value, self.deriv_from_output(out_value))
+
+
+class SigmoidComponent(_SaturatingComponent):
+    """y = 1 / (1 + exp(-x)); self-repair pushes saturated units' inputs
+    towards zero (lower threshold on the average derivative, default 0.05)."""
+
+    type_name = "SigmoidComponent"
+    default_lower_threshold = 0.05
 
     def propagate(self, indexes, in_value, out):
         xp = array_module_of(in_value)
@@ -351,74 +394,31 @@ class SigmoidComponent(NonlinearComponent):
             out[...] = 1.0 / (1.0 + xp.exp(-in_value))
         return None
 
-    def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
-                 to_update, in_deriv):
-        if in_deriv is None:
-            return
-        deriv = out_deriv * (out_value * (1.0 - out_value))
-        to_update = _check_to_update(to_update, SigmoidComponent)
-        if to_update is not None:
-            deriv = self._repair_gradients(out_value, deriv, to_update)
-            to_update.store_backprop_stats(out_deriv)
-        in_deriv[...] = deriv
+    def deriv_from_output(self, out_value):
+        return out_value * (1.0 - out_value)
 
-    def _repair_gradients(self, out_value, in_deriv, to_update):
-        to_update.num_dims_processed += self.dim
-        if not self._may_self_repair():
-            return in_deriv
-        self._check_self_repair_scale()
-        xp = array_module_of(out_value)
-        mask = self._saturation_mask(xp, 0.05)
-        to_update.num_dims_self_repaired += float(to_host(mask).sum())
+    def _repaired(self, in_deriv, out_value, mask):
         # adds -scale/p * (2 y - 1) on the saturated units
         scale = _F32(self.self_repair_scale / REPAIR_PROBABILITY)
         return in_deriv + (_F32(-2.0) * scale) * out_value * mask + scale * mask
 
-    def store_stats(self, in_value, out_value, memo):
-        if kaldi_random.rand_int(0, 1) == 0 and self.count != 0:
-            return
-        self.store_stats_internal(out_value, (1.0 - out_value) * out_value)
 
-
-class TanhComponent(NonlinearComponent):
+class TanhComponent(_SaturatingComponent):
     """y = tanh(x); self-repair as for sigmoid (default lower threshold 0.2)."""
 
     type_name = "TanhComponent"
-
-    def properties(self):
-        return int(P.kSimpleComponent | P.kBackpropNeedsOutput | P.kPropagateInPlace
-                   | P.kStoresStats)
+    default_lower_threshold = 0.2
 
     def propagate(self, indexes, in_value, out):
         out[...] = array_module_of(in_value).tanh(in_value)
         return None
 
-    def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
-                 to_update, in_deriv):
-        if in_deriv is None:
-            return
-        deriv = out_deriv * (1.0 - out_value * out_value)
-        to_update = _check_to_update(to_update, TanhComponent)
-        if to_update is not None:
-            deriv = self._repair_gradients(out_value, deriv, to_update)
-            to_update.store_backprop_stats(out_deriv)
-        in_deriv[...] = deriv
+    def deriv_from_output(self, out_value):
+        return 1.0 - out_value * out_value
 
-    def _repair_gradients(self, out_value, in_deriv, to_update):
-        to_update.num_dims_processed += self.dim
-        if not self._may_self_repair():
-            return in_deriv
-        self._check_self_repair_scale()
-        xp = array_module_of(out_value)
-        mask = self._saturation_mask(xp, 0.2)
-        to_update.num_dims_self_repaired += float(to_host(mask).sum())
+    def _repaired(self, in_deriv, out_value, mask):
         scale = _F32(-self.self_repair_scale / REPAIR_PROBABILITY)
         return in_deriv + scale * out_value * mask
-
-    def store_stats(self, in_value, out_value, memo):
-        if kaldi_random.rand_int(0, 1) == 0 and self.count != 0:
-            return
-        self.store_stats_internal(out_value, 1.0 - out_value * out_value)
 
 
 class RectifiedLinearComponent(NonlinearComponent):
