@@ -296,24 +296,54 @@ class PerElementOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
 # FixedScaleComponent, FixedBiasComponent
 # --------------------------------------------------------------------------
 
-class FixedScaleComponent(ReadSteps, Component):
+class _FixedVectorComponent(ReadSteps, Component):
+    """A simple component given by one fixed vector, the attribute named
+    ``vector_attr`` (also its config key, and its name in Info())."""
+
+    vector_attr = None
+
+    def __init__(self, values=None):
+        setattr(self, self.vector_attr, np.zeros(0, np.float32) if values is None
+                else np.array(values, dtype=np.float32))
+
+    def _vector(self):
+        return getattr(self, self.vector_attr)
+
+    def _load_from_config(self, cfl):
+        """``<vector_attr>=<rxfilename>``: loads it and returns True (other
+        keys stay unused, so the caller's check rejects them); False if absent."""
+        key = self.vector_attr
+        if not cfl.has(key):
+            return False
+        setattr(self, key, load_config_vector(cfl, key))
+        if self._vector().shape[0] == 0:
+            raise cfl.error("%s= names an empty vector" % key)
+        return True
+
+    def properties(self):
+        return int(P.kSimpleComponent | P.kPropagateInPlace | P.kBackpropInPlace)
+
+    def input_dim(self):
+        return int(self._vector().shape[0])
+
+    def output_dim(self):
+        return int(self._vector().shape[0])
+
+    def info(self):
+        return Component.info(self) + vector_stats(self.vector_attr, self._vector(), True)
+
+
+class FixedScaleComponent(_FixedVectorComponent):
     """y_i = s_i x_i with fixed scales."""
 
     type_name = "FixedScaleComponent"
     layout = (Field("<Scales>", "vector", "scales"),)
-
-    def __init__(self, scales=None):
-        self.scales = (np.zeros(0, np.float32) if scales is None
-                       else np.array(scales, dtype=np.float32))
+    vector_attr = "scales"
 
     def init_from_config(self, cfl):
         """``scales=<rxfilename>`` alone, or dim plus optional scale (every
         scale equal to it; without it, unit-Gaussian scales, for testing)."""
-        if cfl.has("scales"):
-            # Other keys stay unused and the caller's check rejects them.
-            self.scales = load_config_vector(cfl, "scales")
-            if self.scales.shape[0] == 0:
-                raise cfl.error("scales= names an empty vector")
+        if self._load_from_config(cfl):
             return
         scale = cfl.get_float("scale")
         dim = cfl.require("dim", "int")
@@ -322,18 +352,6 @@ class FixedScaleComponent(ReadSteps, Component):
             self.scales = np.full(dim, f32(scale), dtype=np.float32)
         else:
             self.scales = randn(dim)
-
-    def properties(self):
-        return int(P.kSimpleComponent | P.kPropagateInPlace | P.kBackpropInPlace)
-
-    def input_dim(self):
-        return int(self.scales.shape[0])
-
-    def output_dim(self):
-        return int(self.scales.shape[0])
-
-    def info(self):
-        return Component.info(self) + vector_stats("scales", self.scales, True)
 
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
@@ -347,38 +365,20 @@ class FixedScaleComponent(ReadSteps, Component):
             _write_into(in_deriv, out_deriv * xp.asarray(self.scales))
 
 
-class FixedBiasComponent(ReadSteps, Component):
+class FixedBiasComponent(_FixedVectorComponent):
     """y = x + b with a fixed bias."""
 
     type_name = "FixedBiasComponent"
     layout = (Field("<Bias>", "vector", "bias"),)
-
-    def __init__(self, bias=None):
-        self.bias = (np.zeros(0, np.float32) if bias is None
-                     else np.array(bias, dtype=np.float32))
+    vector_attr = "bias"
 
     def init_from_config(self, cfl):
         """``bias=<rxfilename>`` alone, or dim (unit-Gaussian bias, for testing)."""
-        if cfl.has("bias"):
-            self.bias = load_config_vector(cfl, "bias")
-            if self.bias.shape[0] == 0:
-                raise cfl.error("bias= names an empty vector")
+        if self._load_from_config(cfl):
             return
         dim = cfl.require("dim", "int")
         check_positive(cfl, dim=dim)
         self.bias = randn(dim)
-
-    def properties(self):
-        return int(P.kSimpleComponent | P.kPropagateInPlace | P.kBackpropInPlace)
-
-    def input_dim(self):
-        return int(self.bias.shape[0])
-
-    def output_dim(self):
-        return int(self.bias.shape[0])
-
-    def info(self):
-        return Component.info(self) + vector_stats("bias", self.bias, True)
 
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
