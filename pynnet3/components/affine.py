@@ -494,11 +494,7 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     read_steps = _HEAD + (_read_rank_in_out,) + _TAIL
 
     def __init__(self, params=None):
-        self.learning_rate = 0.001
-        self.learning_rate_factor = 1.0
-        self.is_gradient = False
-        self.max_change = 0.0
-        self.l2_regularize = 0.0
+        super().__init__()
         self.params = (np.zeros((0, 0), np.float32) if params is None
                        else np.array(params, dtype=np.float32))
         self.orthonormal_constraint = 0.0

@@ -371,6 +371,14 @@ class UpdatableComponent(Component):
     Subclasses put ``UPDATABLE_COMMON`` first in their layout.
     """
 
+    def __init__(self):
+        # Kaldi's UpdatableComponent(): the header's defaults.
+        self.learning_rate = 0.001
+        self.learning_rate_factor = 1.0
+        self.is_gradient = False
+        self.max_change = 0.0
+        self.l2_regularize = 0.0
+
     UPDATABLE_COMMON = (
         Field("<LearningRateFactor>", "float", "learning_rate_factor", optional=True,
               default=1.0, write_if=lambda c: c.learning_rate_factor != 1.0),

@@ -33,11 +33,7 @@ class CompositeComponent(UpdatableComponent):
     type_name = "CompositeComponent"
 
     def __init__(self, components=None, max_rows_process=4096):
-        self.learning_rate = 0.001
-        self.learning_rate_factor = 1.0
-        self.is_gradient = False
-        self.max_change = 0.0
-        self.l2_regularize = 0.0
+        super().__init__()
         self.max_rows_process = max_rows_process
         self.components = []
         if components is not None:

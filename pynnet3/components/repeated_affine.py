@@ -34,11 +34,7 @@ class RepeatedAffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     read_steps = layout + (read_legacy_is_gradient,)
 
     def __init__(self):
-        self.learning_rate = 0.001
-        self.learning_rate_factor = 1.0
-        self.is_gradient = False
-        self.max_change = 0.0
-        self.l2_regularize = 0.0
+        super().__init__()
         self.num_repeats = 1
         self.linear_params = np.zeros((0, 0), np.float32)
         self.bias_params = np.zeros(0, np.float32)
@@ -154,11 +150,7 @@ class BlockAffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     read_steps = layout + (read_legacy_is_gradient,)
 
     def __init__(self):
-        self.learning_rate = 0.001
-        self.learning_rate_factor = 1.0
-        self.is_gradient = False
-        self.max_change = 0.0
-        self.l2_regularize = 0.0
+        super().__init__()
         self.num_blocks = 1
         self.linear_params = np.zeros((0, 0), np.float32)
         self.bias_params = np.zeros(0, np.float32)
