@@ -101,6 +101,38 @@ def check_natural_gradient_options(error, rank=None, update_period=None,
         raise error("alpha must be >= 0, got %s" % kaldi_str(alpha))
 
 
+def check_in_out_natural_gradient(comp, error):
+    """check_natural_gradient_options for a component with ``rank_in``,
+    ``rank_out``, ``update_period``, ``num_samples_history`` and ``alpha``."""
+    check_natural_gradient_options(error, comp.rank_in, comp.update_period,
+                                   comp.num_samples_history, comp.alpha)
+    check_natural_gradient_options(error, comp.rank_out)
+
+
+def init_in_out_natural_gradient(comp, cfl):
+    """The natural-gradient config keys of such a component, with Kaldi's
+    defaults: num-samples-history (2000), alpha (4), rank-in
+    (min(20, (input-dim+1)/2)), rank-out (min(80, (output-dim+1)/2)),
+    update-period (4); then checked."""
+    comp.num_samples_history = f32(cfl.get_float("num-samples-history", 2000.0))
+    comp.alpha = f32(cfl.get_float("alpha", 4.0))
+    rank_in = cfl.get_int("rank-in", -1)
+    rank_out = cfl.get_int("rank-out", -1)
+    comp.update_period = cfl.get_int("update-period", 4)
+    comp.rank_in = rank_in if rank_in >= 0 else min(20, (comp.input_dim() + 1) // 2)
+    comp.rank_out = rank_out if rank_out >= 0 else min(80, (comp.output_dim() + 1) // 2)
+    check_in_out_natural_gradient(comp, cfl.error)
+
+
+def in_out_natural_gradient_problem(comp):
+    """What check_in_out_natural_gradient objects to, or None."""
+    try:
+        check_in_out_natural_gradient(comp, ValueError)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def check_positive(cfl, **values):
     """Raises ConfigError naming the first key whose value is not positive."""
     for key, value in values.items():
@@ -426,16 +458,7 @@ class NaturalGradientAffineComponent(AffineComponent):
                                start)
 
     def check(self):
-        problem = super().check()
-        if problem:
-            return problem
-        try:
-            check_natural_gradient_options(ValueError, self.rank_in, self.update_period,
-                                           self.num_samples_history, self.alpha)
-            check_natural_gradient_options(ValueError, self.rank_out)
-        except ValueError as e:
-            return str(e)
-        return None
+        return super().check() or in_out_natural_gradient_problem(self)
 
     def init_from_config(self, cfl):
         """AffineComponent's keys plus bias-mean (0.0) and the natural-gradient
@@ -447,16 +470,7 @@ class NaturalGradientAffineComponent(AffineComponent):
         self._check_updatable_common(cfl)
         self._init_params_from_config(cfl, accept_bias_mean=True)
         self.orthonormal_constraint = f32(cfl.get_float("orthonormal-constraint", 0.0))
-        self.num_samples_history = f32(cfl.get_float("num-samples-history", 2000.0))
-        self.alpha = f32(cfl.get_float("alpha", 4.0))
-        rank_in = cfl.get_int("rank-in", -1)
-        rank_out = cfl.get_int("rank-out", -1)
-        self.update_period = cfl.get_int("update-period", 4)
-        self.rank_in = rank_in if rank_in >= 0 else min(20, (self.input_dim() + 1) // 2)
-        self.rank_out = rank_out if rank_out >= 0 else min(80, (self.output_dim() + 1) // 2)
-        check_natural_gradient_options(cfl.error, self.rank_in, self.update_period,
-                                       self.num_samples_history, self.alpha)
-        check_natural_gradient_options(cfl.error, self.rank_out)
+        init_in_out_natural_gradient(self, cfl)
 
     def info(self):
         return super().info() + (
@@ -514,13 +528,7 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         write_layout(self, stream, self._TAIL)
 
     def check(self):
-        try:
-            check_natural_gradient_options(ValueError, self.rank_in, self.update_period,
-                                           self.num_samples_history, self.alpha)
-            check_natural_gradient_options(ValueError, self.rank_out)
-        except ValueError as e:
-            return str(e)
-        return None
+        return in_out_natural_gradient_problem(self)
 
     def init_from_config(self, cfl):
         """Keys: the learning-rate keys; matrix= (W itself) or input-dim,
@@ -548,17 +556,8 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
             if param_stddev < 0.0:
                 raise cfl.error("param-stddev must be >= 0")
             self.params = gaussian((output_dim, input_dim), param_stddev)
-        self.num_samples_history = f32(cfl.get_float("num-samples-history", 2000.0))
-        self.alpha = f32(cfl.get_float("alpha", 4.0))
-        rank_in = cfl.get_int("rank-in", -1)
-        rank_out = cfl.get_int("rank-out", -1)
-        self.update_period = cfl.get_int("update-period", 4)
         self.use_natural_gradient = cfl.get_bool("use-natural-gradient", True)
-        self.rank_in = rank_in if rank_in >= 0 else min(20, (self.input_dim() + 1) // 2)
-        self.rank_out = rank_out if rank_out >= 0 else min(80, (self.output_dim() + 1) // 2)
-        check_natural_gradient_options(cfl.error, self.rank_in, self.update_period,
-                                       self.num_samples_history, self.alpha)
-        check_natural_gradient_options(cfl.error, self.rank_out)
+        init_in_out_natural_gradient(self, cfl)
         self.orthonormal_constraint = f32(cfl.get_float("orthonormal-constraint", 0.0))
 
     def properties(self):
