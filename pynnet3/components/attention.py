@@ -28,7 +28,7 @@ from ..errors import ComputationError
 from ..nnet.format import kaldi_str
 from ..nnet.index import Index, kNoTime
 from . import kaldi_random
-from .base import Component, P, PrecomputedIndexes, array_module
+from .base import Component, Field, P, PrecomputedIndexes, array_module
 from .convolution_model import ConvolutionComputationIo, get_computation_io, get_nx_list
 
 
@@ -136,6 +136,18 @@ class RestrictedAttentionComponent(Component):
     """
 
     type_name = "RestrictedAttentionComponent"
+    layout = tuple(Field(token, "int", attr) for token, attr in (
+        ("<NumHeads>", "num_heads"), ("<KeyDim>", "key_dim"), ("<ValueDim>", "value_dim"),
+        ("<NumLeftInputs>", "num_left_inputs"), ("<NumRightInputs>", "num_right_inputs"),
+        ("<TimeStride>", "time_stride"),
+        ("<NumLeftInputsRequired>", "num_left_inputs_required"),
+        ("<NumRightInputsRequired>", "num_right_inputs_required"))) + (
+        Field("<OutputContext>", "bool", "output_context"),
+        Field("<KeyScale>", "float", "key_scale"),
+        Field("<StatsCount>", "double", "stats_count"),
+        Field("<EntropyStats>", "double_vector", "entropy_stats"),
+        Field("<PosteriorStats>", "double_matrix", "posterior_stats"),
+    )
 
     def properties(self):
         return (P.kReordersIndexes | P.kBackpropNeedsInput | P.kPropagateAdds
@@ -208,49 +220,11 @@ class RestrictedAttentionComponent(Component):
             raise cfl.error("Config line contains invalid values: " + problem)
 
     def read_body(self, stream):
-        for token, attr in (("<NumHeads>", "num_heads"), ("<KeyDim>", "key_dim"),
-                            ("<ValueDim>", "value_dim"), ("<NumLeftInputs>", "num_left_inputs"),
-                            ("<NumRightInputs>", "num_right_inputs"),
-                            ("<TimeStride>", "time_stride"),
-                            ("<NumLeftInputsRequired>", "num_left_inputs_required"),
-                            ("<NumRightInputsRequired>", "num_right_inputs_required")):
-            stream.expect_token(token)
-            setattr(self, attr, stream.read_int32())
-        stream.expect_token("<OutputContext>")
-        self.output_context = stream.read_bool()
-        stream.expect_token("<KeyScale>")
-        self.key_scale = stream.read_float()
-        stream.expect_token("<StatsCount>")
-        self.stats_count = stream.read_double()
-        stream.expect_token("<EntropyStats>")
-        self.entropy_stats = stream.read_vector(np.float64)
-        stream.expect_token("<PosteriorStats>")
-        self.posterior_stats = stream.read_matrix(np.float64)
-        stream.expect_token("</RestrictedAttentionComponent>")
+        super().read_body(stream)
         self.context_dim = self.num_left_inputs + 1 + self.num_right_inputs
         problem = self._problem()
         if problem:
             raise stream.error("RestrictedAttentionComponent: " + problem)
-
-    def write_body(self, stream):
-        for token, attr in (("<NumHeads>", "num_heads"), ("<KeyDim>", "key_dim"),
-                            ("<ValueDim>", "value_dim"), ("<NumLeftInputs>", "num_left_inputs"),
-                            ("<NumRightInputs>", "num_right_inputs"),
-                            ("<TimeStride>", "time_stride"),
-                            ("<NumLeftInputsRequired>", "num_left_inputs_required"),
-                            ("<NumRightInputsRequired>", "num_right_inputs_required")):
-            stream.write_token(token)
-            stream.write_int32(getattr(self, attr))
-        stream.write_token("<OutputContext>")
-        stream.write_bool(self.output_context)
-        stream.write_token("<KeyScale>")
-        stream.write_float(self.key_scale)
-        stream.write_token("<StatsCount>")
-        stream.write_double(self.stats_count)
-        stream.write_token("<EntropyStats>")
-        stream.write_double_vector(self.entropy_stats)
-        stream.write_token("<PosteriorStats>")
-        stream.write_matrix(self.posterior_stats, double=True)
 
     def info(self):
         s = ("%s, input-dim=%d, output-dim=%d, num-heads=%d, time-stride=%d, key-dim=%d, "

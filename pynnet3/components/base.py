@@ -64,10 +64,10 @@ class Field:
     """One entry of a component's on-disk layout.
 
     ``kind``: 'int', 'float', 'double', 'bool', 'vector' (float32 vector),
-    'double_vector', 'matrix', 'int_vector', 'int_pair_vector' (a list of
+    'double_vector', 'matrix', 'double_matrix', 'int_vector', 'int_pair_vector' (a list of
     (a, b)), 'string' (a token value) or 'flag' (the token alone, present
     when the attribute is true: always optional, default False).
-    Arrays are stored as float32 (float64 for 'double_vector') NumPy arrays.
+    Arrays are stored as float32 (float64 for the 'double_' kinds) NumPy arrays.
     """
 
     __slots__ = ("token", "kind", "attr", "optional", "default", "write_if", "aliases", "write")
@@ -98,6 +98,7 @@ _VALUE_IO = {
     "vector": ("read_vector", "write_vector"),
     "double_vector": ("read_double_vector", "write_double_vector"),
     "matrix": ("read_matrix", "write_matrix"),
+    "double_matrix": ("read_double_matrix", "write_double_matrix"),
     "int_vector": ("read_int_vector", "write_int_vector"),
     "int_pair_vector": ("read_int_pair_vector", "write_int_pair_vector"),
     "string": ("read_token", "write_token"),

@@ -357,6 +357,9 @@ class InputStream:
         flat = self._parse_floats(b" ".join(b" ".join(r) for r in rows), at, dtype, "matrix")
         return flat.reshape(len(rows), cols)
 
+    def read_double_matrix(self):
+        return self.read_matrix(np.float64)
+
     def read_int_vector(self):
         """Kaldi's ReadIntegerVector for int32 elements, as a list of ints."""
         if self.binary:
@@ -533,6 +536,9 @@ class OutputStream:
             else:
                 rows = [b"\n  " + _format_array(row).encode() + b" " for row in mat]
                 self._parts.append(b" [" + b"".join(rows) + b"]\n")
+
+    def write_double_matrix(self, mat):
+        self.write_matrix(mat, double=True)
 
     def write_int_vector(self, values):
         values = [int(v) for v in values]
