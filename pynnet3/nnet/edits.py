@@ -76,15 +76,27 @@ def _apply(nnet, cfl):
     handler(nnet, cfl)
 
 
+def _matching_components(nnet, cfl, wanted):
+    """(index, component) of the components named by the directive's
+    ``name=`` pattern (default: all) for which ``wanted(component)``."""
+    pattern = cfl.get_str("name", "*")
+    return [(c, comp) for c, comp in enumerate(nnet.components)
+            if name_matches_pattern(nnet.component_names[c], pattern) and wanted(comp)]
+
+
+def _required_float(cfl, key):
+    """The directive's float ``key=`` value (must be given), as a float32."""
+    if not cfl.has(key):
+        raise cfl.error("In edits-config, expected %s to be set" % key)
+    return _f32(cfl.get_float(key))
+
+
 def _convert_to_fixed_affine(nnet, cfl):
     from ..components.affine import FixedAffineComponent
-    pattern = cfl.get_str("name", "*")
-    changed = 0
-    for c, comp in enumerate(nnet.components):
-        if name_matches_pattern(nnet.component_names[c], pattern) and _is_affine(comp):
-            nnet.components[c] = FixedAffineComponent.from_affine(comp)
-            changed += 1
-    logger.info("Converted %d components to FixedAffineComponent.", changed)
+    matching = _matching_components(nnet, cfl, _is_affine)
+    for c, comp in matching:
+        nnet.components[c] = FixedAffineComponent.from_affine(comp)
+    logger.info("Converted %d components to FixedAffineComponent.", len(matching))
 
 
 def _remove_orphan_nodes(nnet, cfl):
@@ -100,35 +112,27 @@ def _remove_orphans(nnet, cfl):
     remove_orphan_components(nnet)
 
 
+def _is_updatable(comp):
+    return isinstance(comp, UpdatableComponent)
+
+
 def _set_learning_rate(nnet, cfl):
-    pattern = cfl.get_str("name", "*")
-    if not cfl.has("learning-rate"):
-        raise cfl.error("In edits-config, expected learning-rate to be set")
-    lr = _f32(cfl.get_float("learning-rate"))
-    count = 0
-    for c, comp in enumerate(nnet.components):
-        if name_matches_pattern(nnet.component_names[c], pattern) and \
-                isinstance(comp, UpdatableComponent):
-            comp.set_underlying_learning_rate(lr)
-            count += 1
-    logger.info("Set learning rates for %d components.", count)
+    matching = _matching_components(nnet, cfl, _is_updatable)
+    lr = _required_float(cfl, "learning-rate")
+    for _, comp in matching:
+        comp.set_underlying_learning_rate(lr)
+    logger.info("Set learning rates for %d components.", len(matching))
 
 
 def _set_learning_rate_factor(nnet, cfl):
-    pattern = cfl.get_str("name", "*")
-    if not cfl.has("learning-rate-factor"):
-        raise cfl.error("In edits-config, expected learning-rate-factor to be set")
-    factor = _f32(cfl.get_float("learning-rate-factor"))
-    count = 0
-    for c, comp in enumerate(nnet.components):
-        if name_matches_pattern(nnet.component_names[c], pattern) and \
-                isinstance(comp, UpdatableComponent):
-            if hasattr(comp, "set_learning_rate_factor"):
-                comp.set_learning_rate_factor(factor)
-            else:
-                comp.learning_rate_factor = factor
-            count += 1
-    logger.info("Set learning rate factors for %d components.", count)
+    matching = _matching_components(nnet, cfl, _is_updatable)
+    factor = _required_float(cfl, "learning-rate-factor")
+    for _, comp in matching:
+        if hasattr(comp, "set_learning_rate_factor"):
+            comp.set_learning_rate_factor(factor)
+        else:
+            comp.learning_rate_factor = factor
+    logger.info("Set learning rate factors for %d components.", len(matching))
 
 
 def _rename_node(nnet, cfl):
@@ -164,20 +168,14 @@ def _remove_output_nodes(nnet, cfl):
 
 
 def _set_dropout_proportion(nnet, cfl):
-    pattern = cfl.get_str("name", "*")
-    if not cfl.has("proportion"):
-        raise cfl.error("In edits-config, expected proportion to be set")
-    proportion = _f32(cfl.get_float("proportion"))
-    count = 0
-    for c, comp in enumerate(nnet.components):
-        if name_matches_pattern(nnet.component_names[c], pattern) and \
-                comp.type_name in _DROPOUT_TYPES:
-            if hasattr(comp, "set_dropout_proportion"):
-                comp.set_dropout_proportion(proportion)
-            else:
-                comp.dropout_proportion = proportion
-            count += 1
-    logger.info("Set dropout proportions for %d components.", count)
+    matching = _matching_components(nnet, cfl, lambda comp: comp.type_name in _DROPOUT_TYPES)
+    proportion = _required_float(cfl, "proportion")
+    for _, comp in matching:
+        if hasattr(comp, "set_dropout_proportion"):
+            comp.set_dropout_proportion(proportion)
+        else:
+            comp.dropout_proportion = proportion
+    logger.info("Set dropout proportions for %d components.", len(matching))
 
 
 def _apply_svd(nnet, cfl):
