@@ -74,11 +74,37 @@ def _push(container, value):
         container.add(value)
 
 
+class _Expression:
+    """What the parts of a Descriptor share: they are immutable values, equal
+    when of the same class with equal ``_key()``, printed by ``repr`` with
+    node indexes for names."""
+
+    __slots__ = ()
+
+    def _key(self):
+        raise NotImplementedError
+
+    def write_config(self, node_names):
+        raise NotImplementedError
+
+    def copy(self):
+        return self
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, self.write_config(_IndexNames()))
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash((type(self).__name__, self._key()))
+
+
 # ---------------------------------------------------------------------------
 # ForwardingDescriptor: maps an output Index to one input Cindex.
 # ---------------------------------------------------------------------------
 
-class ForwardingDescriptor:
+class ForwardingDescriptor(_Expression):
     """Base class; subclasses implement the methods below."""
 
     __slots__ = ()
@@ -95,9 +121,6 @@ class ForwardingDescriptor:
         contains Switch() or Round()."""
         return 1
 
-    def write_config(self, node_names):
-        raise NotImplementedError
-
     def get_node_dependencies(self, node_indexes=None):
         """Adds every node this may forward from to ``node_indexes`` (a list or
         set; a new set if None) and returns it."""
@@ -106,18 +129,6 @@ class ForwardingDescriptor:
     def get_scale_for_node(self, node_index):
         """The scale applied to node ``node_index`` (inf if it does not appear)."""
         raise NotImplementedError
-
-    def copy(self):
-        return self
-
-    def __repr__(self):
-        return "%s(%s)" % (type(self).__name__, self.write_config(_IndexNames()))
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self._key() == other._key()
-
-    def __hash__(self):
-        return hash((type(self).__name__, self._key()))
 
 
 class _IndexNames:
@@ -331,7 +342,7 @@ class ReplaceIndexForwardingDescriptor(ForwardingDescriptor):
 # SumDescriptor: one part of an Append.
 # ---------------------------------------------------------------------------
 
-class SumDescriptor:
+class SumDescriptor(_Expression):
     """Base class of the parts of a Descriptor."""
 
     __slots__ = ()
@@ -353,9 +364,6 @@ class SumDescriptor:
     def modulus(self):
         raise NotImplementedError
 
-    def write_config(self, node_names):
-        raise NotImplementedError
-
     def get_node_dependencies(self, node_indexes=None):
         raise NotImplementedError
 
@@ -363,18 +371,6 @@ class SumDescriptor:
         """The scale this part applies to ``node_index`` (inf if absent); for
         ``node_index < 0``, the constant term (Const() value, 0 if none)."""
         raise NotImplementedError
-
-    def copy(self):
-        return self
-
-    def __repr__(self):
-        return "%s(%s)" % (type(self).__name__, self.write_config(_IndexNames()))
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self._key() == other._key()
-
-    def __hash__(self):
-        return hash((type(self).__name__, self._key()))
 
 
 class SimpleSumDescriptor(SumDescriptor):
