@@ -26,14 +26,6 @@ from .base import Component, Field, P, UpdatableComponent, array_module
 _COMMON = UpdatableComponent.UPDATABLE_COMMON
 
 
-def _updatable_defaults(comp):
-    comp.learning_rate = 0.001
-    comp.learning_rate_factor = 1.0
-    comp.is_gradient = False
-    comp.max_change = 0.0
-    comp.l2_regularize = 0.0
-
-
 def _init_common(comp, cfl):
     comp.init_updatable_common(cfl)
     if comp.max_change < 0.0 or comp.l2_regularize < 0.0:
@@ -59,7 +51,7 @@ class PerElementScaleComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     read_steps = layout + (read_legacy_is_gradient,)
 
     def __init__(self, scales=None):
-        _updatable_defaults(self)
+        super().__init__()
         self.scales = (np.zeros(0, np.float32) if scales is None
                        else np.array(scales, dtype=np.float32))
 
@@ -214,7 +206,7 @@ class PerElementOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
                             _read_offset_dims)
 
     def __init__(self, offsets=None):
-        _updatable_defaults(self)
+        super().__init__()
         self.offsets = (np.zeros(0, np.float32) if offsets is None
                         else np.array(offsets, dtype=np.float32))
         self.dim = int(self.offsets.shape[0])
@@ -421,7 +413,7 @@ class ScaleAndOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     )
 
     def __init__(self):
-        _updatable_defaults(self)
+        super().__init__()
         self.dim = 0
         self.scales = np.zeros(0, np.float32)
         self.offsets = np.zeros(0, np.float32)
@@ -519,7 +511,7 @@ class ConstantFunctionComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     )
 
     def __init__(self):
-        _updatable_defaults(self)
+        super().__init__()
         self.input_dim_ = -1
         self.output = np.zeros(0, np.float32)
         self.is_updatable = True
