@@ -373,8 +373,9 @@ class SumDescriptor(_Expression):
         raise NotImplementedError
 
 
-class SimpleSumDescriptor(SumDescriptor):
-    """A part that is a single ForwardingDescriptor."""
+class _WrappingSumDescriptor(SumDescriptor):
+    """A part made of one expression ``src`` (whose dim, modulus and nodes
+    it has)."""
 
     __slots__ = ("src",)
 
@@ -383,6 +384,21 @@ class SimpleSumDescriptor(SumDescriptor):
 
     def _key(self):
         return (self.src,)
+
+    def dim(self, nnet):
+        return self.src.dim(nnet)
+
+    def modulus(self):
+        return self.src.modulus()
+
+    def get_node_dependencies(self, node_indexes=None):
+        return self.src.get_node_dependencies(node_indexes)
+
+
+class SimpleSumDescriptor(_WrappingSumDescriptor):
+    """A part that is a single ForwardingDescriptor."""
+
+    __slots__ = ()
 
     def get_dependencies(self, index, dependencies=None):
         if dependencies is None:
@@ -397,17 +413,8 @@ class SimpleSumDescriptor(SumDescriptor):
             used_inputs.append(c)
         return present
 
-    def dim(self, nnet):
-        return self.src.dim(nnet)
-
-    def modulus(self):
-        return self.src.modulus()
-
     def write_config(self, node_names):
         return self.src.write_config(node_names)
-
-    def get_node_dependencies(self, node_indexes=None):
-        return self.src.get_node_dependencies(node_indexes)
 
     def get_scale_for_node(self, node_index):
         if node_index >= 0:
@@ -415,16 +422,10 @@ class SimpleSumDescriptor(SumDescriptor):
         return 0.0
 
 
-class OptionalSumDescriptor(SumDescriptor):
+class OptionalSumDescriptor(_WrappingSumDescriptor):
     """``IfDefined(src)``: src where computable, zero elsewhere (always computable)."""
 
-    __slots__ = ("src",)
-
-    def __init__(self, src):
-        self.src = src
-
-    def _key(self):
-        return (self.src,)
+    __slots__ = ()
 
     def get_dependencies(self, index, dependencies=None):
         return self.src.get_dependencies(index, dependencies)
@@ -434,17 +435,8 @@ class OptionalSumDescriptor(SumDescriptor):
             self.src.is_computable(index, cindex_is_computable, used_inputs)
         return True
 
-    def dim(self, nnet):
-        return self.src.dim(nnet)
-
-    def modulus(self):
-        return self.src.modulus()
-
     def write_config(self, node_names):
         return "IfDefined(%s)" % self.src.write_config(node_names)
-
-    def get_node_dependencies(self, node_indexes=None):
-        return self.src.get_node_dependencies(node_indexes)
 
     def get_scale_for_node(self, node_index):
         ans = self.src.get_scale_for_node(node_index)
