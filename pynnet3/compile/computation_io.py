@@ -12,7 +12,6 @@
 
 import struct
 
-import numpy as np
 
 from ..components.base import PrecomputedIndexes
 from ..errors import KaldiFormatError
@@ -320,47 +319,6 @@ def _newline(stream):
         stream.write_raw(b"\n")
 
 
-def _read_pair_vector(stream):
-    """Kaldi's ReadIntegerPairVector<int32> as a list of (int, int)."""
-    if stream.binary:
-        data, pos = stream.data, stream.pos
-        if pos >= len(data) or data[pos] != 4:
-            raise stream.error("expected an int32 pair vector (size byte 4)")
-        if pos + 5 > len(data):
-            raise stream.error("end of file in an int32 pair vector")
-        n = _INT32.unpack_from(data, pos + 1)[0]
-        end = pos + 5 + 8 * n
-        if n < 0 or end > len(data):
-            raise stream.error("bad int32 pair vector size %d" % n)
-        flat = np.frombuffer(data, "<i4", 2 * n, pos + 5).tolist()
-        stream.pos = end
-        return list(zip(flat[0::2], flat[1::2]))
-    stream.skip_whitespace()
-    if stream.data[stream.pos:stream.pos + 1] != b"[":
-        raise stream.error("expected '[' to start an integer pair vector")
-    end = stream.data.find(b"]", stream.pos)
-    if end < 0:
-        raise stream.error("no closing ']' for an integer pair vector")
-    text = stream.data[stream.pos + 1:end].decode("latin-1")
-    out = []
-    try:
-        for word in text.split():
-            a, b = word.split(",")
-            out.append((int(a), int(b)))
-    except ValueError:
-        raise stream.error("bad element in integer pair vector") from None
-    stream.pos = end + 1
-    return out
-
-
-def _write_pair_vector(stream, pairs):
-    if stream.binary:
-        flat = np.asarray(pairs, dtype="<i4").reshape(-1)
-        stream.write_raw(b"\x04" + _INT32.pack(len(pairs)) + flat.tobytes())
-    else:
-        stream.write_raw(b"[ " + b"".join(b"%d,%d " % (a, b) for a, b in pairs) + b"]\n")
-
-
 def _read_matrix_info(stream):
     stream.expect_token("<MatrixInfo>")
     stream.expect_token("<NumRows>")
@@ -547,9 +505,9 @@ def read_computation(stream):
     n = _read_counted(stream, "<NumIndexes>", "<Indexes>")
     comp.indexes = [stream.read_int_vector() for _ in range(n)]
     n = _read_counted(stream, "<NumIndexesMulti>", "<IndexesMulti>")
-    comp.indexes_multi = [_read_pair_vector(stream) for _ in range(n)]
+    comp.indexes_multi = [stream.read_int_pair_vector() for _ in range(n)]
     n = _read_counted(stream, "<NumIndexesRanges>", "<IndexesRanges>")
-    comp.indexes_ranges = [_read_pair_vector(stream) for _ in range(n)]
+    comp.indexes_ranges = [stream.read_int_pair_vector() for _ in range(n)]
     n = _read_counted(stream, "<NumCommands>", "<Commands>")
     comp.commands = [_read_command(stream) for _ in range(n)]
     stream.expect_token("<NeedModelDerivative>")
@@ -662,7 +620,7 @@ def write_computation(computation, stream):
         _write_size_t(stream, len(table))
         stream.write_token(list_token)
         for pairs in table:
-            _write_pair_vector(stream, pairs)
+            stream.write_int_pair_vector(pairs)
     _newline(stream)
     stream.write_token("<NumCommands>")
     _write_size_t(stream, len(comp.commands))
