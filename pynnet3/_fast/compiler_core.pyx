@@ -153,6 +153,9 @@ cdef class _RecordMaker:
         return obj
 
 
+cdef list _INTS = []
+
+
 cdef object _int_list(const vector[int32_t] &v):
     cdef Py_ssize_t i, n = v.size()
     cdef list out = PyList_New(n)
@@ -195,6 +198,7 @@ cdef class _Core:
     cdef vector[uint8_t] lr_nonzero
     cdef vector[uint8_t] custom_precompute
     cdef vector[int32_t] part_start
+    cdef vector[int32_t] part_count
     cdef vector[int32_t] part_dim
     cdef vector[double] part_offset
     cdef vector[vector[double]] part_alphas
@@ -220,6 +224,11 @@ cdef class _Core:
     cdef vector[int32_t] step_value
     cdef vector[int32_t] step_deriv
     cdef vector[uint8_t] deriv_needed
+    # scratch buffers of forward_part/backward_part, kept between calls so that
+    # their vectors keep their capacity (most parts are a few rows)
+    cdef vector[LocList] scratch_pieces
+    cdef vector[vector[Pair]] scratch_split
+    cdef vector[int32_t] scratch_rows
 
     def __init__(self, nnet, requests, NetInfo net, FastStepsData data):
         cdef int n, num_nodes = net.num_nodes
@@ -236,6 +245,7 @@ cdef class _Core:
         self.lr_nonzero.resize(num_nodes, 0)
         self.custom_precompute.resize(num_nodes, 0)
         self.part_start.resize(num_nodes, -1)
+        self.part_count.resize(num_nodes, 0)
         for n in range(num_nodes):
             if net.node_type[n] == NT_COMPONENT:
                 ci = nnet.nodes[n].component_index
@@ -288,7 +298,8 @@ cdef class _Core:
             return self.part_start[node]
         desc = self.nnet.nodes[node].descriptor
         self.part_start[node] = <int32_t>self.part_dim.size()
-        for p in range(desc.num_parts()):
+        self.part_count[node] = desc.num_parts()
+        for p in range(self.part_count[node]):
             part = desc.part(p)
             self.part_dim.push_back(part.dim(self.nnet))
             self.part_offset.push_back(part.get_scale_for_node(-1))
@@ -486,7 +497,7 @@ cdef class _Core:
                                                     py_node.dim_offset, py_node.dim)
             if nt == NT_DESCRIPTOR:
                 first_part = self.ensure_parts(node)
-                num_parts = len(self.nnet.nodes[node].descriptor.parts)
+                num_parts = self.part_count[node]
                 self.locations[s].resize(num_parts)
                 for p in range(num_parts):
                     data.locate_inputs(s, p, self.locations[s][p].ptr,
@@ -629,7 +640,6 @@ cdef class _Core:
         cdef size_t i
         cdef vector[int32_t] *step_sub = &self.step_deriv if backward else &self.step_value
         cdef bint grouped = not self.part_group[pid].empty()
-        pieces.clear()
         if grouped:
             node_used.assign(self.net.num_nodes, 0)
             for k in range(<int64_t>loc.steps.size()):
@@ -639,8 +649,12 @@ cdef class _Core:
                     raise ComputationError("Scale() expression of node %s has no inputs here "
                                            "(Kaldi fails on this case too)"
                                            % self.nnet.node_names[self.part_group_nodes[pid][i]])
-        pieces.resize(num_groups)
+        if <int32_t>pieces.size() != num_groups:
+            pieces.resize(num_groups)
         for g in range(num_groups):
+            pieces[g].ptr.clear()
+            pieces[g].steps.clear()
+            pieces[g].rows.clear()
             pieces[g].ptr.push_back(0)
         for r in range(num_rows):
             for k in range(loc.ptr[r], loc.ptr[r + 1]):
@@ -657,25 +671,26 @@ cdef class _Core:
 
     cdef int forward_part(self, int32_t s, int p) except -1:
         cdef int32_t value_sub = self.value_parts[s][p], first
-        cdef vector[LocList] pieces
-        cdef vector[vector[Pair]] split
-        cdef vector[int32_t] rows
+        cdef vector[LocList] *pieces = &self.scratch_pieces
+        cdef vector[vector[Pair]] *split = &self.scratch_split
+        cdef vector[int32_t] *rows = &self.scratch_rows
         cdef size_t g, i
         cdef double alpha
         cdef int pid = self.ensure_parts(self.steps[s].node) + p
         if self.part_offset[pid] != 0.0:
             self.cmd(C_SET_CONST, value_sub, -1, -1, -1, -1, -1, -1, self.part_offset[pid])
-        self.split_by_scale(s, p, False, pieces)
+        self.split_by_scale(s, p, False, pieces[0])
         for g in range(pieces.size()):
             alpha = self.part_alphas[pid][g]
             split.clear()
-            split_locations_c(pieces[g].ptr.data(), pieces[g].steps.data(),
-                              pieces[g].rows.data(), <int64_t>pieces[g].ptr.size() - 1, split)
+            split_locations_c(pieces[0][g].ptr.data(), pieces[0][g].steps.data(),
+                              pieces[0][g].rows.data(), <int64_t>pieces[0][g].ptr.size() - 1,
+                              split[0])
             for i in range(split.size()):
-                if convert_to_indexes_c(split[i], &first, rows):
-                    self.forward_from_indexes(value_sub, first, alpha, rows)
+                if convert_to_indexes_c(split[0][i], &first, rows[0]):
+                    self.forward_from_indexes(value_sub, first, alpha, rows[0])
                 else:
-                    self.indexes_multi.append(_pair_list(split[i]))
+                    self.indexes_multi.append(_pair_list(split[0][i]))
                     self.cmd(C_ADD_ROWS_MULTI, value_sub, len(self.indexes_multi) - 1,
                              -1, -1, -1, -1, -1, alpha)
         return 0
@@ -727,24 +742,24 @@ cdef class _Core:
 
     cdef int backward_part(self, int32_t s, int p) except -1:
         cdef int32_t deriv_sub = self.deriv_parts[s][p], first
-        cdef vector[LocList] pieces
-        cdef vector[vector[Pair]] split
-        cdef vector[int32_t] rows
+        cdef vector[LocList] *pieces = &self.scratch_pieces
+        cdef vector[vector[Pair]] *split = &self.scratch_split
+        cdef vector[int32_t] *rows = &self.scratch_rows
         cdef size_t g, i
         cdef double alpha
         cdef int pid = self.ensure_parts(self.steps[s].node) + p
-        self.split_by_scale(s, p, True, pieces)
+        self.split_by_scale(s, p, True, pieces[0])
         for g in range(pieces.size()):
             alpha = self.part_alphas[pid][g]
             split.clear()
-            split_locations_backward_c(pieces[g].ptr.data(), pieces[g].steps.data(),
-                                       pieces[g].rows.data(), <int64_t>pieces[g].ptr.size() - 1,
-                                       split)
+            split_locations_backward_c(pieces[0][g].ptr.data(), pieces[0][g].steps.data(),
+                                       pieces[0][g].rows.data(),
+                                       <int64_t>pieces[0][g].ptr.size() - 1, split[0])
             for i in range(split.size()):
-                if convert_to_indexes_c(split[i], &first, rows):
-                    self.backward_from_indexes(deriv_sub, first, alpha, rows)
+                if convert_to_indexes_c(split[0][i], &first, rows[0]):
+                    self.backward_from_indexes(deriv_sub, first, alpha, rows[0])
                 else:
-                    self.indexes_multi.append(_pair_list(split[i]))
+                    self.indexes_multi.append(_pair_list(split[0][i]))
                     self.cmd(C_ADD_TO_ROWS_MULTI, deriv_sub, len(self.indexes_multi) - 1,
                              -1, -1, -1, -1, -1, alpha)
         return 0
@@ -863,10 +878,14 @@ cdef class _Core:
         computation = NnetComputation()
         strides = [MatrixStrideType.kDefaultStride, MatrixStrideType.kStrideEqualNumCols]
         types = list(CommandType)
-        # one int object per value (command arguments repeat submatrix indexes)
+        # one int object per value (command arguments repeat submatrix indexes),
+        # kept between compilations (ints are immutable)
         cdef int32_t num_ints = <int32_t>max(self.subs.size(), self.matrices.size(),
                                              self.steps.size()) + 1
-        ints = list(range(num_ints))
+        global _INTS
+        if len(_INTS) < num_ints:
+            _INTS = list(range(num_ints))
+        ints = _INTS
         matrices = PyList_New(self.matrices.size())
         for i in range(self.matrices.size()):
             m = self.matrices[i]
@@ -881,8 +900,8 @@ cdef class _Core:
             PyList_SET_ITEM(subs, i, obj)
         cmds = PyList_New(self.cmds.size())
         alpha_cache = {}
-        one = 1.0
-        zero = 0.0
+        # typed as objects: an inferred C double would make a new float per command
+        cdef object one = 1.0, zero = 0.0, minus_one = -1
         for i in range(self.cmds.size()):
             c = self.cmds[i]
             if c.alpha == 1.0:
@@ -900,6 +919,8 @@ cdef class _Core:
                 for j in range(7):
                     if 0 <= c.args[j] < num_ints:
                         cm.put(obj, j + 1, ints[c.args[j]])
+                    elif c.args[j] == -1:
+                        cm.put(obj, j + 1, minus_one)
                     else:
                         cm.put(obj, j + 1, c.args[j])
                 cm.put(obj, 8, alpha)
@@ -921,16 +942,17 @@ cdef class _Core:
         return computation
 
     cdef list debug_info(self):
-        cdef size_t s
+        """Kaldi's matrix debug info: per whole-matrix step, its cindexes (and a
+        copy for its derivative matrix). Decided on C arrays first, then each
+        record is made once with its final fields."""
+        cdef size_t s, i, num_matrices = self.matrices.size()
         cdef int32_t value_matrix, deriv_matrix
         cdef _RecordMaker dm = _RecordMaker(MatrixDebugInfo, ("is_deriv", "cindexes"))
-        cdef size_t i
+        cdef vector[uint8_t] is_deriv
+        cdef list cindexes = [None] * num_matrices
+        cdef list entry
         cdef object obj
-        debug = PyList_New(self.matrices.size())
-        for i in range(self.matrices.size()):
-            obj = dm.make((False, [])) if dm.direct else MatrixDebugInfo()
-            Py_INCREF(obj)
-            PyList_SET_ITEM(debug, i, obj)
+        is_deriv.assign(num_matrices, 0)
         for s in range(self.steps.size()):
             if self.steps[s].value == 0 or not self.is_whole(self.steps[s].value):
                 continue
@@ -938,15 +960,25 @@ cdef class _Core:
             deriv_matrix = 0
             if self.steps[s].deriv != 0 and self.is_whole(self.steps[s].deriv):
                 deriv_matrix = self.subs[self.steps[s].deriv].matrix
-            entry = debug[value_matrix]
-            entry.is_deriv = False
-            if entry.cindexes:
+            is_deriv[value_matrix] = 0
+            if cindexes[value_matrix] is not None:
                 continue  # a whole-matrix dim-range alias of an existing matrix
-            entry.cindexes = self.data.step_cindexes(s, self.steps[s].node)
+            entry = self.data.step_cindexes_c(<int>s, self.steps[s].node)
+            cindexes[value_matrix] = entry
             if deriv_matrix != 0:
-                d = debug[deriv_matrix]
-                d.is_deriv = True
-                d.cindexes = list(entry.cindexes)
+                is_deriv[deriv_matrix] = 1
+                cindexes[deriv_matrix] = list(entry)
+        debug = PyList_New(num_matrices)
+        for i in range(num_matrices):
+            entry = cindexes[i]
+            if entry is None:
+                entry = []
+            if dm.direct:
+                obj = dm.make((True if is_deriv[i] else False, entry))
+            else:
+                obj = MatrixDebugInfo(True if is_deriv[i] else False, entry)
+            Py_INCREF(obj)
+            PyList_SET_ITEM(debug, i, obj)
         return debug
 
 

@@ -21,6 +21,7 @@ cdef class FastStepsData:
     cdef unordered_set[int64_t] dim_range_done
     cdef vector[int64_t] scratch_keys
     cdef vector[int64_t] scratch_sub
+    cdef vector[int64_t] scratch_used
     cdef int add_step_keys(self, vector[int64_t] &keys, bint add_if_absent) except -1
     cdef int add_step_ids(self, vector[int32_t] &ids) except -1
     cdef int process_io_step(self, request, bint is_output, vector[int64_t] &sub_phase) except -1
@@ -29,5 +30,6 @@ cdef class FastStepsData:
     cdef int compute_for_segment(self, request, vector[vector[int32_t]] &phases) except -1
     cdef object _index(self, int64_t key)
     cdef list _index_list(self, vector[int64_t] &keys)
+    cdef list step_cindexes_c(self, int s, int node)
     cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
                            vector[int32_t] &loc_steps, vector[int32_t] &loc_rows) except -1

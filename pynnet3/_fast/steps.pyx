@@ -307,6 +307,10 @@ cdef class FastStepsData:
 
     def step_cindexes(self, int s, int node):
         """(node, Index) per row of step s (for matrix debug info)."""
+        return self.step_cindexes_c(s, node)
+
+    cdef list step_cindexes_c(self, int s, int node):
+        """step_cindexes without the Python call (the compiler calls it per step)."""
         cdef size_t i, n = self.steps[s].size()
         cdef list out = PyList_New(n)
         cdef tuple t
@@ -331,7 +335,7 @@ cdef class FastStepsData:
         cdef const int32_t *prog = self.net.programs[node].data()
         cdef int start = self.net.part_starts[node][part_index]
         cdef size_t num_rows = self.steps[s].size(), r, j
-        cdef vector[int64_t] used
+        cdef vector[int64_t] *used = &self.scratch_used
         cdef Predicate pred
         cdef int64_t key
         cdef int32_t cid
@@ -343,13 +347,17 @@ cdef class FastStepsData:
         ptr.clear()
         loc_steps.clear()
         loc_rows.clear()
+        # usually one location per row: one allocation each instead of a doubling series
+        ptr.reserve(num_rows + 1)
+        loc_steps.reserve(num_rows)
+        loc_rows.reserve(num_rows)
         ptr.push_back(0)
         for r in range(num_rows):
             key = self.graph.cindexes[self.steps[s][r]]
             if key_t(key) != K_NO_TIME:
                 used.clear()
                 ok = sum_is_computable(prog, start, key_n(key), key_t(key), key_x(key),
-                                       &pred, &used)
+                                       &pred, used)
                 if ok != 1:
                     node, index = unpack_cindex(key)
                     if ok < 0:
@@ -360,7 +368,7 @@ cdef class FastStepsData:
                 if used.size() > 1:
                     sort(used.begin(), used.end())
                 for j in range(used.size()):
-                    cid = self.graph.find(used[j])
+                    cid = self.graph.find(used[0][j])
                     loc_steps.push_back(self.loc_step[cid])
                     loc_rows.push_back(self.loc_row[cid])
             ptr.push_back(loc_steps.size())
