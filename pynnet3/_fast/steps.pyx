@@ -405,10 +405,15 @@ cdef int _pack_indexes(int node, object indexes, vector[int64_t] &out) except -1
     return 0
 
 
-cdef int _phases_for_epoch(vector[int32_t] &this_epoch, vector[vector[int32_t]] &deps_subset,
-                           vector[vector[int32_t]] &depend_on, bint trivial,
-                           vector[int32_t] &phase_index,
+cdef int _phases_for_epoch(vector[int32_t] &this_epoch,
+                           const vector[int32_t] &ds_ptr, const vector[int32_t] &ds_val,
+                           const vector[int32_t] &do_ptr, const vector[int32_t] &do_val,
+                           bint trivial, vector[int32_t] &phase_index,
                            vector[vector[int32_t]] &phases) except -1:
+    """Kaldi's phases of one epoch. The same-epoch dependencies of cindex c are
+    ds_val[ds_ptr[c]:ds_ptr[c + 1]] (in dependency order) and the cindexes that
+    depend on c are do_val[do_ptr[c]:do_ptr[c + 1]] (increasing), as CSR arrays
+    (one allocation each instead of two vectors per cindex)."""
     cdef vector[int32_t] this_phase, candidates
     cdef size_t i, j
     cdef int32_t c, cur
@@ -419,7 +424,7 @@ cdef int _phases_for_epoch(vector[int32_t] &this_epoch, vector[vector[int32_t]] 
         this_phase = this_epoch
     else:
         for i in range(this_epoch.size()):
-            if deps_subset[this_epoch[i]].empty():
+            if ds_ptr[this_epoch[i]] == ds_ptr[this_epoch[i] + 1]:
                 this_phase.push_back(this_epoch[i])
     if this_phase.empty():
         raise ComputationError("Trying to process computation with cycles")
@@ -432,16 +437,16 @@ cdef int _phases_for_epoch(vector[int32_t] &this_epoch, vector[vector[int32_t]] 
         for i in range(this_phase.size()):
             c = this_phase[i]
             phase_index[c] = cur
-            for j in range(depend_on[c].size()):
-                candidates.push_back(depend_on[c][j])
+            for j in range(<size_t>do_ptr[c], <size_t>do_ptr[c + 1]):
+                candidates.push_back(do_val[j])
         sort(candidates.begin(), candidates.end())
         candidates.erase(unique(candidates.begin(), candidates.end()), candidates.end())
         this_phase.clear()
         for i in range(candidates.size()):
             c = candidates[i]
             ready = True
-            for j in range(deps_subset[c].size()):
-                if phase_index[deps_subset[c][j]] < 0:
+            for j in range(<size_t>ds_ptr[c], <size_t>ds_ptr[c + 1]):
+                if phase_index[ds_val[j]] < 0:
                     ready = False
                     break
             if ready:
@@ -460,10 +465,12 @@ def compute_steps(NetInfo net, FastGraph graph, requests):
     cdef int32_t num_epochs = 0, e, k, c, d
     cdef size_t i, j, num = graph.cindexes.size()
     cdef vector[int32_t] epoch_num_nodes, key
-    cdef vector[vector[int32_t]] deps_subset, depend_on
+    cdef vector[int32_t] ds_ptr, ds_val, do_ptr, do_val, do_fill
     cdef vector[int32_t] phase_index
     cdef vector[vector[int32_t]] epochs, phases
     cdef int32_t start = 0, end, segment
+    cdef size_t total = 0, num_steps
+    cdef object segment_obj
     for e in compute_nnet_computation_epochs(net.nnet):
         node_to_epoch.push_back(e + 1)
         if e + 2 > num_epochs:
@@ -478,18 +485,29 @@ def compute_steps(NetInfo net, FastGraph graph, requests):
             e = 0 if graph.is_input[c] else node_to_epoch[key_node(graph.cindexes[c])]
             key[c] = e + segment * num_epochs
         start = end
-    deps_subset.resize(num)
-    depend_on.resize(num)
+    # same-epoch dependencies (ds) and their reverse (do) as CSR arrays
+    ds_ptr.reserve(num + 1)
+    ds_ptr.push_back(0)
+    do_ptr.assign(num + 1, 0)
     for i in range(num):
         for j in range(graph.dep_count[i]):
             d = graph.dep_pool[graph.dep_start[i] + j]
             if key[d] == key[i]:
-                deps_subset[i].push_back(d)
-                depend_on[d].push_back(<int32_t>i)
+                ds_val.push_back(d)
+                do_ptr[d + 1] += 1
+        ds_ptr.push_back(<int32_t>ds_val.size())
+    for i in range(num):
+        do_ptr[i + 1] += do_ptr[i]
+    do_val.resize(ds_val.size())
+    do_fill.assign(do_ptr.begin(), do_ptr.end() - 1)
+    for i in range(num):
+        for j in range(<size_t>ds_ptr[i], <size_t>ds_ptr[i + 1]):
+            d = ds_val[j]
+            do_val[do_fill[d]] = <int32_t>i
+            do_fill[d] += 1
     phase_index.resize(num, -1)
     data = FastStepsData(graph, net)
     start = 0
-    total = 0
     for segment in range(graph.segment_ends.size()):
         end = graph.segment_ends[segment]
         epochs.clear()
@@ -498,13 +516,15 @@ def compute_steps(NetInfo net, FastGraph graph, requests):
             epochs[key[c] - segment * num_epochs].push_back(c)
         phases.clear()
         for e in range(num_epochs):
-            _phases_for_epoch(epochs[e], deps_subset, depend_on, epoch_num_nodes[e] <= 1,
-                              phase_index, phases)
+            _phases_for_epoch(epochs[e], ds_ptr, ds_val, do_ptr, do_val,
+                              epoch_num_nodes[e] <= 1, phase_index, phases)
         for i in range(phases.size()):
             total += phases[i].size()
         data.compute_for_segment(requests[segment], phases)
-        while len(data.step_to_segment) < data.steps.size():
-            data.step_to_segment.append(segment)
+        segment_obj = segment
+        num_steps = data.steps.size()
+        while <size_t>len(data.step_to_segment) < num_steps:
+            data.step_to_segment.append(segment_obj)
         start = end
     if total != num:
         raise ComputationError("internal error: not every cindex was assigned a phase")
