@@ -587,9 +587,12 @@ cdef class FastComputationGraphBuilder:
                 self.next_queue.push_back(c)
 
     cdef void _decrement_usable_count(self, int32_t cid) noexcept:
+        # stack_ids is free here (the two usable-count walks never nest); reusing
+        # it saves an allocation per call
         cdef int32_t c
         cdef size_t i
-        cdef vector[int32_t] stack
+        cdef vector[int32_t] *stack = &self.stack_ids
+        stack.clear()
         stack.push_back(cid)
         while not stack.empty():
             c = stack.back()
