@@ -895,24 +895,34 @@ def _check_shapes(cc, in_mat, params, out_mat):
                                % in_mat.shape)
 
 
+def _step_blocks(cc, inp, out):
+    """The blocks the three convolution functions work on, in Kaldi's order:
+    for each chunk of output times (Kaldi's memory-limited chunking) and each
+    step, ``(step, rows of inp the step reads, the chunk's rows of out viewed
+    as (rows * height_out, num_filters_out), rows, params columns)``.
+    ``inp`` is the (rows-per-time-reshaped) input or input derivative, ``out``
+    the output or output derivative; the views share their memory."""
+    ni, ho = cc.num_images, cc.height_out
+    extra = cc.num_t_in - cc.num_t_out
+    for t_start, n_t in _chunks(cc, inp.shape[0]):
+        in_chunk = inp[t_start * ni:(t_start + n_t + extra) * ni]
+        rows = n_t * ni
+        out_r = out[t_start * ni:(t_start + n_t) * ni].reshape(rows * ho, cc.num_filters_out)
+        for step in cc.steps:
+            shift = step.input_time_shift * ni
+            yield step, in_chunk[shift:shift + rows], out_r, rows, len(step.columns) // ho
+
+
 def convolve_forward(cc, inp, params, out):
     """Adds the convolution of ``inp`` with ``params`` to ``out`` (both
     C-contiguous 2-D float32 arrays; no bias)."""
     xp = array_module(inp)
     _check_shapes(cc, inp, params, out)
     inp = _reshape_input(cc, inp, "input")
-    ni, ho = cc.num_images, cc.height_out
-    extra = cc.num_t_in - cc.num_t_out
-    for t_start, n_t in _chunks(cc, inp.shape[0]):
-        in_chunk = inp[t_start * ni:(t_start + n_t + extra) * ni]
-        out_chunk = out[t_start * ni:(t_start + n_t) * ni]
-        rows = n_t * ni
-        out_r = out_chunk.reshape(rows * ho, cc.num_filters_out)
-        for step in cc.steps:
-            part = in_chunk[step.input_time_shift * ni:step.input_time_shift * ni + rows]
-            pcols = len(step.columns) // ho
-            temp = _gather(xp, cc, part, step)
-            out_r += temp.reshape(rows * ho, pcols) @ _params_part(xp, params, step, pcols).T
+    for step, part, out_r, rows, pcols in _step_blocks(cc, inp, out):
+        temp = _gather(xp, cc, part, step)
+        out_r += temp.reshape(rows * cc.height_out, pcols) @ _params_part(xp, params, step,
+                                                                         pcols).T
 
 
 def convolve_backward_data(cc, params, out_deriv, in_deriv):
@@ -921,27 +931,18 @@ def convolve_backward_data(cc, params, out_deriv, in_deriv):
     xp = array_module(in_deriv)
     _check_shapes(cc, in_deriv, params, out_deriv)
     in_deriv = _reshape_input(cc, in_deriv, "input derivative")
-    ni, ho = cc.num_images, cc.height_out
-    extra = cc.num_t_in - cc.num_t_out
-    for t_start, n_t in _chunks(cc, in_deriv.shape[0]):
-        ind_chunk = in_deriv[t_start * ni:(t_start + n_t + extra) * ni]
-        od_chunk = out_deriv[t_start * ni:(t_start + n_t) * ni]
-        rows = n_t * ni
-        od_r = od_chunk.reshape(rows * ho, cc.num_filters_out)
-        for step in cc.steps:
-            part = ind_chunk[step.input_time_shift * ni:step.input_time_shift * ni + rows]
-            ncols = len(step.columns)
-            pcols = ncols // ho
-            temp = (od_r @ _params_part(xp, params, step, pcols)).reshape(rows, ncols)
-            if step.columns_are_contiguous:
-                part[:, step.first_column:step.first_column + ncols] += temp
-                continue
-            # Kaldi's AddCols with each level of backward_columns, in blocks
-            # of num_filters_in columns (one block per height).
-            part3 = part.reshape(rows, cc.height_in, cc.num_filters_in)
-            temp3 = temp.reshape(rows, len(step.height_map), cc.num_filters_in)
-            for heights, positions in step.backward_heights:
-                part3[:, xp.asarray(heights), :] += temp3[:, xp.asarray(positions), :]
+    for step, part, od_r, rows, pcols in _step_blocks(cc, in_deriv, out_deriv):
+        ncols = len(step.columns)
+        temp = (od_r @ _params_part(xp, params, step, pcols)).reshape(rows, ncols)
+        if step.columns_are_contiguous:
+            part[:, step.first_column:step.first_column + ncols] += temp
+            continue
+        # Kaldi's AddCols with each level of backward_columns, in blocks
+        # of num_filters_in columns (one block per height).
+        part3 = part.reshape(rows, cc.height_in, cc.num_filters_in)
+        temp3 = temp.reshape(rows, len(step.height_map), cc.num_filters_in)
+        for heights, positions in step.backward_heights:
+            part3[:, xp.asarray(heights), :] += temp3[:, xp.asarray(positions), :]
 
 
 def convolve_backward_params(cc, inp, out_deriv, alpha, params_deriv):
@@ -949,16 +950,7 @@ def convolve_backward_params(cc, inp, out_deriv, alpha, params_deriv):
     xp = array_module(inp)
     _check_shapes(cc, inp, params_deriv, out_deriv)
     inp = _reshape_input(cc, inp, "input")
-    ni, ho = cc.num_images, cc.height_out
-    extra = cc.num_t_in - cc.num_t_out
-    for t_start, n_t in _chunks(cc, inp.shape[0]):
-        in_chunk = inp[t_start * ni:(t_start + n_t + extra) * ni]
-        od_chunk = out_deriv[t_start * ni:(t_start + n_t) * ni]
-        rows = n_t * ni
-        od_r = od_chunk.reshape(rows * ho, cc.num_filters_out)
-        for step in cc.steps:
-            part = in_chunk[step.input_time_shift * ni:step.input_time_shift * ni + rows]
-            pcols = len(step.columns) // ho
-            temp = _gather(xp, cc, part, step)
-            grad = od_r.T @ temp.reshape(rows * ho, pcols)
-            params_deriv[:, step.params_start_col:step.params_start_col + pcols] += alpha * grad
+    for step, part, od_r, rows, pcols in _step_blocks(cc, inp, out_deriv):
+        temp = _gather(xp, cc, part, step)
+        grad = od_r.T @ temp.reshape(rows * cc.height_out, pcols)
+        params_deriv[:, step.params_start_col:step.params_start_col + pcols] += alpha * grad
