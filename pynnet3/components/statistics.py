@@ -82,6 +82,18 @@ def _period_start(t, period):
 # StatisticsExtractionComponent
 # ---------------------------------------------------------------------------
 
+def _extend_input_range(forward, i, pos, type_name, output_index):
+    """Adds input row ``pos`` to output ``i``'s row range ``forward[i]``
+    (begin, end); the rows of one output must be consecutive."""
+    if forward[i, 0] == -1:
+        forward[i] = (pos, pos + 1)
+    elif forward[i, 1] == pos:
+        forward[i, 1] += 1
+    else:
+        raise ComputationError("%s: inputs of output %s are not consecutive rows (indexes "
+                               "not sorted?)" % (type_name, output_index))
+
+
 class StatisticsExtractionComponentPrecomputedIndexes(PrecomputedIndexes):
     """forward_indexes: per output row, the (begin, end) input-row range summed;
     counts: per output row, how many inputs; backward_indexes: per input row,
@@ -196,14 +208,7 @@ class StatisticsExtractionComponent(Component):
                 pos = position.get(index)
                 if pos is None:
                     continue
-                if forward[i, 0] == -1:
-                    forward[i] = (pos, pos + 1)
-                elif forward[i, 1] == pos:
-                    forward[i, 1] += 1
-                else:
-                    raise ComputationError("StatisticsExtractionComponent: inputs of output %s "
-                                           "are not consecutive rows (indexes not sorted?)"
-                                           % (output_index,))
+                _extend_input_range(forward, i, pos, self.type_name, output_index)
                 counts[i] += 1.0
                 if backward[pos] != -1:
                     raise ComputationError("StatisticsExtractionComponent: input %s used by "
@@ -402,14 +407,7 @@ class StatisticsPoolingComponent(Component):
                 pos = position.get(index)
                 if pos is None:
                     continue
-                if forward[i, 0] == -1:
-                    forward[i] = (pos, pos + 1)
-                elif forward[i, 1] == pos:
-                    forward[i, 1] += 1
-                else:
-                    raise ComputationError("StatisticsPoolingComponent: inputs of output %s are "
-                                           "not consecutive rows (indexes not sorted?)"
-                                           % (output_index,))
+                _extend_input_range(forward, i, pos, self.type_name, output_index)
                 if backward[pos, 0] == -1:
                     backward[pos] = (i, i + 1)
                 elif backward[pos, 1] == i:
