@@ -9,6 +9,7 @@ oracle that ships with the repository so a fresh clone still tests something.
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,3 +34,46 @@ def kaldi_ref():
 @pytest.fixture(scope="session")
 def test_data():
     return TEST_DATA
+
+
+# -- quick reports for failing comparisons of large files --------------------------
+
+#: Above this many bytes/characters, a failing ``==`` reports where the two
+#: first differ instead of pytest's full diff (which, for a model file of a few
+#: megabytes, can take longer than the whole suite).
+LARGE_COMPARISON = 4096
+
+
+def first_difference(left, right):
+    """Offset of the first element where ``left`` and ``right`` (bytes or str)
+    differ; the shorter length when one is a prefix of the other."""
+    n = min(len(left), len(right))
+    if isinstance(left, str):
+        left, right = left.encode("utf-32-le"), right.encode("utf-32-le")
+        a = np.frombuffer(left, dtype=np.uint32, count=n)
+        b = np.frombuffer(right, dtype=np.uint32, count=n)
+    else:
+        a = np.frombuffer(left, dtype=np.uint8, count=n)
+        b = np.frombuffer(right, dtype=np.uint8, count=n)
+    diff = np.flatnonzero(a != b)
+    return int(diff[0]) if diff.size else n
+
+
+def describe_difference(left, right, context=60):
+    """A few lines saying where two long bytes/str values first differ: the
+    offset, the line number, and a short excerpt of each side."""
+    at = first_difference(left, right)
+    newline = b"\n" if isinstance(left, bytes) else "\n"
+    line = left.count(newline, 0, at) + 1
+    lo = max(0, at - context)
+    return ["values differ (lengths %d and %d); first difference at offset %d (line %d):"
+            % (len(left), len(right), at, line),
+            "  left:  %r" % (left[lo:at + context],),
+            "  right: %r" % (right[lo:at + context],)]
+
+
+def pytest_assertrepr_compare(op, left, right):
+    if op == "==" and type(left) is type(right) and isinstance(left, (bytes, str)) \
+            and max(len(left), len(right)) > LARGE_COMPARISON:
+        return describe_difference(left, right)
+    return None

@@ -10,14 +10,10 @@ as gradient, zeroed, then given the backprop).
 
 How Kaldi's oracle made data.ark (nnet-component-test style): ``out`` is
 Propagate of ``in``; ``in_deriv`` is Backprop of a random ``out_deriv`` given
-that propagate's memo, starting from a zero ``in_deriv``. Kaldi ran it on its
-default CPU matrices, whose rows are padded to a multiple of 4 floats, with
-assertions compiled out: components that declare kInputContiguous /
-kOutputContiguous and reshape rows into blocks then read and write the
-padding as if it were data, so part of Kaldi's numbers there come from
-uninitialized memory. :func:`forward_backward` reproduces that layout with
-NaN padding, so every number that does not depend on the padding is
-compared exactly and the others are recognisably NaN.
+that propagate's memo, starting from a zero ``in_deriv``, on matrices without
+row padding (stride = columns), as Kaldi's NnetComputer gives components that
+require contiguous data. :func:`forward_backward` does the same, and every
+number is compared.
 
 Test modules get the per-case tests by subclassing :class:`KaldiCaseTests`
 (or :class:`UpdatableCaseTests`) as ``class Test...`` with ``TYPES`` set.
@@ -130,52 +126,19 @@ def roundtrip(comp, binary):
 
 # -- running a component as Kaldi's oracle did ----------------------------------------
 
-def padding_artifact(comp, in_dim, out_dim):
-    """Whether Kaldi's oracle numbers for this component came from padded
-    rows reinterpreted as contiguous."""
-    contiguous = comp.properties() & (P.kInputContiguous | P.kOutputContiguous)
-    return bool(contiguous) and (in_dim % 4 != 0 or out_dim % 4 != 0)
-
-
-class KaldiMatrix:
-    """A matrix in memory as the oracle's was: with ``padded``, rows of
-    ``stride`` floats (cols rounded up to 4) whose padding holds ``fill``;
-    ``flat`` is the rows x cols view a component sees when it ignores the
-    stride, ``value`` the real matrix."""
-
-    def __init__(self, rows, cols, values=None, padded=False, fill=np.nan):
-        self.cols = cols
-        stride = (cols + 3) // 4 * 4 if padded else cols
-        self.memory = np.full((rows, stride), fill, dtype=np.float32)
-        self.memory[:, :cols] = 0.0 if values is None else values
-        self.flat = self.memory.reshape(-1)[:rows * cols].reshape(rows, cols)
-
-    @property
-    def value(self):
-        return self.memory[:, :self.cols]
-
-
-def forward_backward(comp, data, to_update=None, pad=np.nan):
-    """(out, in_deriv) as Kaldi's oracle computed them: propagate of ``in``,
-    then backprop of ``out_deriv`` given that propagate's memo and output
-    matrix, on padded rows holding ``pad`` where :func:`padding_artifact`
-    says so (Kaldi's padding held whatever its propagate left there, ours
-    too)."""
+def forward_backward(comp, data, to_update=None):
+    """(out, in_deriv) as Kaldi's oracle computed them: propagate of ``in``
+    into a zero ``out``, then backprop of ``out_deriv`` given that
+    propagate's memo into a zero ``in_deriv`` (contiguous float32 matrices)."""
     x, out_deriv = data["in"], data["out_deriv"]
     rows, in_dim = x.shape
-    out_dim = out_deriv.shape[1]
-    padded = padding_artifact(comp, in_dim, out_dim)
-
-    def matrix(cols, values=None):
-        return KaldiMatrix(rows, cols, values, padded, pad)
-
-    with np.errstate(**({"invalid": "ignore", "over": "ignore", "divide": "ignore"}
-                        if padded else {})):
-        xin, out, in_deriv = matrix(in_dim, x), matrix(out_dim), matrix(in_dim)
-        memo = comp.propagate(None, xin.flat, out.flat)
-        comp.backprop("test", None, xin.flat, out.flat, matrix(out_dim, out_deriv).flat, memo,
-                      to_update, in_deriv.flat)
-    return out.value, in_deriv.value
+    out = np.zeros((rows, out_deriv.shape[1]), np.float32)
+    in_deriv = np.zeros((rows, in_dim), np.float32)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    memo = comp.propagate(None, x, out)
+    comp.backprop("test", None, x, out, np.ascontiguousarray(out_deriv, dtype=np.float32),
+                  memo, to_update, in_deriv)
+    return out, in_deriv
 
 
 def max_rel_diff(ours, kaldi):
@@ -189,18 +152,20 @@ def max_rel_diff(ours, kaldi):
 
 
 def compare(ours, kaldi, what):
-    """Asserts agreement within the project tolerance on the entries of
-    ``ours`` that are not NaN (there must be some); returns how many."""
+    """Asserts agreement within the project tolerance on every entry (NaN and
+    inf must sit where Kaldi's are); returns how many entries were compared."""
     assert ours.shape == kaldi.shape, (what, ours.shape, kaldi.shape)
-    mask = ~np.isnan(ours)
-    n = int(mask.sum())
-    assert n > 0 or ours.size == 0, "%s: nothing comparable" % what
-    if n == 0:
-        return 0
-    scale = max(1.0, float(np.max(np.abs(kaldi[mask]))))
-    diff = float(np.max(np.abs(ours[mask].astype(np.float64) - kaldi[mask])))
-    assert diff <= TOLERANCE * scale, "%s differs from Kaldi by %g (scale %g)" % (what, diff, scale)
-    return n
+    finite = np.isfinite(kaldi)
+    assert np.array_equal(np.isnan(ours), np.isnan(kaldi)) and \
+        np.array_equal(np.isposinf(ours), np.isposinf(kaldi)) and \
+        np.array_equal(np.isneginf(ours), np.isneginf(kaldi)), \
+        "%s: NaN/inf entries differ from Kaldi's" % what
+    if finite.any():
+        scale = max(1.0, float(np.max(np.abs(kaldi[finite]))))
+        diff = float(np.max(np.abs(ours[finite].astype(np.float64) - kaldi[finite])))
+        assert diff <= TOLERANCE * scale, \
+            "%s differs from Kaldi by %g (scale %g)" % (what, diff, scale)
+    return ours.size
 
 
 def gradient_component(comp):
@@ -235,50 +200,34 @@ def check_properties(case_dir):
 
 
 def check_forward_backward(case_dir):
-    """Propagate and backprop against data.ark; every entry is compared
-    unless Kaldi's number came from row padding. Returns the number of output
-    and input-derivative entries compared."""
+    """Propagate and backprop against data.ark, every entry. Returns the
+    number of output and input-derivative entries compared."""
     comp = read_component(Path(case_dir) / "component.bin")
     data = read_data(case_dir)
     out, in_deriv = forward_backward(comp, data)
-    n_out = compare(out, data["out"], "output")
-    n_in = compare(in_deriv, data["in_deriv"], "input derivative")
-    if not padding_artifact(comp, data["in"].shape[1], data["out"].shape[1]):
-        assert n_out == out.size and n_in == in_deriv.size
-    return n_out, n_in
+    return (compare(out, data["out"], "output"),
+            compare(in_deriv, data["in_deriv"], "input derivative"))
 
 
 def check_gradient(case_dir):
-    """The plain gradient against Kaldi's gradient.txt. Returns False when
-    Kaldi's numbers depend on padding memory that did not hold zeros (then
-    there is nothing numeric to compare)."""
+    """The plain gradient against Kaldi's gradient.txt, every parameter."""
     case_dir = Path(case_dir)
     comp = read_component(case_dir / "component.bin")
     has_file = (case_dir / "gradient.txt").is_file()
     if not comp.properties() & P.kUpdatableComponent:
         assert not has_file
-        return True
+        return
     assert has_file
     kaldi_grad = read_component(case_dir / "gradient.txt")
     grad = gradient_component(comp)
-    data = read_data(case_dir)
-    forward_backward(comp, data, to_update=grad)
+    forward_backward(comp, read_data(case_dir), to_update=grad)
     assert kaldi_grad.type_name == grad.type_name
     assert kaldi_grad.is_gradient and grad.is_gradient
     assert kaldi_grad.learning_rate == grad.learning_rate == 1.0
     ours, theirs = grad.vectorize(), kaldi_grad.vectorize()
     assert ours.shape == theirs.shape
-    if not np.isfinite(ours).all():
-        # Kaldi summed over padding memory. Where that memory held zeros,
-        # Kaldi's gradient is reproducible with zero padding.
-        grad = gradient_component(comp)
-        forward_backward(comp, data, to_update=grad, pad=0.0)
-        ours = grad.vectorize()
-        if not np.isfinite(theirs).all() or not max_rel_diff(ours, theirs) <= TOLERANCE:
-            return False
     diff = max_rel_diff(ours, theirs)
     assert diff <= TOLERANCE, "gradient differs from Kaldi by %g (relative)" % diff
-    return True
 
 
 def check_linearity(case_dir, linear=True):
@@ -386,18 +335,12 @@ class UpdatableCaseTests(KaldiCaseTests):
     """:class:`KaldiCaseTests` plus the gradient against Kaldi's and a
     finite-difference self-check of the derivatives (``LINEAR``: whether the
     component is affine in its input and parameters, see
-    :func:`check_linearity`). Where ``GRADIENT_MAY_USE_PADDING``, a case whose
-    Kaldi gradient summed uninitialized row padding is skipped."""
+    :func:`check_linearity`)."""
 
     LINEAR = True
-    GRADIENT_MAY_USE_PADDING = True
 
     def test_gradient_matches_kaldi(self, case):
-        ok = check_gradient(case)
-        if not ok and self.GRADIENT_MAY_USE_PADDING:
-            pytest.skip("Kaldi's gradient here sums over row padding (uninitialized memory); "
-                        "only its structure was checked")
-        assert ok
+        check_gradient(case)
 
     def test_derivatives_self_consistent(self, case):
         check_linearity(case, linear=self.LINEAR)

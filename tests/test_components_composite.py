@@ -18,7 +18,6 @@ from pynnet3.nnet.config_line import ConfigLine
 class TestKaldiCases(UpdatableCaseTests):
     TYPES = ("CompositeComponent",)
     LINEAR = False  # composites with nonlinearities
-    GRADIENT_MAY_USE_PADDING = False
 
 
 def _composite(line):
