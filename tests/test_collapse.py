@@ -12,9 +12,12 @@
   into affine, affine with fixed scale) on small networks: names, types,
   parameters, Descriptors, and what is left alone.
 - The emulated BLAS products agree with exact products to float32 accuracy
-  in every code path, and the fused multiply-add rounds once.
+  in every code path, and the fused multiply-add rounds once; sgemm has the
+  bits of the oracle's OpenBLAS (Haswell kernels, two threads) on products
+  that take its serial and threaded drivers.
 """
 
+import hashlib
 import shlex
 from fractions import Fraction
 
@@ -389,21 +392,86 @@ def test_fma32_rounds_once():
     assert all(o == _exact_fma32(x, y, z) for o, x, y, z in zip(ours, a, b, c))
 
 
-@pytest.mark.parametrize("m,k,n", [(64, 49, 49), (5, 40, 37), (3, 20, 21), (7, 33, 18),
-                                   (30, 700, 60), (17, 1000, 64), (2, 3, 1)])
-def test_sgemm_nn_is_a_float32_product(m, k, n):
-    rng = np.random.default_rng(m * 1000 + k + n)
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
+def _lcg_matrix(rows, cols, seed):
+    """Float32 values in [-1, 1) from an integer hash: the same bits on every
+    platform and NumPy version (the stored digests below depend on them)."""
+    i = np.arange(rows * cols, dtype=np.uint64) + np.uint64(seed) * np.uint64(1000003)
+    x = (i * np.uint64(2654435761) + np.uint64(12345)) % np.uint64(2 ** 32)
+    return ((x >> np.uint64(8)).astype(np.float64) / 2.0 ** 23 - 1.0) \
+        .astype(np.float32).reshape(rows, cols)
+
+
+def _block_diagonal(blocks, size, seed):
+    b = np.zeros((blocks * size, blocks * size), np.float32)
+    for t in range(blocks):
+        b[t * size:(t + 1) * size, t * size:(t + 1) * size] = _lcg_matrix(size, size, seed + t)
+    return b
+
+
+# sha256 (first 16 hex digits) of the float32 bytes of A B as OpenBLAS 0.3.21
+# (Debian's DYNAMIC_ARCH build, Haswell kernels, OPENBLAS_NUM_THREADS=2)
+# computed it on the oracle's machine class: serial and threaded drivers,
+# one and several row blocks, k split in 1-4 blocks, a block-diagonal B.
+_SGEMM_DIGESTS = [
+    (64, 49, 49, False, "e5838a8d61d655a4"),
+    (5, 40, 37, False, "e6594c058190328e"),
+    (7, 33, 18, False, "27f9babfc2b6b508"),
+    (3, 20, 21, False, "fd7e69b4b31c6a86"),
+    (2, 3, 1, False, "296e620f1597b4fa"),
+    (64, 147, 147, True, "ded15baf12551fb3"),
+    (100, 20, 100, False, "28cd112a70036092"),
+    (24, 30, 341, False, "be2f40f4efbb78f8"),
+    (1, 300, 700, False, "88dfc05c4db0d251"),
+    (30, 700, 60, False, "699beee068e6e5c6"),
+    (17, 1000, 64, False, "7c25366887e1b5ea"),
+    (500, 300, 3, False, "864b8130d675091e"),
+    (2, 900, 200, False, "b570cb6e2f8cf436"),
+]
+
+
+@pytest.mark.parametrize("m,k,n,block_diagonal,digest", _SGEMM_DIGESTS,
+                         ids=["%dx%dx%d" % case[:3] for case in _SGEMM_DIGESTS])
+def test_sgemm_nn_has_openblas_haswell_bits(m, k, n, block_diagonal, digest):
+    a = _lcg_matrix(m, k, 1)
+    b = _block_diagonal(3, k // 3, 2) if block_diagonal else _lcg_matrix(k, n, 2)
     ours = sgemm_nn(a, b)
+    assert ours.dtype == np.float32 and ours.shape == (m, n)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     bound = 4e-7 * k * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
-    assert ours.dtype == np.float32 and ours.shape == (m, n)
     assert (np.abs(ours - exact) <= bound).all()
-    # Columns before the kernel's tail are plain fused-multiply-add chains.
-    if m * n * k <= 1e6:
-        first = collapse._fma_chain(a, b[:, :n & ~15])
-        assert (ours[:, :n & ~15] == first).all()
+    assert hashlib.sha256(ours.astype("<f4").tobytes()).hexdigest()[:16] == digest
+
+
+def test_sgemm_nn_pairs_accumulators_where_the_haswell_kernel_does():
+    # 64 x 49 times 49 x 49 (tdnn_lda's LDA collapse) runs serially in one kernel
+    # call: rows in five groups of 12 and one of 4; in the groups of 12 the first
+    # and the last 8-column blocks of the left 6 rows are summed in two
+    # accumulators (even and odd k), in the group of 4 every full 8-column block.
+    paired = np.zeros((64, 49), bool)
+    for call in collapse._serial_kernel_calls(49, 64):
+        collapse._mark_paired(paired, *call)
+    expected = np.zeros((64, 49), bool)
+    for r in range(0, 60, 12):
+        expected[r:r + 6, 0:8] = expected[r:r + 6, 40:48] = True
+    expected[60:64, 0:48] = True
+    assert (paired == expected).all()
+    a, b = _lcg_matrix(64, 49, 1), _lcg_matrix(49, 49, 2)
+    single, two = collapse._fma_chains(a, b)
+    ours = sgemm_nn(a, b)
+    assert (ours[~paired] == single[~paired]).all() and (ours[paired] == two[paired]).all()
+    assert (single[paired] != two[paired]).any()
+
+
+@pytest.mark.parametrize("m,n", [(49, 64), (1, 1), (3, 500), (200, 2), (341, 24), (700, 1),
+                                 (60, 30), (16, 12), (23, 13), (641, 95), (7, 2000)])
+def test_sgemm_drivers_cover_every_element_once(m, n):
+    for calls in (collapse._serial_kernel_calls(m, n), collapse._threaded_kernel_calls(m, n)):
+        if calls is None:
+            continue
+        seen = np.zeros((n, m), int)
+        for ms, mlen, ns, nlen in calls:
+            seen[ns:ns + nlen, ms:ms + mlen] += 1
+        assert (seen == 1).all()
 
 
 @pytest.mark.parametrize("rows,cols", [(64, 49), (5, 4), (7, 8), (6, 8), (9, 13),

@@ -41,16 +41,16 @@
   when something changed, ``Added N components, removed M`` is logged.
 
 Arithmetic: every new parameter is computed with the float32 operations
-Kaldi performs, in the order Kaldi's BLAS (the oracle's OpenBLAS 0.3.21,
-DYNAMIC_ARCH, on an AVX-512 CPU using its Cooperlake/SkylakeX kernels, two
-threads) performs them, so a collapsed model written in text is Kaldi's, byte
-for byte. Matrix products go through :func:`sgemm_nn` and matrix-vector
-products through :func:`sgemv_add`; see those for the orders reproduced.
-Element-wise scalings are single float32 roundings, as in Kaldi. The
-kaldi-ref outputs pin down the small-matrix sgemm (including its reduced tail
-columns) and the sgemv kernel with its contracted last column; the blocked,
-threaded and narrow-width paths follow OpenBLAS's source without a reference
-that exercises them.
+Kaldi performs, in the order Kaldi's BLAS performs them, so a collapsed model
+written in text is Kaldi's, byte for byte. The oracle (kaldi-ref) ran on an
+AMD EPYC (Zen) machine with Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) and two
+threads; that build picks its Haswell kernels there (it reports core
+"Haswell"), so those are the orders reproduced. Matrix products go through
+:func:`sgemm_nn` and matrix-vector products through :func:`sgemv_add`; see
+those for the orders. Element-wise scalings are single float32 roundings, as
+in Kaldi. kaldi-ref's collapsed models pin down the serial sgemm path; the
+threaded and multi-block paths were checked bit for bit against that
+OpenBLAS build on random products (tests/test_collapse.py keeps digests).
 """
 
 import logging
@@ -76,14 +76,21 @@ logger = logging.getLogger("pynnet3")
 _F32 = np.float32
 _F64 = np.float64
 
-# How the oracle's OpenBLAS was configured (see the module docstring).
+# How the oracle's OpenBLAS ran (see the module docstring): its thread count
+# and the thresholds of its interface and drivers.
 _OPENBLAS_THREADS = 2
-_GEMM_Q = 320                     # sgemm_q of the Cooperlake kernels
-_GEMM_UNROLL_M = 16
-_SWITCH_RATIO = 2                 # the threaded driver's default (generic build)
-_SMALL_GEMM_MAX_MNK = 100.0 * 100.0 * 100.0
 _GEMM_MULTITHREAD_THRESHOLD = 4
+_SMP_THRESHOLD_MIN = 65536.0
 _GEMV_NBMAX = 4096
+# The Haswell sgemm blocking (param.h: P, Q, unrolls; R from the default
+# 128 MiB buffer) and the threaded driver's defaults in a generic build.
+_GEMM_P = 320
+_GEMM_Q = 320
+_GEMM_R = 104512
+_GEMM_UNROLL_M = 8
+_GEMM_UNROLL_N = 4
+_SWITCH_RATIO = 2
+_DIVIDE_RATE = 2
 
 # Kaldi's ModelCollapser gives up after this many sweeps.
 _MAX_SWEEPS = 10
@@ -137,73 +144,175 @@ def _fma32(a, b, c):
     return r
 
 
-def _fma_chain(a, b, acc=None):
-    """For A (M x K) and B (K x N): each element accumulated over k = 0..K-1
-    in order with fused multiply-adds, starting from +0 (or ``acc``)."""
+def _fma_chains(a, b):
+    """For A (M x K) and B (K x N), the two ways the Haswell sgemm kernel
+    accumulates a block of k, both starting from +0 and using fused
+    multiply-adds: ``(single, paired)``. ``single`` is one chain over k in
+    order; ``paired`` runs k in groups of 8, even steps into one accumulator
+    and odd steps into a second, then the last K % 8 steps into the first,
+    and adds the two accumulators."""
     m, k = a.shape
-    out = np.zeros((m, b.shape[1]), _F32) if acc is None else acc
+    n = b.shape[1]
+    single = np.zeros((m, n), _F32)
+    first = np.zeros((m, n), _F32)
+    second = np.zeros((m, n), _F32)
+    k8 = k & ~7
     for kk in range(k):
-        out = _fma32(a[:, kk:kk + 1], b[kk:kk + 1, :], out)
-    return out
+        col, row = a[:, kk:kk + 1], b[kk:kk + 1, :]
+        single = _fma32(col, row, single)
+        if kk < k8 and kk & 1:
+            second = _fma32(col, row, second)
+        else:
+            first = _fma32(col, row, first)
+    return single, first + second
 
 
-def _gcc_reduce_add16(lanes):
-    """GCC's ``_mm512_reduce_add_ps`` over the last axis (16 lanes)."""
-    t3 = lanes[..., 8:16] + lanes[..., 0:8]
-    t6 = t3[..., 4:8] + t3[..., 0:4]
-    return (t6[..., 0] + t6[..., 2]) + (t6[..., 1] + t6[..., 3])
+def _mark_paired(paired, ms, mlen, ns, nlen):
+    """Mark in ``paired`` (shaped like C) the elements that one call of
+    sgemm_kernel_8x4_haswell_2 sums with two accumulators. The call covers
+    OpenBLAS rows ``ms .. ms+mlen-1`` (our columns) and OpenBLAS columns
+    ``ns .. ns+nlen-1`` (our rows). It takes its columns in groups of 12
+    while more than 11 are left, then one group each of 8, 4, 2 and 1 as
+    they fit, and within a group its rows in blocks:
+
+    - a group of 4: blocks of 8 rows are paired, the last mlen % 8 rows not;
+    - a group of 12 with at least 16 rows: the group is two halves of 6
+      columns whose 8-row blocks are staggered, so that only the first
+      block of the left half and the last full block of one half (the left
+      half when the number of full blocks is even) are paired;
+    - every other block is a single chain."""
+    groups = []
+    col, left = ns, nlen
+    for width in (12, 8, 4, 2, 1):
+        while left >= width:
+            groups.append((col, width))
+            col += width
+            left -= width
+            if width != 12:
+                break
+    for col, width in groups:
+        if width == 4:
+            paired[col:col + 4, ms:ms + (mlen & ~7)] = True
+        elif width == 12 and mlen >= 16:
+            paired[col:col + 6, ms:ms + 8] = True
+            blocks = mlen // 8
+            half = col if blocks % 2 == 0 else col + 6
+            last = ms + 8 * (blocks - 1)
+            paired[half:half + 6, last:last + 8] = True
 
 
-def _reduce4_tree16(lanes):
-    """The REDUCE_4 shuffle tree of OpenBLAS's small-matrix kernels: within
-    each 128-bit quarter (l0+l1)+(l2+l3), then (q0+q1)+(q2+q3)."""
-    q = (lanes[..., 0::4] + lanes[..., 1::4]) + (lanes[..., 2::4] + lanes[..., 3::4])
-    return (q[..., 0] + q[..., 1]) + (q[..., 2] + q[..., 3])
+def _gemm_p_step(min_i, rounding_first):
+    """Rows of A' a driver packs at once (at most GEMM_P; a remainder under
+    2 GEMM_P is halved, rounded up to the unroll, in one of two ways)."""
+    if min_i >= 2 * _GEMM_P:
+        return _GEMM_P
+    if min_i > _GEMM_P:
+        half = min_i // 2 if rounding_first else (min_i + 1) // 2
+        return ((half + _GEMM_UNROLL_M - 1) // _GEMM_UNROLL_M) * _GEMM_UNROLL_M
+    return min_i
 
 
-def _small_gemm_dot_style(a, b, reduce):
-    """The small-matrix kernel's "dot style": 16 lanes, lane l accumulating
-    k = l, l+16, ... with fused multiply-adds, then reduced by ``reduce``.
-    Returns the (M x N) results."""
-    m, k = a.shape
-    n = b.shape[1]
-    lanes = np.zeros((m, n, 16), _F32)
-    for k0 in range(0, k, 16):
-        width = min(16, k - k0)
-        lanes[:, :, :width] = _fma32(a[:, None, k0:k0 + width],
-                                     b.T[None, :, k0:k0 + width], lanes[:, :, :width])
-    return reduce(lanes)
+def _jj_steps(start, stop):
+    """How a driver packs its own columns of B': 12 at a time, then 4, then
+    what is left; each piece goes to its own kernel call."""
+    steps = []
+    while start < stop:
+        width = stop - start
+        if width >= 3 * _GEMM_UNROLL_N:
+            width = 3 * _GEMM_UNROLL_N
+        elif width > _GEMM_UNROLL_N:
+            width = _GEMM_UNROLL_N
+        steps.append((start, width))
+        start += width
+    return steps
 
 
-def sgemm_nn(a, b):
-    """Kaldi's ``C.AddMatMat(1.0, A, kNoTrans, B, kNoTrans, 0.0)``: A (M x K)
-    times B (K x N) in float32, in OpenBLAS's order.
+def _serial_kernel_calls(m, n):
+    """The kernel calls of OpenBLAS's serial level-3 driver for an m x n
+    result (OpenBLAS's orientation), as ``(ms, mlen, ns, nlen)``."""
+    calls = []
+    for js in range(0, n, _GEMM_R):
+        min_j = min(n - js, _GEMM_R)
+        min_i = _gemm_p_step(m, True)
+        calls += [(0, min_i, jjs, width) for jjs, width in _jj_steps(js, js + min_j)]
+        ms = min_i
+        while ms < m:
+            min_i = _gemm_p_step(m - ms, True)
+            calls.append((ms, min_i, js, min_j))
+            ms += min_i
+    return calls
 
-    Row-major C = A B is OpenBLAS's column-major C' = B' A' with m = N,
-    n = M. Up to 10^6 multiply-adds the small-matrix kernel runs: every
-    element is a chain of fused multiply-adds over k in order, except that
-    when N % 16 is 1..8 and K >= 32 the last N % 16 columns are summed in
-    16 strided lanes and reduced by a fixed tree (which tree depends on the
-    element's position, as in the kernel's loops). Larger products use the
-    blocked kernel: a chain over each block of k (``_GEMM_Q``, split as the
-    threaded driver splits it), the blocks' results added in order."""
-    a = np.ascontiguousarray(a, _F32)
-    b = np.ascontiguousarray(b, _F32)
-    m, k = a.shape
-    if b.shape[0] != k:
-        raise NnetError("sgemm: inner dimensions differ (%d vs %d)" % (k, b.shape[0]))
-    n = b.shape[1]
-    if m == 0 or n == 0 or k == 0:
-        return np.zeros((m, n), _F32)
-    if float(m) * n * k <= _SMALL_GEMM_MAX_MNK:
-        return _small_sgemm_nn(a, b)
-    c = np.zeros((m, n), _F32)
+
+def _split_evenly(total, parts, min_width):
+    """A threaded driver's split of ``total`` into ``parts`` ranges (as
+    boundaries): each takes its share of what is left, at least
+    ``min_width``. (GEMM_PREFERED_SIZE is 1 in this build, so no rounding.)"""
+    bounds = [0]
+    num = 0
+    while total > 0:
+        width = max((total + parts - num - 1) // (parts - num), min_width)
+        width = min(width, total)
+        total -= width
+        bounds.append(bounds[-1] + width)
+        num += 1
+    bounds += [bounds[-1]] * (parts + 1 - len(bounds))
+    return bounds
+
+
+def _threaded_kernel_calls(m, n):
+    """The kernel calls of OpenBLAS's threaded level-3 driver (level3_thread)
+    for an m x n result, or None when it hands the work to the serial
+    driver. Rows are split between the threads; each thread packs its part
+    of the columns (in two halves, 12/4/rest at a time) and then applies its
+    rows to the other threads' packed halves whole."""
+    threads_m = 1
+    if m >= 2 * _SWITCH_RATIO:
+        threads_m = _OPENBLAS_THREADS
+        while m < threads_m * _SWITCH_RATIO:
+            threads_m //= 2
+    threads_n = 1
+    if n >= _SWITCH_RATIO * threads_m:
+        threads_n = (n + _SWITCH_RATIO * threads_m - 1) // (_SWITCH_RATIO * threads_m)
+        if threads_m * threads_n > _OPENBLAS_THREADS:
+            threads_n = _OPENBLAS_THREADS // threads_m
+    threads = threads_m * threads_n
+    if threads <= 1:
+        return None
+    range_m = _split_evenly(m, threads_m, 0)
+    calls = []
+    for js in range(0, n, _GEMM_R * threads):
+        step = min(n - js, _GEMM_R * threads)
+        range_n = [js + b for b in _split_evenly(step, threads, _SWITCH_RATIO)]
+
+        def halves(part):
+            lo, hi = range_n[part], range_n[part + 1]
+            div_n = (hi - lo + _DIVIDE_RATE - 1) // _DIVIDE_RATE
+            return [(s, min(hi - s, div_n)) for s in range(lo, hi, div_n)] if div_n else []
+
+        for pos in range(threads):
+            group = (pos // threads_m) * threads_m
+            m_from, m_to = range_m[pos - group], range_m[pos - group + 1]
+            min_i = _gemm_p_step(m_to - m_from, True)
+            others = [group + (pos - group + i) % threads_m for i in range(threads_m)]
+            for start, width in halves(pos):
+                calls += [(m_from, min_i, jjs, w) for jjs, w in _jj_steps(start, start + width)]
+            for part in others[1:]:
+                calls += [(m_from, min_i, s, w) for s, w in halves(part)]
+            ms = m_from + min_i
+            while ms < m_to:
+                min_i = _gemm_p_step(m_to - ms, False)
+                for part in others:
+                    calls += [(ms, min_i, s, w) for s, w in halves(part)]
+                ms += min_i
+    return calls
+
+
+def _k_steps(k, threaded):
+    """The blocks of k the drivers take: GEMM_Q at a time; a remainder
+    between GEMM_Q and 2 GEMM_Q is halved (the serial driver rounds the half
+    up to the unroll, the threaded one to an integer)."""
+    steps = []
     ls = 0
-    # The threaded driver (which splits k differently) runs unless OpenBLAS
-    # finds too little to share: then the serial driver does.
-    threaded = (float(m) * n * k > 65536.0 * _GEMM_MULTITHREAD_THRESHOLD
-                and _OPENBLAS_THREADS > 1
-                and not (n < 2 * _SWITCH_RATIO and m < _SWITCH_RATIO))
     while ls < k:
         min_l = k - ls
         if min_l >= 2 * _GEMM_Q:
@@ -213,31 +322,47 @@ def sgemm_nn(a, b):
                 min_l = (min_l + 1) // 2
             else:
                 min_l = ((min_l // 2 + _GEMM_UNROLL_M - 1) // _GEMM_UNROLL_M) * _GEMM_UNROLL_M
-        c = c + _fma_chain(a[:, ls:ls + min_l], b[ls:ls + min_l, :])
+        steps.append((ls, min_l))
         ls += min_l
-    return c
+    return steps
 
 
-def _small_sgemm_nn(a, b):
-    """OpenBLAS's sgemm_small_kernel_b0_nn (SkylakeX), alpha 1, beta 0."""
-    m, k = a.shape
-    n = b.shape[1]
-    c = _fma_chain(a, b)
-    # C' has N rows (our columns); its last N % 16 rows are the tail.
-    m16 = n & ~15
-    mm = n - m16
-    if mm == 0 or mm > 8 or k < 32:
-        return c
-    m4 = n & ~3
-    n4 = m & ~3
-    cols = np.arange(m16, n)
-    tree4 = _small_gemm_dot_style(a, b[:, m16:], _reduce4_tree16)
-    gcc = _small_gemm_dot_style(a, b[:, m16:], _gcc_reduce_add16)
-    # Which reduction each element gets: rows of C' in groups of 4 always use
-    # the 4-way tree; pairs and single rows use it for C' columns in groups
-    # of 4 and GCC's reduce-add otherwise.
-    use_tree4 = (cols < m4)[None, :] | (np.arange(m) < n4)[:, None]
-    c[:, m16:] = np.where(use_tree4, tree4, gcc)
+def sgemm_nn(a, b):
+    """Kaldi's ``C.AddMatMat(1.0, A, kNoTrans, B, kNoTrans, 0.0)``: A (M x K)
+    times B (K x N) in float32, in the order of the oracle's OpenBLAS 0.3.21
+    with its Haswell kernels and two threads (see the module docstring).
+
+    Row-major C = A B is OpenBLAS's column-major C' = B' A' with m = N and
+    n = M. Haswell has no small-matrix path, so every product goes through
+    the level-3 drivers: the threaded one when m n k > 65536 x
+    GEMM_MULTITHREAD_THRESHOLD (unless it finds too little to share), the
+    serial one otherwise. Every element is the sum, in order, of one
+    accumulation per block of k (``_k_steps``), added to C with a fused
+    multiply-add by alpha = 1; each block is either a single fused
+    multiply-add chain over k or the kernel's two-accumulator form, which
+    one depends on where the element falls in the kernel calls the driver
+    makes (``_mark_paired``)."""
+    a = np.ascontiguousarray(a, _F32)
+    b = np.ascontiguousarray(b, _F32)
+    rows, k = a.shape
+    if b.shape[0] != k:
+        raise NnetError("sgemm: inner dimensions differ (%d vs %d)" % (k, b.shape[0]))
+    cols = b.shape[1]
+    if rows == 0 or cols == 0 or k == 0:
+        return np.zeros((rows, cols), _F32)
+    calls = None
+    if float(cols) * rows * k > _SMP_THRESHOLD_MIN * _GEMM_MULTITHREAD_THRESHOLD:
+        calls = _threaded_kernel_calls(cols, rows)
+    threaded = calls is not None
+    if calls is None:
+        calls = _serial_kernel_calls(cols, rows)
+    paired = np.zeros((rows, cols), bool)
+    for call in calls:
+        _mark_paired(paired, *call)
+    c = np.zeros((rows, cols), _F32)
+    for ls, min_l in _k_steps(k, threaded):
+        single, two = _fma_chains(a[:, ls:ls + min_l], b[ls:ls + min_l, :])
+        c = c + np.where(paired, two, single)
     return c
 
 
