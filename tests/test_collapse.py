@@ -488,3 +488,23 @@ def test_sgemv_add_is_a_float32_product(rows, cols):
     bound = 4e-7 * (cols + 1) * (np.abs(y) + np.abs(mat).astype(np.float64) @ np.abs(x))
     assert ours.dtype == np.float32 and ours.shape == (rows,)
     assert (np.abs(ours - exact) <= bound).all()
+
+
+# The same for y + M x (sgemv): 4x4 row groups, pairs and single rows, narrow
+# widths, 1-3 tail columns, column blocks over 4096 and two threads.
+_SGEMV_DIGESTS = [
+    (64, 49, "8653705d25665d8a"), (5, 4, "433621696b426f1e"), (7, 8, "8826526d42a57b8b"),
+    (6, 8, "1d2a47637ab64f4d"), (9, 13, "0c40705c9e2a01e1"), (3, 30, "4b6cf56dbdfc90c4"),
+    (3000, 6, "186802af58052596"), (20, 4100, "ec529d3e70b9ac48"),
+    (301, 50, "47374506f5ff07a5"), (13, 3, "4ed1ede6efbae419"), (11, 2, "b4258d5dc9e141eb"),
+]
+
+
+@pytest.mark.parametrize("rows,cols,digest", _SGEMV_DIGESTS,
+                         ids=["%dx%d" % case[:2] for case in _SGEMV_DIGESTS])
+def test_sgemv_add_has_openblas_haswell_bits(rows, cols, digest):
+    mat = _lcg_matrix(rows, cols, 1)
+    x = _lcg_matrix(1, cols, 2)[0]
+    y = _lcg_matrix(1, rows, 3)[0]
+    ours = sgemv_add(mat, x, y)
+    assert hashlib.sha256(ours.astype("<f4").tobytes()).hexdigest()[:16] == digest

@@ -48,9 +48,10 @@ threads; that build picks its Haswell kernels there (it reports core
 "Haswell"), so those are the orders reproduced. Matrix products go through
 :func:`sgemm_nn` and matrix-vector products through :func:`sgemv_add`; see
 those for the orders. Element-wise scalings are single float32 roundings, as
-in Kaldi. kaldi-ref's collapsed models pin down the serial sgemm path; the
-threaded and multi-block paths were checked bit for bit against that
-OpenBLAS build on random products (tests/test_collapse.py keeps digests).
+in Kaldi. kaldi-ref's collapsed models pin down the serial sgemm path and
+the sgemv kernels; both functions, threaded and multi-block paths included,
+were checked bit for bit against that OpenBLAS build on about a thousand
+random shapes each (tests/test_collapse.py keeps digests of a few).
 """
 
 import logging
@@ -437,13 +438,9 @@ def _gemv_t_block(a, x, y):
 def _gemv_t_kernel(a, x, y):
     """OpenBLAS's sgemv_t_4.c on a row-major matrix (rows = its n, columns =
     its m): column blocks of up to 4096 (a multiple of 4), then the last
-    1-3 columns added with (GCC-contracted) fused multiply-adds."""
+    1-3 columns as separate float32 products and sums (the Haswell kernels
+    are built with -mavx2 but not -mfma, so GCC contracts nothing there)."""
     rows, m = a.shape
-    if m in (4, 8) and rows <= 16384:
-        # Kaldi's row stride equals the width only for 4 and 8 columns, the
-        # case the SkylakeX small-width kernels take.
-        _gemv_t_skylakex_narrow(a, x, y)
-        return
     m3 = m & 3
     m1 = m & -4
     m2 = (m & (_GEMV_NBMAX - 1)) - m3
@@ -457,42 +454,11 @@ def _gemv_t_kernel(a, x, y):
             nb = m2
         _gemv_t_block(a[:, col:col + nb], x[col:col + nb], y)
         col += nb
-    if m3 == 1:
-        y[:] = _fma32(a[:, col], x[col], y)
-    elif m3 == 2:
-        t = _fma32(a[:, col], x[col], a[:, col + 1] * x[col + 1])
+    if m3:
+        t = a[:, col] * x[col]
+        for j in range(col + 1, col + m3):
+            t = t + a[:, j] * x[j]
         y[:] = y + t
-    elif m3 == 3:
-        t = _fma32(a[:, col], x[col], a[:, col + 1] * x[col + 1])
-        t = _fma32(a[:, col + 2], x[col + 2], t)
-        y[:] = y + t
-
-
-def _gemv_t_skylakex_narrow(a, x, y):
-    """sgemv_kernel_t_4 / t_8 (SkylakeX, width 4 or 8): products, then fixed
-    addition trees that depend on whether the row is in a group of 4 (8),
-    a pair or alone."""
-    rows, m = a.shape
-    p = a * x[None, :]
-    if m == 4:
-        full = (p[:, 0] + p[:, 1]) + (p[:, 2] + p[:, 3])
-        single = ((p[:, 0] + p[:, 1]) + p[:, 2]) + p[:, 3]
-        tail_single = rows & 1
-    else:
-        full = ((p[:, 0] + p[:, 1]) + (p[:, 2] + p[:, 3])) + \
-               ((p[:, 4] + p[:, 5]) + (p[:, 6] + p[:, 7]))
-        pair = ((p[:, 0] + p[:, 1]) + (p[:, 4] + p[:, 5])) + \
-               ((p[:, 2] + p[:, 3]) + (p[:, 6] + p[:, 7]))
-        c = p[:, 0:4] + p[:, 4:8]
-        single = ((c[:, 0] + c[:, 1]) + c[:, 2]) + c[:, 3]
-        tail_single = rows & 1
-    s = full.copy()
-    r4 = rows & ~3
-    if m == 8 and r4 < rows:
-        s[r4:] = pair[r4:]
-    if tail_single:
-        s[rows - 1] = single[rows - 1]
-    y[:] = y + s
 
 
 def sgemv_add(mat, x, y):
