@@ -1,0 +1,172 @@
+"""Kaldi's VariableMergingOptimizer (nnet-optimize-utils.cc): removing
+assignments and propagating / backpropagating in place.
+
+Where a command ``s2 = s1`` (kMatrixCopy, with ``remove_assignments``), an
+in-place-capable propagate (input s1, output s2) or backprop (output
+derivative s1, input derivative s2) is the point at which s1's data stops
+being needed and s2's starts, the two matrices can share memory: every
+submatrix of one matrix becomes a submatrix of the other, the assignment (if
+alpha is 1) becomes a no-op, and one allocation, zeroing and deallocation go.
+
+A merge is done only when it cannot change what is computed (Kaldi's
+conditions c1..c7 in MayBeMerged): not two inputs or two outputs, inputs and
+outputs only as whole matrices, the kept side whole, stride compatibility,
+no variable touched by an earlier merge in this round, and the access pattern
+(s2 first really touched by this command; s1 last touched by it, or for an
+assignment, s1 neither written after nor read after s2 is next written).
+Rounds repeat until nothing merges; each round ends with a renumbering.
+"""
+
+from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
+from ..components.base import ComponentProperty as P
+from .analysis import Analyzer, ComputationAnalysis, compute_matrix_to_submatrix
+from .renumber import remove_no_ops, renumber_computation
+
+
+class VariableMergingOptimizer:
+    """One round of merging on ``computation`` (a new instance per round, as
+    the analysis is computed once, at construction)."""
+
+    def __init__(self, options, nnet, computation):
+        self.options = options
+        self.nnet = nnet
+        self.computation = computation
+        self.analyzer = Analyzer().init(nnet, computation)
+        self.matrix_to_submatrix = compute_matrix_to_submatrix(computation)
+        self.variable_dirty = [False] * self.analyzer.variables.num_variables()
+        self._called = False
+
+    def merge_variables(self):
+        """Does every merge this round allows; returns True if any was done."""
+        assert not self._called, "merge_variables may be called once per instance"
+        self._called = True
+        opts = self.options
+        if not opts.optimize:
+            return False
+        comp = self.computation
+        merged = False
+        for command_index, c in enumerate(comp.commands):
+            s1 = s2 = -1
+            t = c.command_type
+            if t == C.kMatrixCopy and opts.remove_assignments:
+                s1, s2 = c.arg2, c.arg1
+            elif t == C.kPropagate and opts.propagate_in_place:
+                if self.nnet.get_component(c.arg1).properties() & P.kPropagateInPlace:
+                    s1, s2 = c.arg3, c.arg4
+            elif (t in (C.kBackprop, C.kBackpropNoModelUpdate)
+                  and opts.backprop_in_place):
+                if self.nnet.get_component(c.arg1).properties() & P.kBackpropInPlace:
+                    s1, s2 = c.arg5, c.arg6
+                    # Never share with the value arguments of the backprop.
+                    if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
+                        s1 = s2 = -1
+            if s1 > 0 and s2 > 0:
+                left, right = self.may_be_merged(command_index, s1, s2)
+                if left:
+                    self.do_merge(command_index, s1, s2)
+                    merged = True
+                elif right:
+                    self.do_merge(command_index, s2, s1)
+                    merged = True
+        if merged:
+            renumber_computation(comp)
+            remove_no_ops(comp)
+        return merged
+
+    def _mark_as_dirty(self, s):
+        for v in self.analyzer.variables.variables_for_submatrix[s]:
+            self.variable_dirty[v] = True
+
+    def may_be_merged(self, command_index, s1, s2):
+        """(left, right): whether s1 may be kept with s2 merged into it
+        (left), or s2 kept with s1 merged into it (right)."""
+        opts = self.options
+        if not opts.allow_left_merge and not opts.allow_right_merge:
+            return False, False
+        comp = self.computation
+        m1 = comp.submatrices[s1].matrix_index
+        m2 = comp.submatrices[s2].matrix_index
+        if m1 == m2:
+            return False, False
+        vfs = self.analyzer.variables.variables_for_submatrix
+        dirty = self.variable_dirty
+        if any(dirty[v] for v in vfs[s1]) or any(dirty[v] for v in vfs[s2]):
+            return False, False
+        a1 = self.analyzer.matrix_accesses[m1]
+        a2 = self.analyzer.matrix_accesses[m2]
+        if (a1.is_input and a2.is_input) or (a1.is_output and a2.is_output):
+            return False, False
+        whole1 = comp.is_whole_matrix(s1)
+        whole2 = comp.is_whole_matrix(s2)
+        if (a1.is_input or a1.is_output or a2.is_input or a2.is_output) and not (
+                whole1 and whole2):
+            return False, False
+        left = opts.allow_left_merge and whole2
+        right = opts.allow_right_merge and whole1
+        equal_cols = MatrixStrideType.kStrideEqualNumCols
+        if comp.matrices[m2].stride_type == equal_cols and not whole1:
+            left = False
+        if comp.matrices[m1].stride_type == equal_cols and not whole2:
+            right = False
+        if not left and not right:
+            return False, False
+        c = comp.commands[command_index]
+        analysis = ComputationAnalysis(comp, self.analyzer)
+        if analysis.first_nontrivial_access(s2) != command_index:
+            return False, False
+        if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
+            ok = (analysis.last_write_access(s1) < command_index
+                  and analysis.last_access(s1)
+                  < analysis.data_invalidated_command(command_index, s2))
+        else:
+            ok = analysis.last_access(s1) == command_index
+        return (left, right) if ok else (False, False)
+
+    def do_merge(self, command_index, s_to_keep, s_to_discard):
+        """Makes the matrix of ``s_to_discard`` live inside ``s_to_keep``."""
+        self._mark_as_dirty(s_to_keep)
+        self._mark_as_dirty(s_to_discard)
+        comp = self.computation
+        subs = comp.submatrices
+        m_keep = subs[s_to_keep].matrix_index
+        m_discard = subs[s_to_discard].matrix_index
+        assert m_keep != m_discard and m_keep > 0 and m_discard > 0
+        keep = subs[s_to_keep]
+        for s in self.matrix_to_submatrix[m_discard]:
+            a = subs[s]
+            subs[s] = SubMatrixInfo(keep.matrix_index, a.row_offset + keep.row_offset,
+                                    a.num_rows, a.col_offset + keep.col_offset, a.num_cols)
+        commands = comp.commands
+        c = commands[command_index]
+        if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
+            c.command_type = C.kNoOperation
+            c.arg1 = c.arg2 = -1
+        accesses = self.analyzer.matrix_accesses
+        # One deallocation survives: the discarded matrix's if it has one
+        # (i.e. it is not an output), else the kept one's.
+        if accesses[m_discard].deallocate_command != -1:
+            commands[accesses[m_discard].deallocate_command].command_type = C.kNoOperation
+        else:
+            commands[accesses[m_keep].deallocate_command].command_type = C.kNoOperation
+        # One allocation survives; a kAcceptInput must stay where it is.
+        alloc_keep = commands[accesses[m_keep].allocate_command]
+        alloc_discard = commands[accesses[m_discard].allocate_command]
+        if alloc_discard.command_type == C.kAcceptInput:
+            alloc_keep.command_type = C.kNoOperation
+            zeroed = m_keep
+        else:
+            alloc_discard.command_type = C.kNoOperation
+            zeroed = m_discard
+        # ... and the zeroing that followed the allocation that went.
+        first = commands[accesses[zeroed].accesses[0].command_index]
+        if first.command_type == C.kSetConst and first.alpha == 0.0:
+            first.command_type = C.kNoOperation
+        if comp.matrices[m_discard].stride_type == MatrixStrideType.kStrideEqualNumCols:
+            comp.matrices[m_keep].stride_type = MatrixStrideType.kStrideEqualNumCols
+
+
+def variable_merging_optimization(options, nnet, computation):
+    """Kaldi's VariableMergingOptimization: merging rounds until one merges
+    nothing."""
+    while VariableMergingOptimizer(options, nnet, computation).merge_variables():
+        pass
