@@ -7,11 +7,12 @@ duplicate ``indexes`` / ``indexes_multi`` / ``indexes_ranges`` tables.
 reference, keeping the relative order of what survives (so the result is the
 one Kaldi prints); memo indexes are made consecutive in propagate order.
 
-The ``identify_*`` helpers name which command fields hold which kind of
-reference; the other passes use them too.
+:func:`submatrix_fields` and :func:`map_submatrix_args` (Kaldi's
+IdentifySubmatrixArgs) name and rewrite the command fields that hold
+submatrix indexes; other passes use them too.
 """
 
-from ..compile.computation import CommandType as C
+from ..compile.computation import CommandType as C, SubMatrixInfo
 
 # Which Command fields hold submatrix indexes, per command type (Kaldi's
 # IdentifySubmatrixArgs).
@@ -162,9 +163,10 @@ def renumber_computation(computation):
             old_to_new_sub[s] = j
     # 4. apply to submatrices, then matrices.
     map_submatrix_args(computation, old_to_new_sub.__getitem__)
-    computation.submatrices = [subs[s] for s in range(num_sub) if kept[s]]
-    for info in computation.submatrices[1:]:
-        info.matrix_index = old_to_new_matrix[info.matrix_index]
+    computation.submatrices = [
+        SubMatrixInfo(old_to_new_matrix[i.matrix_index] if s else 0, i.row_offset,
+                      i.num_rows, i.col_offset, i.num_cols)
+        for s, i in enumerate(subs) if kept[s]]
     computation.matrices = [m for m, u in zip(computation.matrices, mat_used) if u]
     if computation.matrix_debug_info:
         computation.matrix_debug_info = [d for d, u in zip(computation.matrix_debug_info,
