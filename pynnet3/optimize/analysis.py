@@ -44,13 +44,31 @@ Errors: structural faults (submatrix outside its matrix, allocation of a
 partial matrix, a matrix allocated or freed twice, unknown command type) raise
 pynnet3.errors.ComputationError naming the command/submatrix and matrix.
 Treat everything returned as read-only.
+
+Implementation: by default the compiled one (``pynnet3/_fast/analysis.pyx``:
+the per-command/per-variable lists are C arrays, and ``command_attributes``,
+``variable_accesses``, ``matrix_accesses`` are read-only sequences that build
+the Python objects above on first use); the twin when the user chose the
+Python implementations (``PYNNET3_PURE_PYTHON=1``, see ``pynnet3._fast``).
+The twin is always importable as ``pynnet3.optimize.analysis_py``. Do not mix
+objects of the two (a compiled ComputationAnalysis needs a compiled Analyzer).
 """
 
-from .analysis_py import (  # noqa: F401
-    Access, AccessType, Analyzer, CommandAttributes, ComputationAnalysis,
-    ComputationVariables, MatrixAccesses, compute_command_attributes,
-    compute_matrix_accesses, compute_matrix_to_submatrix, compute_variable_accesses,
+from .. import _fast
+from . import analysis_py as _py
+from .analysis_py import (  # noqa: F401  (the same in both implementations)
+    Access, AccessType, CommandAttributes, MatrixAccesses, compute_matrix_to_submatrix,
     get_commands_of_type, get_max_memory_use, indexes_multi_to_submatrix_indexes,
     kReadAccess, kReadWriteAccess, kWriteAccess, print_command_attributes,
     print_matrix_accesses)
 from .analysis_py import __all__  # noqa: F401
+
+# The compiled implementation unless the user chose the twins (or it is not
+# built: then pynnet3._fast warns once).
+_impl = _fast.load("analysis") or _py
+ComputationVariables = _impl.ComputationVariables
+Analyzer = _impl.Analyzer
+ComputationAnalysis = _impl.ComputationAnalysis
+compute_command_attributes = _impl.compute_command_attributes
+compute_variable_accesses = _impl.compute_variable_accesses
+compute_matrix_accesses = _impl.compute_matrix_accesses
