@@ -73,8 +73,13 @@ class VariableMergingOptimizer:
             remove_no_ops(comp)
         return merged
 
+    def _variables(self, s):
+        out = []
+        self.analyzer.variables.append_variables_for_submatrix(s, out)
+        return out
+
     def _mark_as_dirty(self, s):
-        for v in self.analyzer.variables.variables_for_submatrix[s]:
+        for v in self._variables(s):
             self.variable_dirty[v] = True
 
     def may_be_merged(self, command_index, s1, s2):
@@ -88,9 +93,9 @@ class VariableMergingOptimizer:
         m2 = comp.submatrices[s2].matrix_index
         if m1 == m2:
             return False, False
-        vfs = self.analyzer.variables.variables_for_submatrix
         dirty = self.variable_dirty
-        if any(dirty[v] for v in vfs[s1]) or any(dirty[v] for v in vfs[s2]):
+        if any(dirty[v] for v in self._variables(s1)) or any(
+                dirty[v] for v in self._variables(s2)):
             return False, False
         a1 = self.analyzer.matrix_accesses[m1]
         a2 = self.analyzer.matrix_accesses[m2]
