@@ -17,8 +17,8 @@ from libcpp.vector cimport vector
 
 from pynnet3.compile.computation import SubMatrixInfo
 from pynnet3.errors import ComputationError
-from pynnet3.optimize.analysis_py import (Access, AccessType, CommandAttributes,
-                                          MatrixAccesses)
+from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
+                                          CommandAttributes, MatrixAccesses)
 
 # Kaldi's CommandType values (pynnet3.compile.computation.CommandType)
 DEF kAllocMatrix = 0
@@ -137,10 +137,10 @@ cdef class ComputationVariables:
                     "m1..m%d" % (s, m, num_matrices - 1))
             if ro < 0 or nr <= 0 or co < 0 or nc <= 0 or ro + nr > mat_rows[m] \
                     or co + nc > mat_cols[m]:
-                raise ComputationError(
+                raise AnalysisError(
                     "submatrix %d = m%d(%d:%d, %d:%d) is empty or outside matrix m%d "
                     "(%d x %d)" % (s, m, ro, ro + nr - 1, co, co + nc - 1, m,
-                                   mat_rows[m], mat_cols[m]))
+                                   mat_rows[m], mat_cols[m]), matrix_index=m)
             sm_m[s] = m
             sm_ro[s] = ro
             sm_nr[s] = nr
@@ -422,7 +422,7 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
         elif 20 <= ct <= kGotoLabel:   # the no-ops, the label and the goto
             pass
         else:
-            raise ComputationError("command c%d has unknown command type %r" % (ci, ct))
+            raise AnalysisError("command c%d has unknown command type %r" % (ci, ct), ci)
         for k in range(6):
             sort_uniq(lists[k])
             result.data[k].insert(result.data[k].end(), lists[k].begin(), lists[k].end())
@@ -575,9 +575,9 @@ cdef class MatrixAccessesList:
 cdef int _whole_matrix_of(computation, list submatrices, int c, int s) except -1:
     if not 0 < s < len(submatrices) or not computation.is_whole_matrix(s):
         m = submatrices[s].matrix_index if 0 <= s < len(submatrices) else -1
-        raise ComputationError(
+        raise AnalysisError(
             "command c%d does not operate on a whole matrix (submatrix %d of matrix m%d)"
-            % (c, s, m))
+            % (c, s, m), c, m)
     return submatrices[s].matrix_index
 
 
@@ -602,25 +602,25 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
         if ct == kAllocMatrix:
             m = _whole_matrix_of(computation, submatrices, c, command.arg1)
             if out.allocate_command[m] != -1:
-                raise ComputationError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, out.allocate_command[m], c))
+                raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
+                                       % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
         elif ct == kSwapMatrix:
             m = _whole_matrix_of(computation, submatrices, c, command.arg1)
             m2 = _whole_matrix_of(computation, submatrices, c, command.arg2)
             if out.allocate_command[m] != -1:
-                raise ComputationError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, out.allocate_command[m], c))
+                raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
+                                       % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
             if out.deallocate_command[m2] != -1:
-                raise ComputationError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m2, out.deallocate_command[m2], c))
+                raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
+                                       % (m2, out.deallocate_command[m2], c), c, m2)
             out.deallocate_command[m2] = c
         elif ct == kDeallocMatrix:
             m = _whole_matrix_of(computation, submatrices, c, command.arg1)
             if out.deallocate_command[m] != -1:
-                raise ComputationError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m, out.deallocate_command[m], c))
+                raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
+                                       % (m, out.deallocate_command[m], c), c, m)
             out.deallocate_command[m] = c
         elif ct == kAcceptInput:
             m = _whole_matrix_of(computation, submatrices, c, command.arg1)

@@ -42,7 +42,8 @@ API (Kaldi's names in snake_case; semantics exactly Kaldi's)::
 
 Errors: structural faults (submatrix outside its matrix, allocation of a
 partial matrix, a matrix allocated or freed twice, unknown command type) raise
-pynnet3.errors.ComputationError naming the command/submatrix and matrix.
+AnalysisError (a pynnet3.errors.ComputationError) naming the command/submatrix
+and matrix in its message and as .command_index / .matrix_index.
 Treat everything returned as read-only.
 
 Implementation: by default the compiled one (``pynnet3/_fast/analysis.pyx``:
@@ -57,9 +58,9 @@ objects of the two (a compiled ComputationAnalysis needs a compiled Analyzer).
 from .. import _fast
 from . import analysis_py as _py
 from .analysis_py import (  # noqa: F401  (the same in both implementations)
-    Access, AccessType, CommandAttributes, MatrixAccesses, compute_matrix_to_submatrix,
-    get_commands_of_type, get_max_memory_use, indexes_multi_to_submatrix_indexes,
-    kReadAccess, kReadWriteAccess, kWriteAccess, print_command_attributes,
+    Access, AccessType, AnalysisError, CommandAttributes, MatrixAccesses,
+    compute_matrix_to_submatrix, get_commands_of_type, get_max_memory_use,
+    indexes_multi_to_submatrix_indexes, kReadAccess, kReadWriteAccess, kWriteAccess, print_command_attributes,
     print_matrix_accesses)
 from .analysis_py import __all__  # noqa: F401
 

@@ -26,8 +26,8 @@ What it computes (Kaldi's semantics):
 
 Structural faults the analysis cannot work around (a submatrix outside its
 matrix, an allocation of a partial matrix, a matrix allocated twice, an
-unknown command type) raise ComputationError naming the command or
-submatrix and the matrix.
+unknown command type) raise AnalysisError (a ComputationError) naming the
+command or submatrix and the matrix.
 """
 
 from bisect import bisect_left
@@ -41,13 +41,25 @@ from ..errors import ComputationError
 CT = CommandType
 
 __all__ = [
-    "AccessType", "kReadAccess", "kWriteAccess", "kReadWriteAccess", "Access",
+    "AnalysisError", "AccessType", "kReadAccess", "kWriteAccess", "kReadWriteAccess", "Access",
     "CommandAttributes", "ComputationVariables", "MatrixAccesses", "Analyzer",
     "ComputationAnalysis", "compute_command_attributes", "compute_variable_accesses",
     "compute_matrix_accesses", "compute_matrix_to_submatrix", "get_commands_of_type",
     "get_max_memory_use", "print_command_attributes", "print_matrix_accesses",
     "indexes_multi_to_submatrix_indexes",
 ]
+
+
+class AnalysisError(ComputationError):
+    """A computation the analysis cannot describe; ``command_index`` and
+    ``matrix_index`` name the command and matrix involved (None if not
+    applicable)."""
+
+    def __init__(self, message, command_index=None, matrix_index=None):
+        super().__init__(message)
+        self.detail = message
+        self.command_index = command_index
+        self.matrix_index = matrix_index
 
 
 class AccessType(IntEnum):
@@ -173,11 +185,11 @@ class ComputationVariables:
             if (info.row_offset < 0 or info.num_rows <= 0 or info.col_offset < 0
                     or info.num_cols <= 0 or info.row_offset + info.num_rows > mi.num_rows
                     or info.col_offset + info.num_cols > mi.num_cols):
-                raise ComputationError(
+                raise AnalysisError(
                     "submatrix %d = m%d(%d:%d, %d:%d) is empty or outside matrix m%d "
                     "(%d x %d)" % (s, m, info.row_offset, info.row_offset + info.num_rows - 1,
                                    info.col_offset, info.col_offset + info.num_cols - 1, m,
-                                   mi.num_rows, mi.num_cols))
+                                   mi.num_rows, mi.num_cols), matrix_index=m)
             rows[m].append(info.row_offset)
             rows[m].append(info.row_offset + info.num_rows)
             cols[m].append(info.col_offset)
@@ -365,8 +377,8 @@ def compute_command_attributes(nnet, computation, variables):
                     CT.kNoOperationLabel, CT.kGotoLabel):
             pass
         else:
-            raise ComputationError("command c%d has unknown command type %r"
-                                   % (command_index, ct))
+            raise AnalysisError("command c%d has unknown command type %r"
+                                % (command_index, ct), command_index)
         attr.variables_read = _sort_uniq(attr.variables_read)
         attr.variables_written = _sort_uniq(attr.variables_written)
         attr.submatrices_read = _sort_uniq(attr.submatrices_read)
@@ -409,9 +421,10 @@ def compute_variable_accesses(variables, command_attributes):
 def _whole_matrix_of(computation, command_index, submatrix_index):
     if not computation.is_whole_matrix(submatrix_index):
         s = computation.submatrices[submatrix_index]
-        raise ComputationError(
+        raise AnalysisError(
             "command c%d does not operate on a whole matrix (submatrix %d of matrix m%d)"
-            % (command_index, submatrix_index, s.matrix_index))
+            % (command_index, submatrix_index, s.matrix_index), command_index,
+            s.matrix_index)
     return computation.submatrices[submatrix_index].matrix_index
 
 
@@ -429,25 +442,25 @@ def compute_matrix_accesses(nnet, computation, variables, command_attributes):
         if ct == CT.kAllocMatrix:
             m = _whole_matrix_of(computation, c, command.arg1)
             if result[m].allocate_command != -1:
-                raise ComputationError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, result[m].allocate_command, c))
+                raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
+                                       % (m, result[m].allocate_command, c), c, m)
             result[m].allocate_command = c
         elif ct == CT.kSwapMatrix:
             m1 = _whole_matrix_of(computation, c, command.arg1)
             m2 = _whole_matrix_of(computation, c, command.arg2)
             if result[m1].allocate_command != -1:
-                raise ComputationError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m1, result[m1].allocate_command, c))
+                raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
+                                       % (m1, result[m1].allocate_command, c), c, m1)
             result[m1].allocate_command = c
             if result[m2].deallocate_command != -1:
-                raise ComputationError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m2, result[m2].deallocate_command, c))
+                raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
+                                       % (m2, result[m2].deallocate_command, c), c, m2)
             result[m2].deallocate_command = c
         elif ct == CT.kDeallocMatrix:
             m = _whole_matrix_of(computation, c, command.arg1)
             if result[m].deallocate_command != -1:
-                raise ComputationError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m, result[m].deallocate_command, c))
+                raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
+                                       % (m, result[m].deallocate_command, c), c, m)
             result[m].deallocate_command = c
         elif ct == CT.kAcceptInput:
             m = _whole_matrix_of(computation, c, command.arg1)
