@@ -366,7 +366,8 @@ class CachingOptimizingCompiler:
                        else CachingOptimizingCompilerOptions())
         self.cache = ComputationCache(self.config.cache_capacity)
         # seconds spent, as Kaldi reports them when the compiler goes away
-        self.seconds_taken = dict(total=0.0, compile=0.0, optimize=0.0, expand=0.0, io=0.0)
+        self.seconds_taken = dict(total=0.0, compile=0.0, optimize=0.0, expand=0.0, check=0.0,
+                                  io=0.0)
 
     def compile(self, request):
         """The optimized NnetComputation for ``request`` (shared with the
@@ -388,15 +389,26 @@ class CachingOptimizingCompiler:
         return self.cache.insert(request, computation)
 
     def _compile_no_shortcut(self, request):
+        """Compile, check, optimize, check again: Kaldi checks every
+        computation it caches (the first check includes the rewrite check,
+        valid only before optimization)."""
+        from ..optimize.checker import (CheckComputationOptions, ComputationChecker)
         from ..optimize.optimize import max_output_time_in_request, optimize
         from . import compile as compile_
-        start = time.perf_counter()
+        t0 = time.perf_counter()
         computation = compile_(self.nnet, request, optimize=False)
-        middle = time.perf_counter()
+        t1 = time.perf_counter()
+        ComputationChecker(CheckComputationOptions(check_rewrite=True), self.nnet,
+                           computation).check()
+        t2 = time.perf_counter()
         optimize(self.optimize_options, self.nnet, max_output_time_in_request(request),
                  computation)
-        self.seconds_taken["compile"] += middle - start
-        self.seconds_taken["optimize"] += time.perf_counter() - middle
+        t3 = time.perf_counter()
+        ComputationChecker(CheckComputationOptions(), self.nnet, computation).check()
+        t4 = time.perf_counter()
+        self.seconds_taken["compile"] += t1 - t0
+        self.seconds_taken["check"] += (t2 - t1) + (t4 - t3)
+        self.seconds_taken["optimize"] += t3 - t2
         return computation
 
     def _compile_via_shortcut(self, request):
@@ -416,10 +428,11 @@ class CachingOptimizingCompiler:
         """Kaldi's closing log line (``... seconds taken in nnet3 compilation
         total (breakdown: ...)``)."""
         t = self.seconds_taken
-        misc = t["total"] - t["compile"] - t["optimize"] - t["expand"]
+        misc = t["total"] - t["compile"] - t["optimize"] - t["expand"] - t["check"]
         return ("%.3g seconds taken in nnet3 compilation total (breakdown: %.3g compilation, "
-                "%.3g optimization, %.3g shortcut expansion, %.3g misc.) + %.3g I/O."
-                % (t["total"], t["compile"], t["optimize"], t["expand"], misc, t["io"]))
+                "%.3g optimization, %.3g shortcut expansion, %.3g checking, %.3g misc.) + "
+                "%.3g I/O." % (t["total"], t["compile"], t["optimize"], t["expand"], t["check"],
+                               misc, t["io"]))
 
     # -- the cache file ---------------------------------------------------------------
     def read_cache(self, stream):
