@@ -89,3 +89,23 @@ def test_compile_optimizes_by_default_and_not_when_asked():
     off = compile(nnet, request, options=NnetOptimizeOptions(optimize=False,
                                                              memory_compression_level=0))
     assert print_computation(off, nnet) == print_computation(plain, nnet)
+
+
+def test_checker_runs_after_every_pass_and_names_the_pass(monkeypatch):
+    """A pass that breaks the computation (here: drops the first allocation)
+    is caught by the check right after it when check=True, and not without."""
+    from pynnet3.compile.computation import CommandType
+    from pynnet3.optimize import zeroing
+
+    def broken(nnet, computation):
+        first = next(i for i, c in enumerate(computation.commands)
+                     if c.command_type == CommandType.kAllocMatrix)
+        del computation.commands[first]
+
+    monkeypatch.setattr(zeroing, "remove_unnecessary_zeroing", broken)
+    case = TEST_DATA / "computer" / "case172"
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    with pytest.raises(ComputationError, match="after remove_unnecessary_zeroing"):
+        compile(nnet, request, check=True)
+    compile(nnet, request)      # unchecked: the damage goes unnoticed here
