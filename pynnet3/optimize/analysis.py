@@ -60,8 +60,8 @@ from . import analysis_py as _py
 from .analysis_py import (  # noqa: F401  (the same in both implementations)
     Access, AccessType, AnalysisError, CommandAttributes, MatrixAccesses,
     compute_matrix_to_submatrix, get_commands_of_type, get_max_memory_use,
-    indexes_multi_to_submatrix_indexes, kReadAccess, kReadWriteAccess, kWriteAccess, print_command_attributes,
-    print_matrix_accesses)
+    indexes_multi_to_submatrix_indexes, kReadAccess, kReadWriteAccess, kWriteAccess,
+    print_command_attributes, print_matrix_accesses)
 from .analysis_py import __all__  # noqa: F401
 
 # The compiled implementation unless the user chose the twins (or it is not
