@@ -24,6 +24,7 @@ from pynnet3.compute.computer import NnetComputer
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
 from pynnet3.optimize.deriv_times import INT32_MAX, INT32_MIN, limit_derivative_times
+from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import assert_close, read_ark
 
 
@@ -192,3 +193,31 @@ def test_limiting_removes_work_outside_the_range():
 
     assert backprops(limited) < backprops(plain)
     assert deriv_rows(limited) < deriv_rows(plain)
+
+
+DRIVER_CASES = CASES[::3]
+
+
+@pytest.mark.parametrize("case", DRIVER_CASES, ids=[c.name for c in DRIVER_CASES])
+def test_through_the_driver_with_relative_max(case):
+    """Kaldi's Optimize() limits first (max_deriv_time = max-deriv-time-relative
+    + the request's last output t), then runs every other pass: the result,
+    checked after every pass, gives the numbers of the limited unoptimized
+    computation."""
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    lo, hi = _range(request)
+    max_t = max(idx.t for io in request.outputs for idx in io.indexes)
+    options = NnetOptimizeOptions(min_deriv_time=lo, max_deriv_time_relative=hi - max_t)
+    optimized = compile(nnet, request, options=options, check=True)
+    limited = compile(nnet, request, optimize=False)
+    limit_derivative_times(nnet, lo, hi, limited)
+    g_ref = _gradient(nnet)
+    ref = _run(NnetComputer(limited, nnet, nnet_to_update=g_ref), case, g_ref)
+    g = _gradient(nnet)
+    got = _run(NnetComputer(optimized, nnet, nnet_to_update=g, undefined_fill=np.nan), case, g)
+    for a, b in zip((got[0], got[1]), (ref[0], ref[1])):
+        for name in b:
+            assert_close(a[name], b[name], name)
+    for i, (a, b) in enumerate(zip(got[2], ref[2])):
+        assert_close(a, b, "gradient of updatable component %d" % i)
