@@ -25,7 +25,7 @@ from conftest import KALDI_REF, TEST_DATA
 from pynnet3.compile import ComputationRequest, IoSpecification, compile
 from pynnet3.compile.computation import CommandType
 from pynnet3.compile.context import compute_simple_nnet_context
-from pynnet3.compile.looped import (NnetSimpleLoopedComputationOptions,
+from pynnet3.compile.looped import (NnetSimpleLoopedComputationOptions, compile_looped,
                                     create_looped_computation_request,
                                     extrapolate_computation_request, get_chunk_size,
                                     modify_nnet_ivector_period)
@@ -36,6 +36,7 @@ from pynnet3.compute.utterance import prepare_nnet_for_compute
 from pynnet3.nnet.index import Index
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.looped import fix_goto_label
+from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import assert_close, read_ark
 
 T = CommandType
@@ -155,6 +156,15 @@ def test_looped_computation_has_kaldis_shape(gru_info):
                                             if t == T.kAcceptInput)
     assert all(t == T.kSwapMatrix for t in after[after.index(T.kSwapMatrix):])
     assert not any(c.command_type in (T.kCompressMatrix, T.kBackprop) for c in commands)
+
+
+def test_looped_compilation_passes_the_checker():
+    nnet = _load(_model("tdnn_lstm"))
+    left, right = compute_simple_nnet_context(nnet)
+    modify_nnet_ivector_period(20, nnet)
+    requests = create_looped_computation_request(nnet, 20, 1, 20, left, right, 1)
+    computation = compile_looped(nnet, NnetOptimizeOptions(), *requests, check=True)
+    assert computation.commands[-1].command_type == T.kGotoLabel
 
 
 def test_fix_goto_label_finds_the_label_again(gru_info):

@@ -183,7 +183,8 @@ def extrapolate_computation_request(request1, request2):
     return request3
 
 
-def _compile_looped_internal(nnet, optimize_opts, request1, request2, request3, num_requests):
+def _compile_looped_internal(nnet, optimize_opts, request1, request2, request3, num_requests,
+                             check):
     from ..optimize.optimize import max_output_time_in_request, optimize
     from ..compile.compiler import Compiler
     from ..compile.computation import CommandType
@@ -199,20 +200,21 @@ def _compile_looped_internal(nnet, optimize_opts, request1, request2, request3, 
     computation = Compiler(requests, nnet).create_computation(True)
     opts = copy.copy(optimize_opts)
     opts.optimize_looped_computation = True
-    optimize(opts, nnet, max_output_time_in_request(request3), computation)
+    optimize(opts, nnet, max_output_time_in_request(request3), computation, check=check)
     ok = bool(computation.commands) and \
         computation.commands[-1].command_type == CommandType.kGotoLabel
     return ok, computation
 
 
-def compile_looped(nnet, optimize_opts, request1, request2, request3):
+def compile_looped(nnet, optimize_opts, request1, request2, request3, check=False):
     """Kaldi's CompileLooped: compiles 5, 10, 20, ... (up to 100) segments
     until the looped optimization finds the repeat; returns the looped
-    computation (its last command is kGotoLabel)."""
+    computation (its last command is kGotoLabel). ``check`` runs the
+    ComputationChecker after every optimization pass (Kaldi: --verbose >= 3)."""
     num_requests = 5
     while num_requests <= 100:
         ok, computation = _compile_looped_internal(nnet, optimize_opts, request1, request2,
-                                                   request3, num_requests)
+                                                   request3, num_requests, check)
         if ok:
             return computation
         log.debug("Looped compilation failed with %d requests, trying %d",
