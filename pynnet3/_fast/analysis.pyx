@@ -60,6 +60,7 @@ DEF SW = 3   # submatrices_written
 DEF MR = 4   # matrices_read
 DEF MW = 5   # matrices_written
 
+_tuple_new = tuple.__new__
 _ACCESS_TYPES = (AccessType.kReadAccess, AccessType.kWriteAccess,
                  AccessType.kReadWriteAccess)
 _FIELDS = ("variables_read", "variables_written", "submatrices_read",
@@ -489,7 +490,8 @@ cdef class AccessLists:
     cdef list build(self, int i):
         lst = self._cache[i]
         if lst is None:
-            lst = [Access(self.cmd[p], _ACCESS_TYPES[self.kind[p]])
+            # tuple.__new__ skips the NamedTuple's Python-level __new__
+            lst = [_tuple_new(Access, (self.cmd[p], _ACCESS_TYPES[self.kind[p]]))
                    for p in range(self.start[i], self.start[i + 1])]
             self._cache[i] = lst
         return lst

@@ -34,6 +34,8 @@ are allowed.
 """
 
 import copy
+import gc
+from operator import itemgetter
 
 from ..compile.computation import CommandType
 from ..compile.computation_io import command_string
@@ -42,6 +44,8 @@ from ..errors import ComputationError
 from .analysis import AnalysisError, Analyzer, kReadAccess, kWriteAccess
 
 CT = CommandType
+_index_of_cindex = itemgetter(1)   # a cindex is (node, Index)
+_n_of_index = itemgetter(0)        # an Index is (n, t, x)
 
 # CuCompressedMatrixType values (arg2 of kCompressMatrix)
 kCompressedMatrixInt8 = 1
@@ -89,6 +93,17 @@ class ComputationChecker:
         self.a = None
 
     def check(self):
+        # the checks build many small objects while the computation holds
+        # millions; Python's cyclic GC would rescan those again and again
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._check()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _check(self):
         self.check_computation_indexes()
         try:
             self.a = Analyzer().init(self.nnet, self.computation)
@@ -498,10 +513,9 @@ class ComputationChecker:
                            "(%d cindexes for %d rows)" % (m, len(cindexes),
                                                           comp.matrices[m].num_rows),
                            None, m)
-            for cindex in cindexes:
-                if cindex[1][0] < 0:
-                    self._fail("debug-info", "negative n index in debug info of matrix m%d"
-                               % m, None, m)
+            if cindexes and min(map(_n_of_index, map(_index_of_cindex, cindexes))) < 0:
+                self._fail("debug-info", "negative n index in debug info of matrix m%d" % m,
+                           None, m)
 
 
 def _check_looped(nnet, computation, check_rewrite):
