@@ -14,24 +14,25 @@ submatrix indexes; other passes use them too.
 
 from ..compile.computation import CommandType as C, SubMatrixInfo
 
-# Which Command fields hold submatrix indexes, per command type (Kaldi's
+# Command types by the fields that hold submatrix indexes (Kaldi's
 # IdentifySubmatrixArgs).
-_SUBMATRIX_FIELDS = {
-    C.kAllocMatrix: ("arg1",), C.kDeallocMatrix: ("arg1",), C.kSetConst: ("arg1",),
-    C.kSwapMatrix: ("arg1", "arg2"),
-    C.kPropagate: ("arg3", "arg4"),
-    C.kBackprop: ("arg3", "arg4", "arg5", "arg6"),
-    C.kBackpropNoModelUpdate: ("arg3", "arg4", "arg5", "arg6"),
-    C.kMatrixCopy: ("arg1", "arg2"), C.kMatrixAdd: ("arg1", "arg2"),
-    C.kAddRows: ("arg1", "arg2"), C.kCopyRows: ("arg1", "arg2"),
-    C.kAddRowRanges: ("arg1", "arg2"),
-    C.kAddRowsMulti: ("arg1",), C.kCopyRowsMulti: ("arg1",),
-    C.kAddToRowsMulti: ("arg1",), C.kCopyToRowsMulti: ("arg1",),
-    C.kAcceptInput: ("arg1",), C.kProvideOutput: ("arg1",),
-    C.kCompressMatrix: ("arg1",), C.kDecompressMatrix: ("arg1",),
-    C.kNoOperation: (), C.kNoOperationPermanent: (), C.kNoOperationMarker: (),
-    C.kNoOperationLabel: (), C.kGotoLabel: (),
-}
+_ARG1 = frozenset((C.kAllocMatrix, C.kDeallocMatrix, C.kSetConst, C.kAddRowsMulti,
+                   C.kCopyRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti,
+                   C.kAcceptInput, C.kProvideOutput, C.kCompressMatrix,
+                   C.kDecompressMatrix))
+_ARG12 = frozenset((C.kSwapMatrix, C.kMatrixCopy, C.kMatrixAdd, C.kAddRows, C.kCopyRows,
+                    C.kAddRowRanges))
+_ARG34 = frozenset((C.kPropagate,))
+_ARG3456 = frozenset((C.kBackprop, C.kBackpropNoModelUpdate))
+_FIELDS = {}
+for _types, _fields in ((_ARG1, ("arg1",)), (_ARG12, ("arg1", "arg2")),
+                        (_ARG34, ("arg3", "arg4")),
+                        (_ARG3456, ("arg3", "arg4", "arg5", "arg6"))):
+    for _t in _types:
+        _FIELDS[_t] = _fields
+for _t in (C.kNoOperation, C.kNoOperationPermanent, C.kNoOperationMarker,
+           C.kNoOperationLabel, C.kGotoLabel):
+    _FIELDS[_t] = ()
 
 MULTI_TYPES = frozenset((C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyRowsMulti,
                          C.kCopyToRowsMulti))
@@ -40,19 +41,56 @@ INDEXES_TYPES = frozenset((C.kCopyRows, C.kAddRows))
 
 def submatrix_fields(command):
     """The names of ``command``'s fields that are submatrix indexes."""
-    return _SUBMATRIX_FIELDS[command.command_type]
+    return _FIELDS[command.command_type]
 
 
-def map_submatrix_args(computation, mapping):
+def _group_commands(commands):
+    """The commands split by which fields hold submatrices: (arg1 only,
+    arg1+arg2, arg3+arg4, arg3..arg6); one pass, so that the loops that read
+    or rewrite submatrix references need no per-command field lookup."""
+    a1, a12, a34, a3456 = [], [], [], []
+    for c in commands:
+        t = c.command_type
+        if t in _ARG1:
+            a1.append(c)
+        elif t in _ARG12:
+            a12.append(c)
+        elif t in _ARG34:
+            a34.append(c)
+        elif t in _ARG3456:
+            a3456.append(c)
+    return a1, a12, a34, a3456
+
+
+def map_submatrix_args(computation, mapping, groups=None):
     """Replaces every submatrix reference s > 0 (in commands and in
-    indexes_multi) by ``mapping(s)``."""
-    for c in computation.commands:
-        for f in _SUBMATRIX_FIELDS[c.command_type]:
-            s = getattr(c, f)
-            if s > 0:
-                setattr(c, f, mapping(s))
-    for i, pairs in enumerate(computation.indexes_multi):
-        computation.indexes_multi[i] = [(mapping(s) if s > 0 else s, r) for s, r in pairs]
+    indexes_multi) by ``mapping[s]`` (a list indexed by old submatrix)."""
+    a1, a12, a34, a3456 = groups or _group_commands(computation.commands)
+    for c in a1:
+        if c.arg1 > 0:
+            c.arg1 = mapping[c.arg1]
+    for c in a12:
+        if c.arg1 > 0:
+            c.arg1 = mapping[c.arg1]
+        if c.arg2 > 0:
+            c.arg2 = mapping[c.arg2]
+    for c in a34:
+        if c.arg3 > 0:
+            c.arg3 = mapping[c.arg3]
+        if c.arg4 > 0:
+            c.arg4 = mapping[c.arg4]
+    for c in a3456:
+        if c.arg3 > 0:
+            c.arg3 = mapping[c.arg3]
+        if c.arg4 > 0:
+            c.arg4 = mapping[c.arg4]
+        if c.arg5 > 0:
+            c.arg5 = mapping[c.arg5]
+        if c.arg6 > 0:
+            c.arg6 = mapping[c.arg6]
+    multi = computation.indexes_multi
+    for i, pairs in enumerate(multi):
+        multi[i] = [(mapping[s] if s > 0 else s, r) for s, r in pairs]
 
 
 def _renumbering(used):
@@ -68,14 +106,13 @@ def _renumbering(used):
     return out, n
 
 
-def _dedup_tables(computation, table_name, types, field):
-    """Drops entries of ``computation.<table_name>`` no command of ``types``
-    refers to (through ``field``) and merges identical entries (first
-    occurrence wins), renumbering the references."""
+def _dedup_tables(computation, table_name, users, field):
+    """Drops entries of ``computation.<table_name>`` none of the commands
+    ``users`` refers to (through ``field``) and merges identical entries
+    (first occurrence wins), renumbering the references."""
     table = getattr(computation, table_name)
     if not table:
         return
-    users = [c for c in computation.commands if c.command_type in types]
     seen = [False] * len(table)
     for c in users:
         seen[getattr(c, field)] = True
@@ -99,16 +136,17 @@ def _dedup_tables(computation, table_name, types, field):
         setattr(c, field, old_to_new[getattr(c, field)])
 
 
-def _renumber_memos(computation):
+def _renumber_memos(propagates, backprops):
     """Memo indexes become 1, 2, ... in the order of their propagates."""
     propagate_of = {}
     backprop_of = {}
     order = []
-    for c in computation.commands:
-        if c.command_type == C.kPropagate and c.arg5 > 0:
+    for c in propagates:
+        if c.arg5 > 0:
             propagate_of[c.arg5] = c
             order.append(c.arg5)
-        elif c.command_type == C.kBackprop and c.arg7 > 0:
+    for c in backprops:
+        if c.command_type == C.kBackprop and c.arg7 > 0:
             backprop_of[c.arg7] = c
     for new, old in enumerate(order, 1):
         propagate_of[old].arg5 = new
@@ -123,20 +161,27 @@ def renumber_computation(computation):
     # 1. indexes_multi entries no command uses.
     _remove_unused_indexes_multi(computation)
     # 2. which submatrices and matrices are referenced.
+    groups = _group_commands(computation.commands)
+    a1, a12, a34, a3456 = groups
     subs = computation.submatrices
     num_sub = len(subs)
     sub_used = [False] * num_sub
     if num_sub:
         sub_used[0] = True
-    for c in computation.commands:
-        for f in _SUBMATRIX_FIELDS[c.command_type]:
-            s = getattr(c, f)
-            if s > 0:
-                sub_used[s] = True
+    for c in a1:
+        sub_used[c.arg1] = True
+    for c in a12:
+        sub_used[c.arg1] = sub_used[c.arg2] = True
+    for c in a34:
+        sub_used[c.arg3] = sub_used[c.arg4] = True
+    for c in a3456:
+        sub_used[c.arg3] = sub_used[c.arg4] = sub_used[c.arg5] = sub_used[c.arg6] = True
     for pairs in computation.indexes_multi:
         for s, _ in pairs:
             if s > 0:
                 sub_used[s] = True
+    # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
+    # empty submatrix, always kept.)
     mat_used = [False] * len(computation.matrices)
     if mat_used:
         mat_used[0] = True
@@ -162,20 +207,28 @@ def renumber_computation(computation):
                 kept[s] = False
             old_to_new_sub[s] = j
     # 4. apply to submatrices, then matrices.
-    map_submatrix_args(computation, old_to_new_sub.__getitem__)
-    computation.submatrices = [
-        SubMatrixInfo(old_to_new_matrix[i.matrix_index] if s else 0, i.row_offset,
-                      i.num_rows, i.col_offset, i.num_cols)
-        for s, i in enumerate(subs) if kept[s]]
+    map_submatrix_args(computation, old_to_new_sub, groups)
+    new_subs = []
+    for s in range(num_sub):
+        if kept[s]:
+            info = subs[s]
+            m = old_to_new_matrix[info.matrix_index] if s else 0
+            # A renumbered record is a new one: records may be shared.
+            new_subs.append(info if m == info.matrix_index else SubMatrixInfo(
+                m, info.row_offset, info.num_rows, info.col_offset, info.num_cols))
+    computation.submatrices = new_subs
     computation.matrices = [m for m, u in zip(computation.matrices, mat_used) if u]
     if computation.matrix_debug_info:
         computation.matrix_debug_info = [d for d, u in zip(computation.matrix_debug_info,
                                                            mat_used) if u]
     # 5. index tables.
-    _dedup_tables(computation, "indexes_multi", MULTI_TYPES, "arg2")
-    _dedup_tables(computation, "indexes", INDEXES_TYPES, "arg3")
-    _dedup_tables(computation, "indexes_ranges", (C.kAddRowRanges,), "arg3")
-    _renumber_memos(computation)
+    _dedup_tables(computation, "indexes_multi",
+                  [c for c in a1 if c.command_type in MULTI_TYPES], "arg2")
+    _dedup_tables(computation, "indexes",
+                  [c for c in a12 if c.command_type in INDEXES_TYPES], "arg3")
+    _dedup_tables(computation, "indexes_ranges",
+                  [c for c in a12 if c.command_type == C.kAddRowRanges], "arg3")
+    _renumber_memos(a34, a3456)
 
 
 def _remove_unused_indexes_multi(computation):

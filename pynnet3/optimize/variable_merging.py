@@ -34,6 +34,11 @@ class VariableMergingOptimizer:
         self.analyzer = Analyzer().init(nnet, computation)
         self.matrix_to_submatrix = compute_matrix_to_submatrix(computation)
         self.variable_dirty = [False] * self.analyzer.variables.num_variables()
+        # Kaldi asks a fresh ComputationAnalysis each time; it holds no state
+        # of its own (it reads the computation live), so one serves the round.
+        self.analysis = ComputationAnalysis(computation, self.analyzer)
+        # The analysis' variables of a submatrix do not change in a round.
+        self._variables_cache = {}
         self._called = False
 
     def merge_variables(self):
@@ -44,6 +49,8 @@ class VariableMergingOptimizer:
         if not opts.optimize:
             return False
         comp = self.computation
+        props = [self.nnet.get_component(i).properties()
+                 for i in range(self.nnet.num_components())]
         merged = False
         for command_index, c in enumerate(comp.commands):
             s1 = s2 = -1
@@ -51,11 +58,11 @@ class VariableMergingOptimizer:
             if t == C.kMatrixCopy and opts.remove_assignments:
                 s1, s2 = c.arg2, c.arg1
             elif t == C.kPropagate and opts.propagate_in_place:
-                if self.nnet.get_component(c.arg1).properties() & P.kPropagateInPlace:
+                if props[c.arg1] & P.kPropagateInPlace:
                     s1, s2 = c.arg3, c.arg4
             elif (t in (C.kBackprop, C.kBackpropNoModelUpdate)
                   and opts.backprop_in_place):
-                if self.nnet.get_component(c.arg1).properties() & P.kBackpropInPlace:
+                if props[c.arg1] & P.kBackpropInPlace:
                     s1, s2 = c.arg5, c.arg6
                     # Never share with the value arguments of the backprop.
                     if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
@@ -74,8 +81,10 @@ class VariableMergingOptimizer:
         return merged
 
     def _variables(self, s):
-        out = []
-        self.analyzer.variables.append_variables_for_submatrix(s, out)
+        out = self._variables_cache.get(s)
+        if out is None:
+            out = self._variables_cache[s] = []
+            self.analyzer.variables.append_variables_for_submatrix(s, out)
         return out
 
     def _mark_as_dirty(self, s):
@@ -84,41 +93,56 @@ class VariableMergingOptimizer:
 
     def may_be_merged(self, command_index, s1, s2):
         """(left, right): whether s1 may be kept with s2 merged into it
-        (left), or s2 kept with s1 merged into it (right)."""
+        (left), or s2 kept with s1 merged into it (right).
+
+        Kaldi's conditions, all of which must hold; they are tested cheapest
+        first, which cannot change the answer (each only vetoes)."""
         opts = self.options
         if not opts.allow_left_merge and not opts.allow_right_merge:
             return False, False
         comp = self.computation
-        m1 = comp.submatrices[s1].matrix_index
-        m2 = comp.submatrices[s2].matrix_index
-        if m1 == m2:
+        sub1 = comp.submatrices[s1]
+        sub2 = comp.submatrices[s2]
+        m1 = sub1.matrix_index
+        m2 = sub2.matrix_index
+        if m1 == m2:    # two parts of one matrix
             return False, False
+        mat1 = comp.matrices[m1]
+        mat2 = comp.matrices[m2]
+        whole1 = (sub1.row_offset == 0 and sub1.col_offset == 0
+                  and sub1.num_rows == mat1.num_rows and sub1.num_cols == mat1.num_cols)
+        whole2 = (sub2.row_offset == 0 and sub2.col_offset == 0
+                  and sub2.num_rows == mat2.num_rows and sub2.num_cols == mat2.num_cols)
+        # c3, c4: the kept side must be a whole matrix; c6, c7: a matrix
+        # whose stride must equal its width can only take in a whole matrix.
+        equal_cols = MatrixStrideType.kStrideEqualNumCols
+        left = (opts.allow_left_merge and whole2
+                and not (mat2.stride_type == equal_cols and not whole1))
+        right = (opts.allow_right_merge and whole1
+                 and not (mat1.stride_type == equal_cols and not whole2))
+        if not left and not right:
+            return False, False
+        # c5: nothing already merged this round.
         dirty = self.variable_dirty
-        if any(dirty[v] for v in self._variables(s1)) or any(
-                dirty[v] for v in self._variables(s2)):
-            return False, False
+        for v in self._variables(s1):
+            if dirty[v]:
+                return False, False
+        for v in self._variables(s2):
+            if dirty[v]:
+                return False, False
+        # c1: not two inputs or two outputs; c2: inputs and outputs whole.
         a1 = self.analyzer.matrix_accesses[m1]
         a2 = self.analyzer.matrix_accesses[m2]
         if (a1.is_input and a2.is_input) or (a1.is_output and a2.is_output):
             return False, False
-        whole1 = comp.is_whole_matrix(s1)
-        whole2 = comp.is_whole_matrix(s2)
         if (a1.is_input or a1.is_output or a2.is_input or a2.is_output) and not (
                 whole1 and whole2):
             return False, False
-        left = opts.allow_left_merge and whole2
-        right = opts.allow_right_merge and whole1
-        equal_cols = MatrixStrideType.kStrideEqualNumCols
-        if comp.matrices[m2].stride_type == equal_cols and not whole1:
-            left = False
-        if comp.matrices[m1].stride_type == equal_cols and not whole2:
-            right = False
-        if not left and not right:
-            return False, False
-        c = comp.commands[command_index]
-        analysis = ComputationAnalysis(comp, self.analyzer)
+        # The access pattern.
+        analysis = self.analysis
         if analysis.first_nontrivial_access(s2) != command_index:
             return False, False
+        c = comp.commands[command_index]
         if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
             ok = (analysis.last_write_access(s1) < command_index
                   and analysis.last_access(s1)
