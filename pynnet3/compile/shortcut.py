@@ -25,6 +25,8 @@ expanded one has N/2 times the rows, and its index tables and debug info are
 built per row.
 """
 
+from itertools import chain
+
 import numpy as np
 
 from ..errors import ComputationError
@@ -44,10 +46,17 @@ _MULTI_COMMANDS = (_T.kCopyRowsMulti, _T.kAddRowsMulti, _T.kCopyToRowsMulti,
 
 # -- n-stride ---------------------------------------------------------------------------
 
+def _index_array(indexes):
+    """An (R, 3) int64 array of (n, t, x) from a list of Indexes (fromiter over
+    the flattened values is several times faster than np.array on tuples)."""
+    return np.fromiter(chain.from_iterable(indexes), dtype=np.int64,
+                       count=3 * len(indexes)).reshape(len(indexes), 3)
+
+
 def _index_arrays(indexes):
     """(n, key) for a list of Indexes: n as an int64 array and key an (size, 2)
     array of (t, x), the part of an Index that must repeat across n."""
-    arr = np.array(indexes, dtype=np.int64).reshape(len(indexes), 3)
+    arr = _index_array(indexes)
     return arr[:, 0], arr[:, 1:]
 
 
@@ -56,8 +65,8 @@ def _cindex_arrays(cindexes):
     size = len(cindexes)
     arr = np.empty((size, 4), dtype=np.int64)
     if size:
-        arr[:, 0] = [c[0] for c in cindexes]
-        arr[:, 1:] = np.array([c[1] for c in cindexes], dtype=np.int64).reshape(size, 3)
+        arr[:, 0] = np.fromiter((c[0] for c in cindexes), dtype=np.int64, count=size)
+        arr[:, 1:] = _index_array([c[1] for c in cindexes])
     return arr[:, 1], arr[:, [0, 2, 3]]
 
 
@@ -127,16 +136,76 @@ def _convert_positions(n_stride, old_num_n, new_num_n, n0_rows):
     return start[:, None] + n_stride * np.arange(new_num_n)
 
 
-def _convert_num_n_values(n_stride, old_num_n, new_num_n, indexes):
-    """Kaldi's ConvertNumNValues: the Index list with the same n-stride and
-    (t, x) pattern, but n values 0 .. new_num_n - 1."""
-    arr = np.array(indexes, dtype=np.int64).reshape(len(indexes), 3)
+def _convert_num_n_values_array(n_stride, old_num_n, new_num_n, indexes):
+    """Kaldi's ConvertNumNValues as an (R, 3) array of (n, t, x): the Index
+    list with the same n-stride and (t, x) pattern, but n values
+    0 .. new_num_n - 1."""
+    arr = _index_array(indexes)
     n0_rows = np.flatnonzero(arr[:, 0] == 0)
     out = np.zeros(((len(indexes) // old_num_n) * new_num_n, 3), dtype=np.int64)
     dest = _convert_positions(n_stride, old_num_n, new_num_n, n0_rows)
     out[dest, 1:] = arr[n0_rows, None, 1:]
     out[dest, 0] = np.arange(new_num_n)
-    return list(map(Index._make, out.tolist()))
+    return out
+
+
+def _convert_num_n_values(n_stride, old_num_n, new_num_n, indexes):
+    """Kaldi's ConvertNumNValues, as a list of Indexes."""
+    return list(map(_new_index, _convert_num_n_values_array(
+        n_stride, old_num_n, new_num_n, indexes).tolist()))
+
+
+def _index_lists(arrays):
+    """Index lists for (R_i, 3) arrays of (n, t, x). Equal Indexes share one
+    object, so a few thousand distinct Indexes are built however long the
+    lists are (the lists of one computation repeat the same (n, t, x))."""
+    if not arrays:
+        return []
+    rows = np.concatenate(arrays)
+    if len(rows) == 0:
+        return [[] for _ in arrays]
+    # Code each column densely (its values minus the smallest, or, for a
+    # column with far-apart values such as kNoTime among times, its rank
+    # among the distinct values), then find the distinct (n, t, x) by marking
+    # one small integer per triple.
+    codes, column_values = [], []
+    for c in range(3):
+        col = rows[:, c]
+        low = int(col.min())
+        if int(col.max()) - low < 1 << 16:
+            codes.append(col - low)
+            column_values.append(np.arange(low, int(col.max()) + 1, dtype=np.int64))
+        else:
+            distinct_values, code = np.unique(col, return_inverse=True)
+            codes.append(code.reshape(-1))
+            column_values.append(distinct_values)
+    span = [len(v) for v in column_values]
+    if span[0] * span[1] * span[2] <= 1 << 24:
+        keys = (codes[0] * span[1] + codes[1]) * span[2] + codes[2]
+        present = np.zeros(span[0] * span[1] * span[2], dtype=bool)
+        present[keys] = True
+        distinct = np.flatnonzero(present)
+        inverse = (np.cumsum(present) - 1)[keys]
+        values = np.empty((len(distinct), 3), dtype=np.int64)
+        values[:, 2] = column_values[2][distinct % span[2]]
+        values[:, 1] = column_values[1][(distinct // span[2]) % span[1]]
+        values[:, 0] = column_values[0][distinct // (span[2] * span[1])]
+    else:   # too many combinations to mark
+        values, inverse = np.unique(rows, axis=0, return_inverse=True)
+    pool = np.empty(len(values), dtype=object)
+    for i, index in enumerate(map(_new_index, values.tolist())):
+        pool[i] = index     # (a slice assignment would unpack the tuples)
+    inverse = inverse.reshape(-1)
+    ans, start = [], 0
+    for arr in arrays:
+        ans.append(pool[inverse[start:start + len(arr)]].tolist())
+        start += len(arr)
+    return ans
+
+
+def _new_index(values, _new=tuple.__new__):
+    """Index(n, t, x) from a 3-list, without NamedTuple._make's Python frame."""
+    return _new(Index, values)
 
 
 # -- the request ------------------------------------------------------------------------
@@ -256,19 +325,12 @@ class ComputationExpander:
         comp = self.computation
         infos = [MatrixDebugInfo(comp.matrix_debug_info[0].is_deriv,
                                  list(comp.matrix_debug_info[0].cindexes))]
-        n_range = np.arange(self.num_n)
         for m in range(1, len(comp.matrices)):
             n0_rows = np.flatnonzero(self.n_of_row[m] == 0)
-            dest = self._new_matrix_rows(m, n0_rows)[:, None] + self.n_stride[m] * n_range
-            num_rows = self.expanded.matrices[m].num_rows
-            rows = np.zeros((num_rows, 4), dtype=np.int64)
-            key = self.key_of_row[m][n0_rows]
-            rows[dest, 0] = key[:, None, 0]
-            rows[dest, 1] = n_range
-            rows[dest, 2] = key[:, None, 1]
-            rows[dest, 3] = key[:, None, 2]
-            infos.append(MatrixDebugInfo(comp.matrix_debug_info[m].is_deriv,
-                                         _cindex_list(rows)))
+            infos.append(_ExpandedDebugInfo(
+                comp.matrix_debug_info[m].is_deriv, self.expanded.matrices[m].num_rows,
+                self.key_of_row[m][n0_rows], self._new_matrix_rows(m, n0_rows),
+                self.n_stride[m], self.num_n))
         self.expanded.matrix_debug_info = infos
 
     def _compute_submatrix_info(self):
@@ -290,12 +352,22 @@ class ComputationExpander:
         self.expanded.submatrices = subs
 
     # -- precomputed indexes ----------------------------------------------------------
-    def _expand_indexes(self, indexes):
-        stride = find_n_stride(indexes)
-        if stride == 0:
-            raise ComputationError("shortcut compilation: precomputed-indexes Index list "
-                                   "lacks the regular n structure")
-        return _convert_num_n_values(stride, 2, self.num_n, indexes)
+    def _expand_index_lists(self, lists):
+        """The Index lists for N sequences of the two-sequence ``lists``, in
+        order. Equal lists (the layers of a TDNN see the same ones) are
+        expanded once and the result shared: components only read them."""
+        distinct = {}
+        for indexes in lists:
+            distinct.setdefault(tuple(indexes), indexes)
+        arrays = []
+        for indexes in distinct.values():
+            stride = find_n_stride(indexes)
+            if stride == 0:
+                raise ComputationError("shortcut compilation: precomputed-indexes Index list "
+                                       "lacks the regular n structure")
+            arrays.append(_convert_num_n_values_array(stride, 2, self.num_n, indexes))
+        expanded = dict(zip(distinct, _index_lists(arrays)))
+        return [expanded[tuple(indexes)] for indexes in lists]
 
     def _compute_precomputed_indexes(self):
         comp = self.computation
@@ -309,6 +381,7 @@ class ComputationExpander:
                 elif c.command_type in (_T.kBackprop, _T.kBackpropNoModelUpdate):
                     need_backprop[c.arg2] = True
         infos = [PrecomputedIndexesInfo()] if num else []
+        lists = []
         for p in range(1, num):
             old = comp.component_precomputed_indexes[p]
             if not old.input_indexes or not old.output_indexes:
@@ -317,11 +390,12 @@ class ComputationExpander:
             if component_of[p] < 0:
                 raise ComputationError("shortcut compilation: precomputed indexes %d are "
                                        "used by no Propagate command" % p)
+            lists += [old.input_indexes, old.output_indexes]
+        expanded = self._expand_index_lists(lists)
+        for p in range(1, num):
             component = self.nnet.get_component(component_of[p])
-            data = component.precompute_indexes(self.misc_info,
-                                                self._expand_indexes(old.input_indexes),
-                                                self._expand_indexes(old.output_indexes),
-                                                need_backprop[p])
+            data = component.precompute_indexes(self.misc_info, expanded[2 * p - 2],
+                                                expanded[2 * p - 1], need_backprop[p])
             if data is None:
                 raise ComputationError("shortcut compilation: component %d gave no "
                                        "precomputed indexes for the expanded computation"
@@ -430,9 +504,60 @@ class ComputationExpander:
 
 def _cindex_list(rows):
     """Cindexes (node, Index(n, t, x)) from an (R, 4) array of (node, n, t, x)."""
-    values = rows.tolist()
-    make = Index._make
-    return [(r[0], make(r[1:])) for r in values]
+    new = tuple.__new__
+    return [(r[0], new(Index, r[1:])) for r in rows.tolist()]
+
+
+_CINDEXES_SLOT = MatrixDebugInfo.__dict__["cindexes"]
+
+
+class _ExpandedDebugInfo(MatrixDebugInfo):
+    """MatrixDebugInfo of an expanded matrix whose Cindex list is built on
+    first access. An expanded computation has N/2 times the rows of the mini
+    one, and building a Python tuple per row would cost far more than the
+    rest of the expansion, while running a computation never reads them;
+    printing, writing or checking it does, and then gets the same list."""
+
+    __slots__ = ("_recipe",)
+
+    def __init__(self, is_deriv, num_rows, n0_keys, n0_rows, n_stride, num_n):
+        """``n0_keys``: (node, t, x) of the mini matrix's rows with n = 0;
+        ``n0_rows``: where those rows go in the expanded matrix; the row of
+        sequence n is n * n_stride further."""
+        MatrixDebugInfo.__init__(self, is_deriv, None)
+        self._recipe = (num_rows, n0_keys, n0_rows, n_stride, num_n)
+
+    def _build(self):
+        num_rows, key, n0_rows, n_stride, num_n = self._recipe
+        n_range = np.arange(num_n)
+        dest = n0_rows[:, None] + n_stride * n_range
+        rows = np.zeros((num_rows, 4), dtype=np.int64)
+        rows[dest, 0] = key[:, None, 0]
+        rows[dest, 1] = n_range
+        rows[dest, 2] = key[:, None, 1]
+        rows[dest, 3] = key[:, None, 2]
+        return _cindex_list(rows)
+
+    @property
+    def cindexes(self):
+        value = _CINDEXES_SLOT.__get__(self)
+        if value is None:
+            value = self._build()
+            _CINDEXES_SLOT.__set__(self, value)
+            self._recipe = None
+        return value
+
+    @cindexes.setter
+    def cindexes(self, value):
+        _CINDEXES_SLOT.__set__(self, value)
+        self._recipe = None
+
+    def __eq__(self, other):
+        if not isinstance(other, MatrixDebugInfo):
+            return NotImplemented
+        return self.is_deriv == other.is_deriv and self.cindexes == other.cindexes
+
+    __hash__ = None
 
 
 def expand_computation(nnet, misc_info, computation, need_debug_info, num_n_values):
