@@ -21,13 +21,16 @@ from conftest import KALDI_REF
 from pynnet3.compile import ComputationRequest, IoSpecification, compile
 from pynnet3.compile.caching import CachingOptimizingCompiler
 from pynnet3.compile.computation import CommandType
+from pynnet3.compile.computation_io import computation_to_bytes, read_computation
 from pynnet3.compile.shortcut import (compile_via_shortcut, expand_computation,
                                       find_n_stride, request_is_decomposable)
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.errors import ComputationError
+from pynnet3.io.stream import InputStream
 from pynnet3.nnet.index import Index
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import scale_nnet, set_dropout_test_mode, set_nnet_as_gradient
+from pynnet3.optimize.checker import check_computation
 from test_computer_kaldi import case_dirs, case_id, run_and_check
 
 
@@ -71,6 +74,16 @@ def test_shortcut_computation_matches_kaldi(case):
     assert "forward" in done
     if (case / "input_derivs.ark").is_file():
         assert "input-deriv" in done
+    # Kaldi checks expanded computations at --verbose >= 3; the checker reads
+    # the debug info, which is built on first access
+    check_computation(nnet, computation)
+    for m, info in enumerate(computation.matrix_debug_info[1:], 1):
+        assert len(info.cindexes) == computation.matrices[m].num_rows
+        assert {index.n for _, index in info.cindexes} == set(range(num_n))
+    data = computation_to_bytes(computation)
+    again = read_computation(InputStream.from_bytes(data, "expanded"))
+    assert again.matrix_debug_info == computation.matrix_debug_info
+    assert computation_to_bytes(again) == data
 
 
 # -- a models/ network, shortcut against regular compilation ------------------------------
