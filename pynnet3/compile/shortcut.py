@@ -118,11 +118,63 @@ def _find_n_stride_arrays(n, key):
     return n_stride
 
 
+def _find_n_stride_rows(n, key):
+    """_find_n_stride_arrays on Python lists (``n`` ints, ``key`` tuples): the
+    same answer, row by row, which is faster for the many matrices of a few
+    rows (a recurrent network has one per time step)."""
+    size = len(n)
+    if size == 0:
+        return 0
+    num_n = n[size - 1] + 1
+    if num_n <= 1 or n[0] != 0 or size % num_n != 0:
+        return 0
+
+    def is_next(pos):
+        return n[pos] == 1 and key[pos] == key[0]
+
+    if is_next(1):
+        n_stride = 1
+    elif is_next(size // num_n):
+        n_stride = size // num_n
+    else:
+        n_stride = 0
+        for stride in range(2, size // num_n):
+            if size % stride == 0 and is_next(stride):
+                n_stride = stride
+                break
+        if n_stride == 0:
+            return 0
+    block = n_stride * num_n
+    for i in range(size):
+        this_n = n[i]
+        if this_n < num_n - 1:
+            j = i + n_stride
+            if j >= size or n[j] != this_n + 1 or key[j] != key[i]:
+                return 0
+        if this_n == 0:
+            if i // block != (i + n_stride * (num_n - 1)) // block:
+                return 0
+        else:
+            j = i - n_stride
+            if j < 0 or n[j] != this_n - 1 or key[j] != key[i]:
+                return 0
+    return n_stride
+
+
+# Below this many rows the row-by-row version is the faster one.
+_SMALL = 64
+
+
 def find_n_stride(indexes, cindexes=False):
     """The n-stride of a list of Indexes (or of Cindexes with ``cindexes``),
     or 0 when it lacks the regular structure: n values 0 .. N-1 (N > 1, the
     last row's n + 1), the row of (n+1, t, x) n_stride rows after that of
     (n, t, x), within blocks of n_stride * N rows."""
+    if len(indexes) <= _SMALL:
+        if cindexes:
+            return _find_n_stride_rows([c[1][0] for c in indexes],
+                                       [(c[0], c[1][1], c[1][2]) for c in indexes])
+        return _find_n_stride_rows([i[0] for i in indexes], [i[1:] for i in indexes])
     n, key = (_cindex_arrays if cindexes else _index_arrays)(indexes)
     return _find_n_stride_arrays(n, key)
 
@@ -283,37 +335,44 @@ class ComputationExpander:
         if len(comp.matrix_debug_info) != len(comp.matrices):
             raise ComputationError("shortcut compilation: the computation to expand has no "
                                    "matrix debug info")
-        self.n_of_row = [None]      # per matrix: the n value of each row
-        self.n_stride = [0]
-        self.key_of_row = [None]
+        infos = comp.matrix_debug_info
+        sizes = [len(info.cindexes) for info in infos]
         for m in range(1, len(comp.matrices)):
-            cindexes = comp.matrix_debug_info[m].cindexes
-            if len(cindexes) != comp.matrices[m].num_rows:
+            if sizes[m] != comp.matrices[m].num_rows:
                 raise ComputationError("shortcut compilation: matrix m%d has %d rows but "
                                        "debug info for %d" % (m, comp.matrices[m].num_rows,
-                                                              len(cindexes)))
-            n, key = _cindex_arrays(cindexes)
-            stride = _find_n_stride_arrays(n, key)
+                                                              sizes[m]))
+        # all rows of all matrices at once; per matrix, views into them
+        n_all, key_all = _cindex_arrays(list(chain.from_iterable(
+            info.cindexes for info in infos[1:])))
+        n_list = n_all.tolist()
+        self.n_of_row = [None]      # per matrix: the n value of each row
+        self.key_of_row = [None]    # per matrix: (node, t, x) of each row
+        self.n_stride = [0]
+        start = 0
+        for m in range(1, len(comp.matrices)):
+            end = start + sizes[m]
+            if sizes[m] <= _SMALL:
+                stride = _find_n_stride_rows(n_list[start:end],
+                                             list(map(tuple, key_all[start:end].tolist())))
+            else:
+                stride = _find_n_stride_arrays(n_all[start:end], key_all[start:end])
             if stride == 0:
                 raise ComputationError(
                     "Problem encountered in 'shortcut' compilation: the computation does not "
                     "have the expected structure (matrix m%d).  Try compiling with "
                     "--use-shortcut=false." % m)
-            self.n_of_row.append(n)
-            self.key_of_row.append(key)
+            self.n_of_row.append(n_all[start:end])
+            self.key_of_row.append(key_all[start:end])
             self.n_stride.append(stride)
+            start = end
+        self.n_list = n_list
+        self.matrix_start = [0, 0] + list(np.cumsum(sizes[1:]).tolist())
 
     def _new_matrix_rows(self, m, old_rows):
-        """Kaldi's GetNewMatrixLocationInfo for an array of rows of matrix m:
-        where each row's Cindex lives in the expanded matrix, except that a row
-        with n == 1 maps to the row with n = N - 1 (the last sequence), which
-        maps the end of an old range to the end of the new one."""
-        stride = self.n_stride[m]
-        old_block, new_block = 2 * stride, self.num_n * stride
-        offset = old_rows % old_block
-        old_n = offset // stride
-        return ((old_rows // old_block) * new_block + offset % stride
-                + np.where(old_n == 0, 0, self.num_n - 1) * stride)
+        """Kaldi's GetNewMatrixLocationInfo for an array of rows of matrix m
+        (see _new_rows)."""
+        return _new_rows(old_rows, self.n_stride[m], self.num_n)
 
     def _compute_matrix_info(self):
         comp = self.computation
@@ -326,28 +385,29 @@ class ComputationExpander:
         infos = [MatrixDebugInfo(comp.matrix_debug_info[0].is_deriv,
                                  list(comp.matrix_debug_info[0].cindexes))]
         for m in range(1, len(comp.matrices)):
-            n0_rows = np.flatnonzero(self.n_of_row[m] == 0)
             infos.append(_ExpandedDebugInfo(
                 comp.matrix_debug_info[m].is_deriv, self.expanded.matrices[m].num_rows,
-                self.key_of_row[m][n0_rows], self._new_matrix_rows(m, n0_rows),
-                self.n_stride[m], self.num_n))
+                self.n_of_row[m], self.key_of_row[m], self.n_stride[m], self.num_n))
         self.expanded.matrix_debug_info = infos
 
     def _compute_submatrix_info(self):
         comp = self.computation
         subs = [comp.submatrices[0]]
+        n_list, matrix_start, n_stride, num_n = (self.n_list, self.matrix_start,
+                                                 self.n_stride, self.num_n)
         for s in range(1, len(comp.submatrices)):
             info = comp.submatrices[s]
             m = info.matrix_index
             first, last = info.row_offset, info.row_offset + info.num_rows - 1
-            n = self.n_of_row[m]
-            if not (n[first] == 0 and n[last] == 1):
+            start = matrix_start[m]
+            if not (n_list[start + first] == 0 and n_list[start + last] == 1):
                 from .computation_io import print_computation, submatrix_strings
                 raise ComputationError(
                     "Submatrix s%d = %s has strange dimensions.  Computation is: %s"
                     % (s, submatrix_strings(comp)[s], print_computation(comp, self.nnet)))
-            new_first, new_last = self._new_matrix_rows(m, np.array([first, last]))
-            subs.append(SubMatrixInfo(m, int(new_first), int(new_last + 1 - new_first),
+            new_first = _new_rows(first, n_stride[m], num_n)
+            new_last = _new_rows(last, n_stride[m], num_n)
+            subs.append(SubMatrixInfo(m, new_first, new_last + 1 - new_first,
                                       info.col_offset, info.num_cols))
         self.expanded.submatrices = subs
 
@@ -461,7 +521,7 @@ class ComputationExpander:
                 new_i2, stride2 = self._new_submatrix_rows(s2, pairs[sel, 1])
                 new[dest[sel], 0] = s2
                 new[dest[sel], 1] = new_i2[:, None] + stride2 * n_range
-        self.expanded.indexes_multi.append(list(map(tuple, new.tolist())))
+        self.expanded.indexes_multi.append(list(zip(new[:, 0].tolist(), new[:, 1].tolist())))
         return len(self.expanded.indexes_multi) - 1
 
     def _expand_row_ranges(self, c):
@@ -483,7 +543,7 @@ class ComputationExpander:
             dest = new_i1[:, None] + stride1 * n_range
             new[dest, 0] = begin[:, None] + stride2 * n_range
             new[dest, 1] = last[:, None] + 1 + stride2 * n_range
-        self.expanded.indexes_ranges.append(list(map(tuple, new.tolist())))
+        self.expanded.indexes_ranges.append(list(zip(new[:, 0].tolist(), new[:, 1].tolist())))
         return len(self.expanded.indexes_ranges) - 1
 
     def _compute_commands(self):
@@ -500,6 +560,18 @@ class ComputationExpander:
                 new.arg3 = self._expand_row_ranges(c)
             commands.append(new)
         self.expanded.commands = commands
+
+
+def _new_rows(old_rows, n_stride, num_n):
+    """Where rows of a two-sequence matrix with this n-stride go in the
+    expanded one (arrays or ints): the row of the same Cindex, except that a
+    row with n == 1 maps to the row with n = N - 1 (the last sequence), which
+    maps the end of an old range to the end of the new one (Kaldi's
+    GetNewMatrixLocationInfo)."""
+    old_block, new_block = 2 * n_stride, num_n * n_stride
+    offset = old_rows % old_block
+    last = (offset // n_stride) * (num_n - 1)   # 0 for n == 0, N - 1 for n == 1
+    return (old_rows // old_block) * new_block + offset % n_stride + last * n_stride
 
 
 def _cindex_list(rows):
@@ -520,17 +592,18 @@ class _ExpandedDebugInfo(MatrixDebugInfo):
 
     __slots__ = ("_recipe",)
 
-    def __init__(self, is_deriv, num_rows, n0_keys, n0_rows, n_stride, num_n):
-        """``n0_keys``: (node, t, x) of the mini matrix's rows with n = 0;
-        ``n0_rows``: where those rows go in the expanded matrix; the row of
-        sequence n is n * n_stride further."""
+    def __init__(self, is_deriv, num_rows, old_n, old_keys, n_stride, num_n):
+        """``old_n``, ``old_keys``: n and (node, t, x) of the two-sequence
+        matrix's rows; the expanded matrix has ``num_rows`` rows."""
         MatrixDebugInfo.__init__(self, is_deriv, None)
-        self._recipe = (num_rows, n0_keys, n0_rows, n_stride, num_n)
+        self._recipe = (num_rows, old_n, old_keys, n_stride, num_n)
 
     def _build(self):
-        num_rows, key, n0_rows, n_stride, num_n = self._recipe
+        num_rows, old_n, old_keys, n_stride, num_n = self._recipe
+        n0_rows = np.flatnonzero(old_n == 0)
+        key = old_keys[n0_rows]
         n_range = np.arange(num_n)
-        dest = n0_rows[:, None] + n_stride * n_range
+        dest = _new_rows(n0_rows, n_stride, num_n)[:, None] + n_stride * n_range
         rows = np.zeros((num_rows, 4), dtype=np.int64)
         rows[dest, 0] = key[:, None, 0]
         rows[dest, 1] = n_range
