@@ -209,3 +209,41 @@ def test_irregular_computation_is_refused_with_kaldi_advice():
     mini.matrix_debug_info[1].cindexes[0] = (node, Index(1, index.t, index.x))
     with pytest.raises(ComputationError, match="use-shortcut=false"):
         expand_computation(nnet, None, mini, True, num_n)
+
+
+def test_row_by_row_and_array_n_strides_agree():
+    from pynnet3.compile.shortcut import _find_n_stride_arrays, _find_n_stride_rows
+    rng = np.random.default_rng(3)
+    found = 0
+    for trial in range(400):
+        num_n, frames = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+        if trial % 2:
+            rows = [(n, t, 0) for t in range(frames) for n in range(num_n)]
+        else:
+            rows = [(n, t, 0) for n in range(num_n) for t in range(frames)]
+        if trial % 3 == 0:      # damage it
+            i = int(rng.integers(len(rows)))
+            rows[i] = (int(rng.integers(0, num_n + 1)), rows[i][1] + int(rng.integers(0, 2)), 0)
+        n = [r[0] for r in rows]
+        key = [(5,) + r[1:] for r in rows]
+        arrays = (np.array(n, dtype=np.int64), np.array(key, dtype=np.int64))
+        expected = _find_n_stride_arrays(*arrays)
+        assert _find_n_stride_rows(n, key) == expected, rows
+        found += expected > 0
+    assert 100 < found < 400
+
+
+def test_expanded_index_lists_share_objects_and_keep_values():
+    from pynnet3.compile.shortcut import _index_lists
+    no_time = -2 ** 31
+    a = np.array([[0, no_time, 0], [1, 5, 0], [2, 5, 0]], dtype=np.int64)
+    b = np.array([[2, 5, 0], [0, no_time, 0]], dtype=np.int64)
+    far = np.array([[0, 0, 0], [0, 2 ** 30, 2 ** 30], [1, -2 ** 30, 0]], dtype=np.int64)
+    la, lb = _index_lists([a, b])
+    assert la == [Index(0, no_time, 0), Index(1, 5, 0), Index(2, 5, 0)]
+    assert lb == [Index(2, 5, 0), Index(0, no_time, 0)]
+    assert lb[0] is la[2] and type(lb[0]) is Index
+    assert _index_lists([far])[0] == [Index(*r) for r in far.tolist()]
+    # more (n, t, x) combinations than it marks: the sorting path
+    many = np.stack([np.arange(300), np.arange(300) * 7, -np.arange(300)], axis=1)
+    assert _index_lists([many])[0] == [Index(*r) for r in many.tolist()]
