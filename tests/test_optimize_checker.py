@@ -143,6 +143,24 @@ def test_never_accessed_matrix(case0):
         check_computation(nnet, comp)
 
 
+def test_write_never_read_warns_once(case0, caplog, monkeypatch):
+    from pynnet3.optimize import checker
+    monkeypatch.setattr(checker, "_warned_only_constant", False)
+    nnet, comp = case0
+    comp.matrix_debug_info = []
+    for _ in range(2):
+        s = comp.new_matrix(3, 4)
+        comp.commands[17:17] = [Command(CT.kAllocMatrix, s),
+                                Command(CT.kSetConst, s, alpha=0.0)]
+        comp.commands.append(Command(CT.kDeallocMatrix, s))
+    with caplog.at_level("WARNING", logger="pynnet3"):
+        check_computation(nnet, comp)       # legal, as in Kaldi
+        check_computation(nnet, comp)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["Matrix m11 is only set to a constant value (command c20), but then "
+                        "never accessed.  Will warn only once."]
+
+
 def test_looped_computation_swaps_read_as_deallocation():
     """A computation ending in kGotoLabel: the swap before the goto hands a
     matrix to the next iteration; Kaldi's checker reads it as deallocation."""
