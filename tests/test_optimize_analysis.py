@@ -207,6 +207,13 @@ def test_structural_faults_are_errors(impl):
     with pytest.raises(ComputationError, match=r"submatrix 5 = m1\(3:4, 0:5\).*outside"):
         impl.Analyzer().init(nnet, comp)
     comp, _ = _toy()
+    comp.commands[3] = Command(CT.kMatrixCopy, 99, s2)
+    with pytest.raises(ComputationError, match=r"c3: submatrix index 99 out of range"):
+        impl.Analyzer().init(nnet, comp)
+    comp.commands[3] = Command(CT.kMatrixCopy, -1, s2)
+    with pytest.raises(ComputationError, match=r"c3: submatrix index -1 out of range"):
+        impl.Analyzer().init(nnet, comp)
+    comp, _ = _toy()
     comp.commands.append(Command(99))
     with pytest.raises(ComputationError, match=r"c8 has unknown command type"):
         impl.Analyzer().init(nnet, comp)

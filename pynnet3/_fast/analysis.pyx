@@ -211,10 +211,14 @@ cdef class ComputationVariables:
             for c in range(self.sub_c0[s], self.sub_c1[s]):
                 out.push_back(base + r * ncv + c)
 
-    cdef inline void record_access(self, int s, int access_type, vector[int]* lists):
+    cdef inline int record_access(self, int s, int access_type,
+                                  vector[int]* lists) except -1:
         """Appends to the six lists (VR..MW) what an access to ``s`` touches."""
         if s == 0:
-            return
+            return 0
+        if s < 0 or s >= <int>self.submatrix_to_matrix.size():
+            raise AnalysisError("submatrix index %d out of range [0, %d)"
+                                % (s, self.submatrix_to_matrix.size()))
         cdef int m = self.submatrix_to_matrix[s]
         if access_type == R:
             self.append_submatrix_variables(s, lists[VR])
@@ -233,6 +237,7 @@ cdef class ComputationVariables:
             lists[SR].push_back(s)
             lists[MW].push_back(m)
             lists[MR].push_back(m)
+        return 0
 
     cdef inline int check_submatrix_index(self, int s) except -1:
         if s < 0 or s >= <int>self.submatrix_to_matrix.size():
@@ -359,13 +364,15 @@ cdef void _multi_submatrices(list pairs, vector[int]& out):
 
 def compute_command_attributes(nnet, computation, ComputationVariables variables):
     """Kaldi's ComputeCommandAttributes; returns a CommandAttributesList."""
-    cdef list props = _component_properties(nnet)
+    # indexed with Python's checks: the arguments of a broken command may be
+    # out of range
+    props = _component_properties(nnet)
+    indexes = computation.indexes
+    indexes_multi = computation.indexes_multi
     cdef list commands = computation.commands
-    cdef list indexes = computation.indexes
-    cdef list indexes_multi = computation.indexes_multi
     cdef CommandAttributesList result = CommandAttributesList()
     cdef int num_commands = len(commands)
-    cdef int ci, ct, k, i, prop, a1
+    cdef int ci, k
     cdef vector[int] lists[6]
     cdef vector[int] subs
     result.num_commands = num_commands
@@ -374,7 +381,24 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
     for k in range(6):
         result.start[k].reserve(num_commands + 1)
         result.start[k].push_back(0)
-    for ci in range(num_commands):
+    ci = 0
+    try:
+        _command_attributes_loop(variables, result, commands, props, indexes, indexes_multi,
+                                 lists, subs, &ci)
+    except AnalysisError as e:
+        if e.command_index is not None:
+            raise
+        raise AnalysisError("command c%d: %s" % (ci, e.detail), ci) from None
+    return result
+
+
+cdef int _command_attributes_loop(ComputationVariables variables,
+                                  CommandAttributesList result, list commands, props,
+                                  indexes, indexes_multi, vector[int]* lists,
+                                  vector[int]& subs, int* ci_out) except -1:
+    cdef int ci, ct, k, i, prop
+    for ci in range(result.num_commands):
+        ci_out[0] = ci
         c = commands[ci]
         ct = c.command_type
         for k in range(6):
@@ -428,7 +452,7 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
             sort_uniq(lists[k])
             result.data[k].insert(result.data[k].end(), lists[k].begin(), lists[k].end())
             result.start[k].push_back(result.data[k].size())
-    return result
+    return 0
 
 
 cdef void _count_merged(const vector[int]& data_r, int rb, int re,
@@ -683,16 +707,19 @@ cdef class ComputationAnalysis:
         self.va = analyzer.variable_accesses
         self.ma = analyzer.matrix_accesses
 
+    # both the computation and the analysis (made before any submatrix or
+    # matrix a pass has added since) must know the index
     cdef int check_submatrix(self, int s) except -1:
-        if not 0 < s < len(self.computation.submatrices):
-            raise IndexError("submatrix %d out of range [1, %d)"
-                             % (s, len(self.computation.submatrices)))
+        cdef int n = min(len(self.computation.submatrices),
+                         <int>self.vars.submatrix_to_matrix.size())
+        if not 0 < s < n:
+            raise IndexError("submatrix %d out of range [1, %d)" % (s, n))
         return 0
 
     cdef int check_matrix(self, int m) except -1:
-        if not 0 < m < len(self.computation.matrices):
-            raise IndexError("matrix %d out of range [1, %d)"
-                             % (m, len(self.computation.matrices)))
+        cdef int n = min(len(self.computation.matrices), self.ma.num_matrices)
+        if not 0 < m < n:
+            raise IndexError("matrix %d out of range [1, %d)" % (m, n))
         return 0
 
     def first_nontrivial_access(self, int s):
