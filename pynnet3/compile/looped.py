@@ -186,8 +186,8 @@ def extrapolate_computation_request(request1, request2):
 def _compile_looped_internal(nnet, optimize_opts, request1, request2, request3, num_requests,
                              check):
     from ..optimize.optimize import max_output_time_in_request, optimize
-    from ..compile.compiler import Compiler
-    from ..compile.computation import CommandType
+    from .compiler import Compiler
+    from .computation import CommandType
     requests = [request1, request2, request3]
     while len(requests) < num_requests:
         nxt = extrapolate_computation_request(requests[-2], requests[-1])
