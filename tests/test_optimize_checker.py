@@ -1,6 +1,6 @@
 """The ComputationChecker (Kaldi's CheckComputation): every reference
-computation passes (ours unoptimized, with the rewrite check; Kaldi's
-optimized); deliberately broken ones are rejected with a message naming the
+computation passes (ours unoptimized, with the rewrite check; ours and
+Kaldi's optimized); deliberately broken ones are rejected with a message naming the
 command as Kaldi prints it and the matrix."""
 
 import copy
@@ -9,6 +9,7 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
+from pynnet3.compile import compile as compile_
 from pynnet3.compile.compiler import create_computation
 from pynnet3.compile.computation import Command, CommandType as CT
 from pynnet3.compile.computation_io import command_string, read_computation_file
@@ -35,6 +36,7 @@ def _load(case):
 def test_reference_computations_pass(case):
     nnet, request = _load(case)
     check_computation(nnet, create_computation(nnet, request), check_rewrite=True)
+    check_computation(nnet, compile_(nnet, request))          # ours, optimized
     if (case / "computation.opt.kaldi").exists():
         check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
 
