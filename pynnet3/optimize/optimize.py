@@ -12,12 +12,10 @@ before the first pass and after every pass, so that a pass that breaks a
 computation is named by the check that follows it.
 """
 
-import logging
+import gc
 
 from ..errors import ComputationError
 from .options import INT32_MAX, INT32_MIN, NnetOptimizeOptions
-
-log = logging.getLogger(__name__)
 
 
 def max_output_time_in_request(request):
@@ -55,7 +53,22 @@ def optimize(options, nnet, max_output_time_in_request, computation, check=False
     ``options`` is an NnetOptimizeOptions (None: Kaldi's defaults);
     ``max_output_time_in_request`` only matters when
     ``max_deriv_time_relative`` is set (see :func:`max_output_time_in_request`).
+    Returns ``computation``.
     """
+    # The passes allocate many small objects (commands, submatrix records,
+    # access lists) and create no reference cycles, so Python's cyclic
+    # garbage collector only costs time here (it rescans every live object,
+    # up to ~40% of optimize time on large computations).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _optimize(options, nnet, max_output_time_in_request, computation, check)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _optimize(options, nnet, max_output_time_in_request, computation, check):
     from . import (addition, extend_matrices, model_update, renumber, sizing,
                    variable_merging, zeroing)
     from .consolidate_io import consolidate_io_operations
