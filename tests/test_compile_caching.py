@@ -211,6 +211,8 @@ def test_compiler_caches_and_takes_the_shortcut(xvector_nnet):
     plain.compile(request)
     assert len(plain.cache) == 1
     assert "seconds taken in nnet3 compilation total" in compiler.timing_summary()
+    # the x-vector extractor's context (nnet3-info of extract.raw: 0 left, 7 right)
+    assert compiler.get_simple_nnet_context() == (0, 7)
     # capacity 1: the full computation evicts the two-sequence one
     small = CachingOptimizingCompiler(
         xvector_nnet, compiler_options=CachingOptimizingCompilerOptions(cache_capacity=1))
