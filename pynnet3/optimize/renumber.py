@@ -250,5 +250,5 @@ def _remove_unused_indexes_multi(computation):
 def remove_no_ops(computation):
     """Kaldi's RemoveNoOps: drops every kNoOperation command (the permanent,
     marker and label no-ops stay)."""
-    computation.commands = [c for c in computation.commands
-                            if c.command_type != C.kNoOperation]
+    no_op = int(C.kNoOperation)
+    computation.commands = [c for c in computation.commands if c.command_type != no_op]
