@@ -122,3 +122,11 @@ def test_max_deriv_time_relative_is_relative_to_the_last_output_time():
     default = compile(nnet, request)
     assert print_computation(relative, nnet) == print_computation(absolute, nnet)
     assert print_computation(relative, nnet) != print_computation(default, nnet)
+
+
+def test_registration_without_prefix():
+    parser = ToolParser("Test.\n\nUsage:  test-tool [options] <a>\n")
+    register_options(parser, "", NnetOptimizeOptions())
+    opts, _ = parser.parse(["--print-args=false", "--extend-matrices=false", "x"], 1)
+    assert options_from(opts, "", NnetOptimizeOptions()) == NnetOptimizeOptions(
+        extend_matrices=False)
