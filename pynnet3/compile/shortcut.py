@@ -25,6 +25,7 @@ expanded one has N/2 times the rows, and its index tables and debug info are
 built per row.
 """
 
+import gc
 from itertools import chain
 
 import numpy as np
@@ -637,8 +638,17 @@ def expand_computation(nnet, misc_info, computation, need_debug_info, num_n_valu
     """Kaldi's ExpandComputation: ``computation`` (compiled for the mini request
     of :func:`request_is_decomposable`, with debug info) stretched to
     ``num_n_values`` sequences. Returns a new NnetComputation."""
-    return ComputationExpander(nnet, misc_info, computation, need_debug_info,
-                               num_n_values).expand()
+    # The expansion allocates many small lists and tuples and frees none:
+    # the cyclic garbage collector would only re-walk the live heap (the
+    # network, the cache) over and over, so it is paused meanwhile.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ComputationExpander(nnet, misc_info, computation, need_debug_info,
+                                   num_n_values).expand()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def compile_via_shortcut(nnet, request, compile_mini):
