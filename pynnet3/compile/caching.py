@@ -208,9 +208,10 @@ class _KaldiHashOrder:
         insertions follow libstdc++'s rule from there."""
         self.order = list(keys)
         self.bucket_index = 0
-        while keys and _BUCKET_COUNTS[self.bucket_index] < len(keys) or (
-                keys and self.bucket_index == 0):
-            self.bucket_index += 1
+        if keys:    # the first insertion allocates buckets; then they grow as needed
+            self.bucket_index = 1
+            while _BUCKET_COUNTS[self.bucket_index] < len(keys):
+                self.bucket_index += 1
 
 
 class ComputationCache:
