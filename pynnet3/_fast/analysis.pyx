@@ -109,7 +109,11 @@ cdef class ComputationVariables:
         cdef int s, m, ro, nr, co, nc, mr, mc, i, n, total
         cdef vector[int] sm_m, sm_ro, sm_nr, sm_co, sm_nc
         cdef vector[int] mat_rows, mat_cols
-        cdef vector[vector[int]] rows, cols
+        # split candidates of every matrix, gathered matrix by matrix into one
+        # buffer (offsets ``off``), then sorted and made unique per matrix
+        cdef vector[int] off, fill, rbuf, cbuf
+        cdef int* p
+        cdef int* q
         mat_rows.resize(num_matrices)
         mat_cols.resize(num_matrices)
         for m in range(num_matrices):
@@ -117,14 +121,13 @@ cdef class ComputationVariables:
             mat_rows[m] = info.num_rows
             mat_cols[m] = info.num_cols
         if num_submatrices > 0 and submatrices[0].num_rows != 0:
-            raise ComputationError("submatrix 0 must be the empty submatrix")
+            raise AnalysisError("submatrix 0 must be the empty submatrix")
         sm_m.resize(num_submatrices)
         sm_ro.resize(num_submatrices)
         sm_nr.resize(num_submatrices)
         sm_co.resize(num_submatrices)
         sm_nc.resize(num_submatrices)
-        rows.resize(num_matrices)
-        cols.resize(num_matrices)
+        off.assign(num_matrices + 2, 0)
         for s in range(1, num_submatrices):
             info = submatrices[s]
             m = info.matrix_index
@@ -133,7 +136,7 @@ cdef class ComputationVariables:
             co = info.col_offset
             nc = info.num_cols
             if not 0 < m < num_matrices:
-                raise ComputationError(
+                raise AnalysisError(
                     "submatrix %d refers to matrix m%d, but the computation has matrices "
                     "m1..m%d" % (s, m, num_matrices - 1))
             if ro < 0 or nr <= 0 or co < 0 or nc <= 0 or ro + nr > mat_rows[m] \
@@ -147,31 +150,49 @@ cdef class ComputationVariables:
             sm_nr[s] = nr
             sm_co[s] = co
             sm_nc[s] = nc
-            rows[m].push_back(ro)
-            rows[m].push_back(ro + nr)
-            cols[m].push_back(co)
-            cols[m].push_back(co + nc)
+            off[m + 1] += 2
+        for m in range(1, num_matrices):
+            off[m + 1] += off[m] + 2      # + the matrix's own 0 and end
+        rbuf.resize(off[num_matrices] if num_matrices > 0 else 0)
+        cbuf.resize(rbuf.size())
+        fill = off
+        for m in range(1, num_matrices):
+            rbuf[fill[m]] = 0
+            rbuf[fill[m] + 1] = mat_rows[m]
+            cbuf[fill[m]] = 0
+            cbuf[fill[m] + 1] = mat_cols[m]
+            fill[m] += 2
+        for s in range(1, num_submatrices):
+            m = sm_m[s]
+            i = fill[m]
+            rbuf[i] = sm_ro[s]
+            rbuf[i + 1] = sm_ro[s] + sm_nr[s]
+            cbuf[i] = sm_co[s]
+            cbuf[i + 1] = sm_co[s] + sm_nc[s]
+            fill[m] = i + 2
         self.matrix_to_variable_index.assign(num_matrices + 1, 0)
         self.row_sp_start.assign(num_matrices + 1, 0)
         self.col_sp_start.assign(num_matrices + 1, 0)
+        self.row_sp.reserve(rbuf.size())
+        self.col_sp.reserve(cbuf.size())
+        cdef int nrs, ncs
         for m in range(1, num_matrices):
-            rows[m].push_back(0)
-            rows[m].push_back(mat_rows[m])
-            cols[m].push_back(0)
-            cols[m].push_back(mat_cols[m])
-            sort_uniq(rows[m])
-            sort_uniq(cols[m])
-            for i in range(<int>rows[m].size()):
-                self.row_sp.push_back(rows[m][i])
-            for i in range(<int>cols[m].size()):
-                self.col_sp.push_back(cols[m][i])
+            p = &rbuf[0] + off[m]
+            q = &rbuf[0] + off[m + 1]
+            sort(p, q)
+            q = unique(p, q)
+            nrs = q - p
+            self.row_sp.insert(self.row_sp.end(), p, q)
+            p = &cbuf[0] + off[m]
+            q = &cbuf[0] + off[m + 1]
+            sort(p, q)
+            q = unique(p, q)
+            ncs = q - p
+            self.col_sp.insert(self.col_sp.end(), p, q)
             self.row_sp_start[m + 1] = self.row_sp.size()
             self.col_sp_start[m + 1] = self.col_sp.size()
             self.matrix_to_variable_index[m + 1] = self.matrix_to_variable_index[m] + \
-                (<int>rows[m].size() - 1) * (<int>cols[m].size() - 1)
-        if num_matrices > 0:
-            self.row_sp_start[1] = 0
-            self.col_sp_start[1] = 0
+                (nrs - 1) * (ncs - 1)
         self._num_variables = self.matrix_to_variable_index[num_matrices] \
             if num_matrices > 0 else 0
         # variables of each submatrix
@@ -316,6 +337,10 @@ cdef class CommandAttributesList:
     cdef vector[int] data[6]
     cdef vector[int] start[6]       # num_commands + 1 offsets into data[k]
     cdef vector[char] side_effects
+    # per command: its type, and for allocation, deallocation, swap, input and
+    # output commands its submatrix arguments (else -1), so that
+    # compute_matrix_accesses need not read the commands again
+    cdef vector[int] command_type, command_arg1, command_arg2
     cdef int num_commands
     cdef list _cache
 
@@ -378,6 +403,9 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
     result.num_commands = num_commands
     result._cache = [None] * num_commands
     result.side_effects.assign(num_commands, 0)
+    result.command_type.assign(num_commands, -1)
+    result.command_arg1.assign(num_commands, -1)
+    result.command_arg2.assign(num_commands, -1)
     for k in range(6):
         result.start[k].reserve(num_commands + 1)
         result.start[k].push_back(0)
@@ -401,10 +429,14 @@ cdef int _command_attributes_loop(ComputationVariables variables,
         ci_out[0] = ci
         c = commands[ci]
         ct = c.command_type
+        result.command_type[ci] = ct
         for k in range(6):
             lists[k].clear()
-        if ct == kAllocMatrix or ct == kDeallocMatrix or ct == kSwapMatrix:
-            pass
+        if ct == kAllocMatrix or ct == kDeallocMatrix:
+            result.command_arg1[ci] = c.arg1
+        elif ct == kSwapMatrix:
+            result.command_arg1[ci] = c.arg1
+            result.command_arg2[ci] = c.arg2
         elif ct == kSetConst:
             variables.record_access(c.arg1, W, lists)
         elif ct == kPropagate:
@@ -440,10 +472,14 @@ cdef int _command_attributes_loop(ComputationVariables variables,
                 variables.record_access(subs[i], RW, lists)
         elif ct == kCompressMatrix:
             variables.record_access(c.arg1, RW, lists)
-        elif ct == kDecompressMatrix or ct == kAcceptInput:
+        elif ct == kDecompressMatrix:
             variables.record_access(c.arg1, W, lists)
+        elif ct == kAcceptInput:
+            result.command_arg1[ci] = c.arg1
+            variables.record_access(result.command_arg1[ci], W, lists)
         elif ct == kProvideOutput:
-            variables.record_access(c.arg1, R, lists)
+            result.command_arg1[ci] = c.arg1
+            variables.record_access(result.command_arg1[ci], R, lists)
         elif 20 <= ct <= kGotoLabel:   # the no-ops, the label and the goto
             pass
         else:
@@ -598,63 +634,67 @@ cdef class MatrixAccessesList:
             yield self[m]
 
 
-cdef int _whole_matrix_of(computation, list submatrices, int c, int s) except -1:
-    if not 0 < s < len(submatrices) or not computation.is_whole_matrix(s):
-        m = submatrices[s].matrix_index if 0 <= s < len(submatrices) else -1
+cdef int _whole_matrix_of(ComputationVariables variables, int c, int s) except -1:
+    """The matrix of submatrix ``s``, which command ``c`` needs to be a whole
+    matrix. (A submatrix spans its whole split grid exactly when it spans the
+    whole matrix: the grid always includes 0 and the matrix's extent.)"""
+    cdef int n = variables.submatrix_to_matrix.size()
+    if not 0 < s < n or not variables.submatrix_is_whole_matrix[s]:
         raise AnalysisError(
             "command c%d does not operate on a whole matrix (submatrix %d of matrix m%d)"
-            % (c, s, m), c, m)
-    return submatrices[s].matrix_index
+            % (c, s, variables.submatrix_to_matrix[s] if 0 <= s < n else -1), c,
+            variables.submatrix_to_matrix[s] if 0 <= s < n else None)
+    return variables.submatrix_to_matrix[s]
 
 
 def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
                             CommandAttributesList command_attributes):
-    """Kaldi's ComputeMatrixAccesses; returns a MatrixAccessesList."""
-    cdef list commands = computation.commands
-    cdef list submatrices = computation.submatrices
+    """Kaldi's ComputeMatrixAccesses; returns a MatrixAccessesList.
+    ``command_attributes`` must come from ``computation`` (as in Kaldi: the
+    commands' types and arguments are read from what it recorded)."""
     cdef int num_matrices = len(computation.matrices)
     cdef MatrixAccessesList out = MatrixAccessesList()
+    cdef CommandAttributesList attrs = command_attributes
     cdef int c, ct, m, m2
     out.num_matrices = num_matrices
     out._cache = [None] * num_matrices
-    out.accesses = _accesses_from(command_attributes, MR, MW, num_matrices)
+    out.accesses = _accesses_from(attrs, MR, MW, num_matrices)
     out.allocate_command.assign(num_matrices, -1)
     out.deallocate_command.assign(num_matrices, -1)
     out.is_input.assign(num_matrices, 0)
     out.is_output.assign(num_matrices, 0)
-    for c in range(command_attributes.num_commands):
-        command = commands[c]
-        ct = command.command_type
+    for c in range(attrs.num_commands):
+        ct = attrs.command_type[c]
         if ct == kAllocMatrix:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, out.allocate_command[m], c), c, m)
+                                    % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
         elif ct == kSwapMatrix:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
-            m2 = _whole_matrix_of(computation, submatrices, c, command.arg2)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m2 = _whole_matrix_of(variables, c, attrs.command_arg2[c])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, out.allocate_command[m], c), c, m)
+                                    % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
             if out.deallocate_command[m2] != -1:
                 raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m2, out.deallocate_command[m2], c), c, m2)
+                                    % (m2, out.deallocate_command[m2], c), c, m2)
             out.deallocate_command[m2] = c
         elif ct == kDeallocMatrix:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             if out.deallocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m, out.deallocate_command[m], c), c, m)
+                                    % (m, out.deallocate_command[m], c), c, m)
             out.deallocate_command[m] = c
         elif ct == kAcceptInput:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             out.is_input[m] = 1
             if out.allocate_command[m] == -1:
                 out.allocate_command[m] = c
         elif ct == kProvideOutput:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             out.is_output[m] = 1
     return out
 

@@ -173,12 +173,12 @@ class ComputationVariables:
         rows = [[] for _ in range(num_matrices)]
         cols = [[] for _ in range(num_matrices)]
         if submatrices and submatrices[0].num_rows != 0:
-            raise ComputationError("submatrix 0 must be the empty submatrix")
+            raise AnalysisError("submatrix 0 must be the empty submatrix")
         for s in range(1, len(submatrices)):
             info = submatrices[s]
             m = info.matrix_index
             if not 0 < m < num_matrices:
-                raise ComputationError(
+                raise AnalysisError(
                     "submatrix %d refers to matrix m%d, but the computation has matrices "
                     "m1..m%d" % (s, m, num_matrices - 1))
             mi = matrices[m]
