@@ -130,3 +130,14 @@ def test_registration_without_prefix():
     opts, _ = parser.parse(["--print-args=false", "--extend-matrices=false", "x"], 1)
     assert options_from(opts, "", NnetOptimizeOptions()) == NnetOptimizeOptions(
         extend_matrices=False)
+
+
+def test_checked_optimization_logs_memory_use(caplog):
+    case = TEST_DATA / "computer" / "case172"
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    with caplog.at_level("INFO", logger="pynnet3.optimize.optimize"):
+        compile(nnet, request, check=True)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("Before optimization, max memory use (bytes) = ") for m in messages)
+    assert any(m.startswith("After optimization, max memory use (bytes) = ") for m in messages)

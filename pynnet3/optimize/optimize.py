@@ -9,13 +9,17 @@ and last in each segment for a computation to be runnable.
 
 With ``check=True`` (Kaldi: ``--verbose >= 3``) the ComputationChecker runs
 before the first pass and after every pass, so that a pass that breaks a
-computation is named by the check that follows it.
+computation is named by the check that follows it, and the peak memory
+before and after optimization is logged, as Kaldi does.
 """
 
 import gc
+import logging
 
 from ..errors import ComputationError
 from .options import INT32_MAX, INT32_MIN, NnetOptimizeOptions
+
+log = logging.getLogger(__name__)
 
 
 def max_output_time_in_request(request):
@@ -76,6 +80,10 @@ def _optimize(options, nnet, max_output_time_in_request, computation, check):
     opts = options if options is not None else NnetOptimizeOptions()
     checked = _checker(nnet, check)
     checked(computation, True, "compilation")
+    if check:
+        from .analysis import get_max_memory_use
+        log.info("Before optimization, max memory use (bytes) = %d",
+                 get_max_memory_use(computation))
     on = opts.optimize
 
     # Derivative-time limits come first: later passes rely on matrices that
@@ -149,4 +157,7 @@ def _optimize(options, nnet, max_output_time_in_request, computation, check):
         checked(computation, False, "optimize_memory_compression")
 
     checked(computation, False, "optimization")
+    if check:
+        log.info("After optimization, max memory use (bytes) = %d",
+                 get_max_memory_use(computation))
     return computation
