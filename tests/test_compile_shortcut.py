@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from conftest import KALDI_REF
 from pynnet3.compile import ComputationRequest, IoSpecification, compile
 from pynnet3.compile.caching import CachingOptimizingCompiler
 from pynnet3.compile.computation import CommandType
