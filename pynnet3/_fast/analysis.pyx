@@ -16,7 +16,6 @@ from libcpp.algorithm cimport sort, unique
 from libcpp.vector cimport vector
 
 from pynnet3.compile.computation import SubMatrixInfo
-from pynnet3.errors import ComputationError
 from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
                                           CommandAttributes, MatrixAccesses)
 
@@ -101,12 +100,12 @@ cdef class ComputationVariables:
 
     def init(self, computation):
         if self._initialized:
-            raise ComputationError("ComputationVariables.init() called twice")
+            raise AnalysisError("ComputationVariables.init() called twice")
         self._initialized = True
         cdef list matrices = computation.matrices
         cdef list submatrices = computation.submatrices
         cdef int num_matrices = len(matrices), num_submatrices = len(submatrices)
-        cdef int s, m, ro, nr, co, nc, mr, mc, i, n, total
+        cdef int s, m, ro, nr, co, nc, i
         cdef vector[int] sm_m, sm_ro, sm_nr, sm_co, sm_nc
         cdef vector[int] mat_rows, mat_cols
         # split candidates of every matrix, gathered matrix by matrix into one

@@ -160,7 +160,7 @@ class ComputationVariables:
 
     def init(self, computation):
         if self._initialized:
-            raise ComputationError("ComputationVariables.init() called twice")
+            raise AnalysisError("ComputationVariables.init() called twice")
         self._initialized = True
         self._compute_split_points(computation)
         self._compute_variables_for_submatrix(computation)
@@ -652,8 +652,8 @@ def get_max_memory_use(computation):
                       CT.kCompressMatrix, CT.kDecompressMatrix):
             continue
         if not 0 <= c.arg1 < num_submatrices:
-            raise ComputationError("command c%d refers to submatrix %d, out of range"
-                                   % (index, c.arg1))
+            raise AnalysisError("command c%d refers to submatrix %d, out of range"
+                                % (index, c.arg1), index)
         s = submatrices[c.arg1]
         num_bytes = 4 * s.num_rows * s.num_cols
         if ct in (CT.kAllocMatrix, CT.kAcceptInput):
@@ -666,11 +666,12 @@ def get_max_memory_use(computation):
             cur += packed - num_bytes
         else:
             if c.arg1 not in compressed_bytes:
-                raise ComputationError("command c%d decompresses submatrix %d, which was "
-                                       "never compressed" % (index, c.arg1))
+                raise AnalysisError("command c%d decompresses submatrix %d, which was "
+                                    "never compressed" % (index, c.arg1), index)
             cur += num_bytes - compressed_bytes[c.arg1]
         if cur < 0:
-            raise ComputationError("command c%d frees more memory than is allocated" % index)
+            raise AnalysisError("command c%d frees more memory than is allocated" % index,
+                                index)
         peak = max(peak, cur)
     return peak
 
