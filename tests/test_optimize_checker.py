@@ -189,3 +189,34 @@ def test_looped_computation_swaps_read_as_deallocation():
     comp.commands[-1] = Command(CT.kGotoLabel, 1)
     with pytest.raises(ComputationCheckError, match="invalid destination"):
         check_computation(nnet, comp)
+
+
+def _verdict(nnet, comp):
+    try:
+        check_computation(nnet, comp)
+    except ComputationCheckError as e:
+        return e.check, e.command_index, e.matrix_index, str(e)
+    return None
+
+
+@pytest.mark.parametrize("case", sorted(TEST_DATA.glob("compile/case*")), ids=_id)
+def test_checker_on_the_python_analysis(case, monkeypatch):
+    """The checker gives the same verdicts over the Python twin of the
+    analysis: on the reference computations, and on each computation made by
+    dropping one zeroing command."""
+    from pynnet3.optimize import analysis_py, checker
+    nnet, request = _load(case)
+    comp = create_computation(nnet, request)
+    broken = []
+    for i, c in enumerate(comp.commands):
+        if c.command_type == CT.kSetConst:
+            b = copy.copy(comp)
+            b.commands = list(comp.commands)
+            b.commands[i] = Command(CT.kNoOperation)
+            broken.append(b)
+    compiled = [_verdict(nnet, b) for b in broken]
+    assert any(v is not None for v in compiled)
+    monkeypatch.setattr(checker, "Analyzer", analysis_py.Analyzer)
+    check_computation(nnet, comp, check_rewrite=True)
+    check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
+    assert [_verdict(nnet, b) for b in broken] == compiled
