@@ -31,7 +31,7 @@ from itertools import chain
 import numpy as np
 
 from ..errors import ComputationError
-from ..nnet.index import Index
+from ..nnet.index import Index, kNoTime
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo,
                           NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
 from .request import ComputationRequest, IoSpecification
@@ -224,14 +224,22 @@ def _index_lists(arrays):
     codes, column_values = [], []
     for c in range(3):
         col = rows[:, c]
-        low = int(col.min())
-        if int(col.max()) - low < 1 << 16:
+        low, high = int(col.min()), int(col.max())
+        if high - low < 1 << 16:
             codes.append(col - low)
-            column_values.append(np.arange(low, int(col.max()) + 1, dtype=np.int64))
-        else:
-            distinct_values, code = np.unique(col, return_inverse=True)
-            codes.append(code.reshape(-1))
-            column_values.append(distinct_values)
+            column_values.append(np.arange(low, high + 1, dtype=np.int64))
+            continue
+        if low == kNoTime:      # padding rows: code 0, the other times after it
+            timed = col != kNoTime
+            low = int(col[timed].min()) if timed.any() else 0
+            if high - low < 1 << 16:
+                codes.append(np.where(timed, col - (low - 1), 0))
+                column_values.append(np.concatenate((
+                    [kNoTime], np.arange(low, high + 1, dtype=np.int64))))
+                continue
+        distinct_values, code = np.unique(col, return_inverse=True)
+        codes.append(code.reshape(-1))
+        column_values.append(distinct_values)
     span = [len(v) for v in column_values]
     if span[0] * span[1] * span[2] <= 1 << 24:
         keys = (codes[0] * span[1] + codes[1]) * span[2] + codes[2]
@@ -417,18 +425,30 @@ class ComputationExpander:
         """The Index lists for N sequences of the two-sequence ``lists``, in
         order. Equal lists (the layers of a TDNN see the same ones) are
         expanded once and the result shared: components only read them."""
-        distinct = {}
+        # Group by a cheap signature, then compare whole lists (at C speed)
+        # only within a group; hashing every Index would cost more.
+        groups = {}         # signature -> [position in ``distinct``]
+        distinct, which = [], []
         for indexes in lists:
-            distinct.setdefault(tuple(indexes), indexes)
+            signature = (len(indexes), indexes[0], indexes[-1], indexes[len(indexes) // 2])
+            candidates = groups.setdefault(signature, [])
+            for d in candidates:
+                if distinct[d] == indexes:
+                    which.append(d)
+                    break
+            else:
+                candidates.append(len(distinct))
+                which.append(len(distinct))
+                distinct.append(indexes)
         arrays = []
-        for indexes in distinct.values():
+        for indexes in distinct:
             stride = find_n_stride(indexes)
             if stride == 0:
                 raise ComputationError("shortcut compilation: precomputed-indexes Index list "
                                        "lacks the regular n structure")
             arrays.append(_convert_num_n_values_array(stride, 2, self.num_n, indexes))
-        expanded = dict(zip(distinct, _index_lists(arrays)))
-        return [expanded[tuple(indexes)] for indexes in lists]
+        expanded = _index_lists(arrays)
+        return [expanded[d] for d in which]
 
     def _compute_precomputed_indexes(self):
         comp = self.computation
