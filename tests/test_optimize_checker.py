@@ -220,3 +220,22 @@ def test_checker_on_the_python_analysis(case, monkeypatch):
     check_computation(nnet, comp, check_rewrite=True)
     check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
     assert [_verdict(nnet, b) for b in broken] == compiled
+
+
+LOOPED_MODELS = [p for p in (KALDI_REF / "models" / name / "model.raw"
+                             for name in ("tdnn_lda", "tdnn_lstm", "misc_layers"))
+                 if p.exists()]
+
+
+@pytest.mark.parametrize("model", LOOPED_MODELS, ids=lambda p: p.parent.name)
+def test_looped_computations_pass(model):
+    """Computations from compile_looped (several segments, markers between
+    them, ending in kGotoLabel) pass, the swaps read as deallocations."""
+    from pynnet3.compile import looped
+    from pynnet3.optimize.options import NnetOptimizeOptions
+    nnet = Nnet.read(str(model))
+    period = 10 if nnet.get_node_index("ivector") != -1 else 1
+    requests = looped.create_looped_computation_request_simple(nnet, 30, 3, period, 0, 0, 1)
+    comp = looped.compile_looped(nnet, NnetOptimizeOptions(), *requests)
+    assert comp.commands[-1].command_type == CT.kGotoLabel
+    check_computation(nnet, comp)
