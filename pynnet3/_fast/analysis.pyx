@@ -803,6 +803,7 @@ cdef class ComputationAnalysis:
     def last_write_access(self, int s):
         self.check_submatrix(s)
         cdef int m = self.computation.submatrices[s].matrix_index
+        self.check_matrix(m)
         if self.ma.is_output[m]:
             return len(self.computation.commands)
         cdef int ans = -1, i, v, p
@@ -825,6 +826,7 @@ cdef class ComputationAnalysis:
             raise IndexError("command %d out of range [0, %d)" % (c, num_commands))
         self.check_submatrix(s)
         cdef int m = self.computation.submatrices[s].matrix_index
+        self.check_matrix(m)
         cdef int ans = self.ma.deallocate_command[m], i, p
         if ans == -1:
             ans = num_commands
