@@ -17,6 +17,14 @@ import gc
 import logging
 
 from ..errors import ComputationError
+from . import (addition, extend_matrices, model_update, renumber, row_ops, sizing,
+               variable_merging, zeroing)
+from .analysis import get_max_memory_use
+from .checker import check_computation
+from .consolidate_io import consolidate_io_operations
+from .deriv_times import limit_derivative_times
+from .looped import fix_goto_label, optimize_looped_computation
+from .memory_compression import optimize_memory_compression
 from .options import INT32_MAX, INT32_MIN, NnetOptimizeOptions
 
 log = logging.getLogger(__name__)
@@ -39,7 +47,6 @@ def max_output_time_in_request(request):
 def _checker(nnet, check):
     if not check:
         return lambda computation, check_rewrite, after: None
-    from .checker import check_computation
 
     def run(computation, check_rewrite, after):
         try:
@@ -73,15 +80,11 @@ def optimize(options, nnet, max_output_time_in_request, computation, check=False
 
 
 def _optimize(options, nnet, max_output_time_in_request, computation, check):
-    from . import (addition, extend_matrices, model_update, renumber, sizing,
-                   variable_merging, zeroing)
-    from .consolidate_io import consolidate_io_operations
 
     opts = options if options is not None else NnetOptimizeOptions()
     checked = _checker(nnet, check)
     checked(computation, True, "compilation")
     if check:
-        from .analysis import get_max_memory_use
         log.info("Before optimization, max memory use (bytes) = %d",
                  get_max_memory_use(computation))
     on = opts.optimize
@@ -92,7 +95,6 @@ def _optimize(options, nnet, max_output_time_in_request, computation, check):
     if opts.max_deriv_time_relative != INT32_MAX:
         max_deriv_time = opts.max_deriv_time_relative + max_output_time_in_request
     if opts.min_deriv_time != INT32_MIN or max_deriv_time != INT32_MAX:
-        from .deriv_times import limit_derivative_times
         limit_derivative_times(nnet, opts.min_deriv_time, max_deriv_time, computation)
         checked(computation, True, "limit_derivative_times")
 
@@ -105,7 +107,6 @@ def _optimize(options, nnet, max_output_time_in_request, computation, check):
         checked(computation, True, "convert_addition_to_assignment")
 
     if on and (opts.snip_row_ops or opts.optimize_row_ops or opts.split_row_ops):
-        from . import row_ops
         must_renumber = False
         if opts.snip_row_ops and row_ops.snip_row_ops(computation):
             must_renumber = True
@@ -137,7 +138,6 @@ def _optimize(options, nnet, max_output_time_in_request, computation, check):
     # Not gated by 'optimize': a looped computation cannot run without it. It
     # must precede remove_unnecessary_allocation.
     if opts.optimize_looped_computation:
-        from .looped import optimize_looped_computation
         optimize_looped_computation(nnet, computation)
         checked(computation, False, "optimize_looped_computation")
 
@@ -148,11 +148,9 @@ def _optimize(options, nnet, max_output_time_in_request, computation, check):
     consolidate_io_operations(nnet, computation)
 
     if opts.optimize_looped_computation:
-        from .looped import fix_goto_label
         fix_goto_label(computation)
 
     if opts.memory_compression_level > 0 and not opts.optimize_looped_computation:
-        from .memory_compression import optimize_memory_compression
         optimize_memory_compression(nnet, opts.memory_compression_level, computation)
         checked(computation, False, "optimize_memory_compression")
 

@@ -15,6 +15,7 @@ import bisect
 
 from ..compile.computation import CommandType as C, MatrixStrideType
 from .analysis import Analyzer
+from .looped import fix_goto_label
 from .renumber import remove_no_ops
 
 
@@ -98,9 +99,4 @@ def remove_unnecessary_allocation(nnet, computation):
             alloc.arg2 = dealloc.arg1
             alloc.command_type = C.kSwapMatrix
     remove_no_ops(computation)
-    _fix_goto_label(computation)
-
-
-def _fix_goto_label(computation):
-    from .looped import fix_goto_label
     fix_goto_label(computation)
