@@ -1,0 +1,240 @@
+"""Kaldi's Lattice (an FST over LatticeWeight: a pair of float costs, graph
+and acoustic, ordered by their sum) with Kaldi's archive formats.
+
+- text (``ark,t:``): ``key`` and a space, a newline, one line per arc
+  ``src<TAB>dst<TAB>ilabel<TAB>olabel[<TAB>w1,w2]`` (the weight left out when
+  it is (0,0)), one line per final state ``s[<TAB>w1,w2]``, then an empty
+  line; numbers as C++ streams print floats (6 significant digits,
+  ``Infinity``);
+- binary: OpenFst's vector-FST format with arc type ``lattice4`` (header as in
+  :mod:`pynnet3.decode.fst`; per state a final weight (two floats), an int64
+  arc count and 20-byte arcs: int32 ilabel, int32 olabel, two float costs,
+  int32 next state).
+
+Weights are held as Python floats that are float32 values.
+"""
+
+import math
+import struct
+
+import numpy as np
+
+from ..errors import KaldiFormatError
+
+__all__ = ["Lattice", "format_weight_value", "LATTICE_ARC_TYPE"]
+
+LATTICE_ARC_TYPE = "lattice4"
+_FST_MAGIC = 2125659606
+# The property bits OpenFst stores for a lattice built by AddState/AddArc and
+# written as a VectorFst: kExpanded | kMutable (the rest are "unknown").
+_PROPERTIES = 0x3
+
+
+def format_weight_value(x):
+    """A float as Kaldi's WriteFloatType prints it in FST text."""
+    if x == math.inf:
+        return "Infinity"
+    if x == -math.inf:
+        return "-Infinity"
+    if x != x:
+        return "BadNumber"
+    return "%g" % x
+
+
+def _f32(x):
+    return float(np.float32(x))
+
+
+class Lattice:
+    """States 0..n-1; ``arcs[s]``: list of (ilabel, olabel, graph_cost,
+    acoustic_cost, nextstate); ``final[s]``: (graph_cost, acoustic_cost) or
+    None (not final); ``start``: a state or None."""
+
+    __slots__ = ("start", "arcs", "final")
+
+    def __init__(self):
+        self.start = None
+        self.arcs = []
+        self.final = []
+
+    @property
+    def num_states(self):
+        return len(self.arcs)
+
+    def add_states(self, n):
+        self.arcs.extend([] for _ in range(n))
+        self.final.extend([None] * n)
+
+    def num_arcs(self):
+        return sum(len(a) for a in self.arcs)
+
+    # -- operations --------------------------------------------------------------------
+    def connect(self):
+        """OpenFst's Connect: removes states not on a path from the start to a
+        final state; the others keep their relative order."""
+        n = self.num_states
+        if self.start is None:
+            self.arcs, self.final = [], []
+            return self
+        access = [False] * n
+        stack = [self.start]
+        access[self.start] = True
+        while stack:
+            s = stack.pop()
+            for arc in self.arcs[s]:
+                if not access[arc[4]]:
+                    access[arc[4]] = True
+                    stack.append(arc[4])
+        preds = [[] for _ in range(n)]
+        for s in range(n):
+            for arc in self.arcs[s]:
+                preds[arc[4]].append(s)
+        coaccess = [False] * n
+        stack = [s for s in range(n) if self.final[s] is not None]
+        for s in stack:
+            coaccess[s] = True
+        while stack:
+            s = stack.pop()
+            for p in preds[s]:
+                if not coaccess[p]:
+                    coaccess[p] = True
+                    stack.append(p)
+        keep = [access[s] and coaccess[s] for s in range(n)]
+        if all(keep):
+            return self
+        new_id = [-1] * n
+        k = 0
+        for s in range(n):
+            if keep[s]:
+                new_id[s] = k
+                k += 1
+        arcs, final = [], []
+        for s in range(n):
+            if keep[s]:
+                arcs.append([(a[0], a[1], a[2], a[3], new_id[a[4]]) for a in self.arcs[s]
+                             if keep[a[4]]])
+                final.append(self.final[s])
+        self.arcs, self.final = arcs, final
+        self.start = new_id[self.start] if keep[self.start] else None
+        if self.start is None:
+            self.arcs, self.final = [], []
+        return self
+
+    def scale(self, scale):
+        """Kaldi's ScaleLattice with a 2x2 matrix ((a, b), (c, d)): each
+        weight (x, y) becomes (a x + b y, c x + d y), computed in double and
+        stored as float; the zero weight (infinite costs) is kept."""
+        (a, b), (c, d) = scale
+
+        def sc(w):
+            if w is None:
+                return None
+            x, y = w
+            if x == math.inf and y == math.inf:
+                return w
+            return (_f32(a * x + b * y), _f32(c * x + d * y))
+
+        for s in range(self.num_states):
+            self.arcs[s] = [(il, ol) + sc((x, y)) + (t,) for il, ol, x, y, t in self.arcs[s]]
+            self.final[s] = sc(self.final[s])
+        return self
+
+    # -- text ----------------------------------------------------------------------------
+    def write_text(self):
+        """The lattice's text form (without the key), as bytes."""
+        out = []
+        order = list(range(self.num_states))
+        if self.start not in (None, 0):
+            order.remove(self.start)
+            order.insert(0, self.start)
+        for s in order:
+            for il, ol, x, y, t in self.arcs[s]:
+                if x == 0 and y == 0:
+                    out.append("%d\t%d\t%d\t%d\n" % (s, t, il, ol))
+                else:
+                    out.append("%d\t%d\t%d\t%d\t%s,%s\n" % (s, t, il, ol, format_weight_value(x),
+                                                           format_weight_value(y)))
+            fw = self.final[s]
+            if fw is not None:
+                if fw[0] == 0 and fw[1] == 0:
+                    out.append("%d\n" % s)
+                else:
+                    out.append("%d\t%s,%s\n" % (s, format_weight_value(fw[0]),
+                                                format_weight_value(fw[1])))
+        return ("\n" + "".join(out) + "\n").encode()
+
+    # -- binary ----------------------------------------------------------------------------
+    def write_binary(self):
+        parts = [_fst_header("vector", LATTICE_ARC_TYPE, self.start, self.num_states,
+                             self.num_arcs())]
+        inf = math.inf
+        for s in range(self.num_states):
+            fw = self.final[s] if self.final[s] is not None else (inf, inf)
+            arcs = self.arcs[s]
+            parts.append(struct.pack("<ffq", fw[0], fw[1], len(arcs)))
+            if arcs:
+                parts.append(b"".join(struct.pack("<iiffi", *a) for a in arcs))
+        return b"".join(parts)
+
+    @classmethod
+    def read_binary(cls, data, pos, source):
+        """(lattice, position after it) from binary data at ``pos``."""
+        fst_type, arc_type, start, num_states, pos = _read_fst_header(data, pos, source)
+        if fst_type != "vector" or arc_type != LATTICE_ARC_TYPE:
+            raise KaldiFormatError("expected a lattice (vector FST of arc type %s), got %s/%s"
+                                   % (LATTICE_ARC_TYPE, fst_type, arc_type), source, pos)
+        lat = cls()
+        lat.add_states(num_states)
+        lat.start = start if start >= 0 else None
+        for s in range(num_states):
+            w1, w2, n = _unpack("<ffq", data, pos, source)
+            pos += 16
+            if not (w1 == math.inf and w2 == math.inf):
+                lat.final[s] = (w1, w2)
+            size = 20 * n
+            if pos + size > len(data):
+                raise KaldiFormatError("lattice ends inside state %d's arcs" % s, source, pos)
+            lat.arcs[s] = list(struct.iter_unpack("<iiffi", data[pos:pos + size]))
+            pos += size
+        return lat, pos
+
+    def __eq__(self, other):
+        return (isinstance(other, Lattice) and self.start == other.start
+                and self.arcs == other.arcs and self.final == other.final)
+
+
+def _unpack(fmt, data, pos, source):
+    size = struct.calcsize(fmt)
+    if pos + size > len(data):
+        raise KaldiFormatError("file ends inside an FST", source, pos)
+    return struct.unpack_from(fmt, data, pos)
+
+
+def _fst_header(fst_type, arc_type, start, num_states, num_arcs):
+    def string(s):
+        b = s.encode()
+        return struct.pack("<i", len(b)) + b
+    return (struct.pack("<i", _FST_MAGIC) + string(fst_type) + string(arc_type)
+            + struct.pack("<iiQqqq", 2, 0, _PROPERTIES, -1 if start is None else start,
+                          num_states, num_arcs))
+
+
+def _read_fst_header(data, pos, source):
+    (magic,) = _unpack("<i", data, pos, source)
+    if magic != _FST_MAGIC:
+        raise KaldiFormatError("not a binary FST (bad magic number %d)" % magic, source, pos)
+    pos += 4
+    names = []
+    for _ in range(2):
+        (n,) = _unpack("<i", data, pos, source)
+        pos += 4
+        if n < 0 or pos + n > len(data):
+            raise KaldiFormatError("bad string in FST header", source, pos)
+        names.append(bytes(data[pos:pos + n]).decode("latin-1"))
+        pos += n
+    _version, flags, _props, start, num_states, _num_arcs = _unpack("<iiQqqq", data, pos,
+                                                                    source)
+    pos += 40
+    if flags & 3:
+        raise KaldiFormatError("lattices with symbol tables are not supported", source, pos)
+    return names[0], names[1], start, num_states, pos
