@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import KaldiFormatError
 
-__all__ = ["Lattice", "format_weight_value", "LATTICE_ARC_TYPE"]
+__all__ = ["Lattice", "format_weight_value", "LATTICE_ARC_TYPE", "read_lattice_text",
+           "register_lattice_holder"]
 
 LATTICE_ARC_TYPE = "lattice4"
 _FST_MAGIC = 2125659606
@@ -238,3 +239,81 @@ def _read_fst_header(data, pos, source):
     if flags & 3:
         raise KaldiFormatError("lattices with symbol tables are not supported", source, pos)
     return names[0], names[1], start, num_states, pos
+
+
+def read_lattice_text(data, pos, source):
+    """(lattice, position after it) from Kaldi's text form at ``pos`` (a
+    newline, the FST lines, an empty line)."""
+    n = len(data)
+    if pos < n and data[pos:pos + 1] == b"\n":
+        pos += 1
+    lat = Lattice()
+
+    def state(s):
+        if s >= lat.num_states:
+            lat.add_states(s + 1 - lat.num_states)
+        return s
+
+    def weight(text, where):
+        try:
+            a, b = text.split(",")
+            return (_f32(_parse_float(a)), _f32(_parse_float(b)))
+        except ValueError:
+            raise KaldiFormatError("bad lattice weight '%s'" % text, source, where) from None
+
+    while pos < n:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            end = n
+        line = bytes(data[pos:end]).decode()
+        where, pos = pos, end + 1
+        fields = line.split()
+        if not fields:
+            break
+        try:
+            if len(fields) in (1, 2):
+                s = state(int(fields[0]))
+                lat.final[s] = weight(fields[1], where) if len(fields) == 2 else (0.0, 0.0)
+            elif len(fields) in (4, 5):
+                s, t = state(int(fields[0])), state(int(fields[1]))
+                w = weight(fields[4], where) if len(fields) == 5 else (0.0, 0.0)
+                lat.arcs[s].append((int(fields[2]), int(fields[3])) + w + (t,))
+            else:
+                raise ValueError
+        except ValueError:
+            raise KaldiFormatError("bad lattice line '%s'" % line, source, where) from None
+        if lat.start is None:
+            lat.start = int(fields[0])
+    return lat, min(pos, n)
+
+
+def _parse_float(text):
+    if text == "Infinity":
+        return math.inf
+    if text == "-Infinity":
+        return -math.inf
+    return float(text)
+
+
+def register_lattice_holder():
+    """Makes ``kind="lattice"`` known to pynnet3.io.table's readers and
+    writers (binary: the FST bytes right after the key, no ``\\0B``; text:
+    :meth:`Lattice.write_text`)."""
+    from ..io import table
+
+    class _LatticeHolder(table._Holder):
+        __slots__ = ()
+
+        def read_object(self, stream):
+            data, pos = stream.data, stream.pos
+            if bytes(data[pos:pos + 4]) == struct.pack("<i", _FST_MAGIC):
+                lat, stream.pos = Lattice.read_binary(data, pos, "archive")
+            else:
+                lat, stream.pos = read_lattice_text(data, pos, "archive")
+            return lat
+
+        def object_bytes(self, value, binary):
+            return value.write_binary() if binary else value.write_text()
+
+    if "lattice" not in table.HOLDERS:
+        table.HOLDERS["lattice"] = _LatticeHolder("lattice", None, None, has_header=False)
