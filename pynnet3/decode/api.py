@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import PynnetError, UsageError
 from .config import LatticeFasterDecoderConfig
+from .determinize import determinize_lattice_phone_pruned_wrapper
 from .token_lattice import best_path, get_raw_lattice
 
 __all__ = ["DecodeResult", "Decoder", "decode", "decode_utterance", "make_decoder",
@@ -58,9 +59,12 @@ def check_graph_labels(fst, tid_to_pdf, source="the decoding graph"):
                          % (source, max_label, num_tids))
 
 
-def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=False):
+def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=False,
+                     trans_model=None, determinize=False):
     """One utterance; returns a DecodeResult, or None when Kaldi would not
-    produce output (a WARNING is logged, as Kaldi's)."""
+    produce output (a WARNING is logged, as Kaldi's). With ``determinize``
+    (needs ``trans_model``) the lattice is a CompactLattice determinized as
+    Kaldi's DeterminizeLatticePhonePrunedWrapper does."""
     ok = decoder.decode(decodable.loglikes, decodable.tid_to_pdf)
     for message in decoder.warnings:
         logger.warning(message)
@@ -83,6 +87,12 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
     lat.connect()
     if lat.num_states == 0:
         raise PynnetError("Unexpected problem getting lattice for utterance %s" % utt)
+    if determinize:
+        lat, ok = determinize_lattice_phone_pruned_wrapper(
+            trans_model, lat, float(np.float32(decoder.config.lattice_beam)))
+        if not ok:
+            logger.warning("Determinization finished earlier than the beam for utterance %s",
+                           utt)
     if acoustic_scale != 0.0:
         lat.scale(((1.0, 0.0), (0.0, 1.0 / float(np.float32(acoustic_scale)))))
     return DecodeResult(path.words, path.alignment, lat, path.likelihood,
