@@ -2,11 +2,10 @@
 decoding graph (HCLG.fst), writing lattices, and optionally the best path's
 words and alignments, as Kaldi's nnet3-latgen-faster does.
 
-Lattices are written as Kaldi's raw state-level lattices
-(``--determinize-lattice=false``); Kaldi's lattice determinization
-(DeterminizeLatticePhonePruned) is not part of pynnet3 yet, so the default
-``--determinize-lattice=true`` is refused with an error instead of writing
-lattices Kaldi would not write. Only a single graph file is accepted (not an
+Lattices are determinized as Kaldi's (DeterminizeLatticePhonePrunedWrapper,
+compact lattices) or, with ``--determinize-lattice=false``, written as raw
+state-level lattices. Kaldi's approximate determinization memory limit
+(``--max-mem``) is not applied. Only a single graph file is accepted (not an
 archive of per-utterance graphs).
 """
 
@@ -17,6 +16,7 @@ import time
 from ..compute.utterance import SimpleComputationOptions
 from ..decode.api import check_graph_labels, decode_utterance, make_decoder
 from ..decode.config import LatticeFasterDecoderConfig
+from ..decode.determinize import K_DELTA
 from ..decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                 transition_id_to_pdf_table)
 from ..decode.fst import read_fst
@@ -52,6 +52,7 @@ def register_decoder_options(parser):
                           "max-active constraint is applied.  Larger is more accurate.")
     parser.register_float("hash-ratio", d.hash_ratio,
                           "Setting used in decoder to control hash behavior")
+    parser.register_float("delta", float(K_DELTA), "Tolerance used in determinization")
 
 
 def register_decodable_options(parser):
@@ -134,10 +135,6 @@ def main(argv=None):
     words_wspecifier = args[4] if len(args) > 4 else ""
     alignment_wspecifier = args[5] if len(args) > 5 else ""
     config = decoder_config(opts)
-    if config.determinize_lattice:
-        raise UsageError("lattice determinization (DeterminizeLatticePhonePruned) is not "
-                         "available in pynnet3 yet; run with --determinize-lattice=false "
-                         "(raw lattices) or use Kaldi's tool")
     if opts.utt2spk:
         raise UsageError("--utt2spk is not supported by pynnet3's nnet3-latgen-faster; give "
                          "per-utterance --ivectors")
@@ -158,7 +155,8 @@ def main(argv=None):
                       if opts.ivectors else None)
     writers = []
     try:
-        lattice_writer = TableWriter(lattice_wspecifier, "lattice")
+        lattice_writer = TableWriter(lattice_wspecifier, "compact_lattice"
+                                     if config.determinize_lattice else "lattice")
         writers.append(lattice_writer)
         words_writer = TableWriter(words_wspecifier, "int32_vector") if words_wspecifier else None
         if words_writer:
@@ -194,7 +192,8 @@ def main(argv=None):
             decodable = DecodableAmNnetSimple(computer, tid_to_pdf, features, ivector, online,
                                               opts.online_ivector_period)
             result = decode_utterance(decoder, decodable, utt, copts.acoustic_scale,
-                                      opts.allow_partial)
+                                      opts.allow_partial, trans_model,
+                                      config.determinize_lattice, opts.delta)
             if result is None:
                 num_fail += 1
                 continue

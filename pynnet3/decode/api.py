@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import PynnetError, UsageError
 from .config import LatticeFasterDecoderConfig
-from .determinize import determinize_lattice_phone_pruned_wrapper
+from .determinize import K_DELTA, determinize_lattice_phone_pruned_wrapper
 from .token_lattice import best_path, get_raw_lattice
 
 __all__ = ["DecodeResult", "Decoder", "decode", "decode_utterance", "make_decoder",
@@ -28,7 +28,8 @@ logger = logging.getLogger("pynnet3")
 @dataclass(slots=True)
 class DecodeResult:
     """``words`` and ``alignment`` (transition-ids) of the best path,
-    ``lattice`` (raw, connected, acoustic costs unscaled), ``likelihood``
+    ``lattice`` (a determinized CompactLattice, or the raw connected Lattice
+    when not determinizing; acoustic costs unscaled), ``likelihood``
     (minus the best path's scaled cost), ``num_frames``, ``reached_final``."""
 
     words: list
@@ -60,7 +61,7 @@ def check_graph_labels(fst, tid_to_pdf, source="the decoding graph"):
 
 
 def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=False,
-                     trans_model=None, determinize=False):
+                     trans_model=None, determinize=False, delta=K_DELTA):
     """One utterance; returns a DecodeResult, or None when Kaldi would not
     produce output (a WARNING is logged, as Kaldi's). With ``determinize``
     (needs ``trans_model``) the lattice is a CompactLattice determinized as
@@ -89,7 +90,7 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
         raise PynnetError("Unexpected problem getting lattice for utterance %s" % utt)
     if determinize:
         lat, ok = determinize_lattice_phone_pruned_wrapper(
-            trans_model, lat, float(np.float32(decoder.config.lattice_beam)))
+            trans_model, lat, float(np.float32(decoder.config.lattice_beam)), delta)
         if not ok:
             logger.warning("Determinization finished earlier than the beam for utterance %s",
                            utt)
@@ -111,7 +112,9 @@ class Decoder:
     (:class:`LatticeFasterDecoderConfig` fields) and the decodable's
     (SimpleComputationOptions fields: acoustic_scale (default 0.1),
     frames_per_chunk, extra_left_context, ..., frame_subsampling_factor),
-    plus ``allow_partial`` and ``fast`` (Cython search, default True)."""
+    plus ``allow_partial``, ``delta`` (determinization tolerance) and ``fast``
+    (Cython search, default True). With ``determinize_lattice`` (default
+    True, as Kaldi's) the lattice is a determinized CompactLattice."""
 
     def __init__(self, model, hclg, **options):
         from ..compute.utterance import SimpleComputationOptions
@@ -121,6 +124,7 @@ class Decoder:
         dec_fields = set(LatticeFasterDecoderConfig.__slots__)
         comp_fields = set(SimpleComputationOptions.__slots__)
         self.allow_partial = bool(options.pop("allow_partial", False))
+        self.delta = options.pop("delta", K_DELTA)
         fast = bool(options.pop("fast", True))
         unknown = set(options) - dec_fields - comp_fields
         if unknown:
@@ -143,7 +147,8 @@ class Decoder:
         decodable = DecodableAmNnetSimple(self.computer, self.tid_to_pdf, feats, ivector,
                                           online_ivectors, online_ivector_period)
         return decode_utterance(self.decoder, decodable, utt, self.acoustic_scale,
-                                self.allow_partial)
+                                self.allow_partial, self.trans_model,
+                                self.decoder.config.determinize_lattice, self.delta)
 
 
 def decode(model, hclg, feats, **options):

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .lattice import Lattice, format_weight_value
+from .lattice import CompactLattice, Lattice
 
 __all__ = ["CompactLattice", "determinize_lattice_pruned",
            "determinize_lattice_phone_pruned_wrapper", "top_sort", "K_DELTA"]
@@ -91,139 +91,6 @@ def _approx_equal(a1, a2, b1, b2, delta):
     if a1 == b1 and a2 == b2:
         return True
     return abs(_F(_F(_F(a1) + _F(a2)) - _F(_F(b1) + _F(b2)))) <= delta
-
-
-class CompactLattice:
-    """An acceptor over words whose weights carry (graph cost, acoustic
-    cost, transition-id string): ``arcs[s]``: list of (label, w1, w2, string,
-    nextstate); ``final[s]``: (w1, w2, string) or None."""
-
-    __slots__ = ("start", "arcs", "final")
-
-    def __init__(self):
-        self.start = None
-        self.arcs = []
-        self.final = []
-
-    @property
-    def num_states(self):
-        return len(self.arcs)
-
-    def num_arcs(self):
-        return sum(len(a) for a in self.arcs)
-
-    def connect(self):
-        """OpenFst's Connect (see :meth:`Lattice.connect`)."""
-        n = self.num_states
-        keep = _connected_states(self)
-        if all(keep):
-            return self
-        new_id = [-1] * n
-        k = 0
-        for s in range(n):
-            if keep[s]:
-                new_id[s] = k
-                k += 1
-        self.arcs = [[a[:4] + (new_id[a[4]],) for a in self.arcs[s] if keep[a[4]]]
-                     for s in range(n) if keep[s]]
-        self.final = [self.final[s] for s in range(n) if keep[s]]
-        self.start = new_id[self.start] if self.start is not None and keep[self.start] else None
-        if self.start is None:
-            self.arcs, self.final = [], []
-        return self
-
-    def scale(self, scale):
-        """Kaldi's ScaleLattice on the weights (strings unchanged)."""
-        (a, b), (c, d) = scale
-
-        def sc(x, y):
-            if x == _INF and y == _INF:
-                return x, y
-            return _f32(a * x + b * y), _f32(c * x + d * y)
-
-        for s in range(self.num_states):
-            self.arcs[s] = [(l,) + sc(x, y) + (st, t) for l, x, y, st, t in self.arcs[s]]
-            f = self.final[s]
-            if f is not None:
-                self.final[s] = sc(f[0], f[1]) + (f[2],)
-        return self
-
-    @staticmethod
-    def _weight_text(x, y, string):
-        return "%s,%s,%s" % (format_weight_value(x), format_weight_value(y),
-                             "_".join(str(v) for v in string))
-
-    def write_text(self):
-        out = []
-        order = list(range(self.num_states))
-        if self.start not in (None, 0):
-            order.remove(self.start)
-            order.insert(0, self.start)
-        for s in order:
-            for label, x, y, string, t in self.arcs[s]:
-                if x == 0 and y == 0 and not string:
-                    out.append("%d\t%d\t%d\n" % (s, t, label))
-                else:
-                    out.append("%d\t%d\t%d\t%s\n" % (s, t, label,
-                                                     self._weight_text(x, y, string)))
-            f = self.final[s]
-            if f is not None:
-                if f[0] == 0 and f[1] == 0 and not f[2]:
-                    out.append("%d\n" % s)
-                else:
-                    out.append("%d\t%s\n" % (s, self._weight_text(*f)))
-        return ("\n" + "".join(out) + "\n").encode()
-
-    def write_binary(self):
-        import struct
-        from .lattice import _fst_header
-        parts = [_fst_header("vector", "compactlattice44", self.start, self.num_states,
-                             self.num_arcs())]
-
-        def weight(x, y, string):
-            return struct.pack("<ffi", x, y, len(string)) + struct.pack(
-                "<%di" % len(string), *string)
-
-        for s in range(self.num_states):
-            f = self.final[s] if self.final[s] is not None else (_INF, _INF, ())
-            parts.append(weight(*f))
-            parts.append(struct.pack("<q", len(self.arcs[s])))
-            for label, x, y, string, t in self.arcs[s]:
-                parts.append(struct.pack("<ii", label, label) + weight(x, y, string)
-                             + struct.pack("<i", t))
-        return b"".join(parts)
-
-
-def _connected_states(lat):
-    """Which states are both accessible and coaccessible (arc tuples of
-    either lattice kind have the next state at index 4)."""
-    n = lat.num_states
-    if lat.start is None:
-        return [False] * n
-    access = [False] * n
-    access[lat.start] = True
-    stack = [lat.start]
-    while stack:
-        s = stack.pop()
-        for a in lat.arcs[s]:
-            if not access[a[4]]:
-                access[a[4]] = True
-                stack.append(a[4])
-    preds = [[] for _ in range(n)]
-    for s in range(n):
-        for a in lat.arcs[s]:
-            preds[a[4]].append(s)
-    co = [False] * n
-    stack = [s for s in range(n) if lat.final[s] is not None]
-    for s in stack:
-        co[s] = True
-    while stack:
-        s = stack.pop()
-        for p in preds[s]:
-            if not co[p]:
-                co[p] = True
-                stack.append(p)
-    return [access[s] and co[s] for s in range(n)]
 
 
 # -- OpenFst helpers on Lattice -------------------------------------------------------------

@@ -21,14 +21,55 @@ import numpy as np
 
 from ..errors import KaldiFormatError
 
-__all__ = ["Lattice", "format_weight_value", "LATTICE_ARC_TYPE", "read_lattice_text",
+__all__ = ["Lattice", "CompactLattice", "read_compact_lattice_text",
+           "read_compact_lattice_binary", "format_weight_value", "LATTICE_ARC_TYPE", "read_lattice_text",
            "register_lattice_holder"]
 
 LATTICE_ARC_TYPE = "lattice4"
 _FST_MAGIC = 2125659606
-# The property bits OpenFst stores for a lattice built by AddState/AddArc and
-# written as a VectorFst: kExpanded | kMutable (the rest are "unknown").
-_PROPERTIES = 0x3
+# OpenFst property bits (fst/properties.h) that Kaldi's written lattices carry:
+# raw lattices from nnet3-latgen-faster have kExpanded|kMutable plus the
+# "has" bits their arcs justify; compact lattices the acceptor and
+# "no epsilons" bits. Computed from the content (pynnet3 keeps no running
+# property set), which reproduces the headers Kaldi writes for decoder output.
+_K_EXPANDED_MUTABLE = 0x3
+_K_ACCEPTOR, _K_NOT_ACCEPTOR = 0x10000, 0x20000
+_K_EPSILONS, _K_NO_EPSILONS = 0x400000, 0x800000
+_K_IEPSILONS, _K_NO_IEPSILONS = 0x1000000, 0x2000000
+_K_OEPSILONS, _K_NO_OEPSILONS = 0x4000000, 0x8000000
+_K_WEIGHTED = 0x100000000
+
+
+def _lattice_properties(lat):
+    props = _K_EXPANDED_MUTABLE
+    for arcs in lat.arcs:
+        for il, ol, x, y, _ in arcs:
+            if il != ol:
+                props |= _K_NOT_ACCEPTOR
+            if il == 0:
+                props |= _K_IEPSILONS
+                if ol == 0:
+                    props |= _K_EPSILONS
+            if ol == 0:
+                props |= _K_OEPSILONS
+            if x != 0 or y != 0:
+                props |= _K_WEIGHTED
+    if any(f is not None and (f[0] != 0 or f[1] != 0) for f in lat.final):
+        props |= _K_WEIGHTED
+    return props
+
+
+def _compact_lattice_properties(clat):
+    props = _K_EXPANDED_MUTABLE | _K_ACCEPTOR
+    has_eps = any(a[0] == 0 for arcs in clat.arcs for a in arcs)
+    if has_eps:
+        props |= _K_EPSILONS | _K_IEPSILONS | _K_OEPSILONS
+    else:
+        props |= _K_NO_EPSILONS | _K_NO_IEPSILONS | _K_NO_OEPSILONS
+    if (any(a[1] != 0 or a[2] != 0 or a[3] for arcs in clat.arcs for a in arcs)
+            or any(f is not None and (f[0] != 0 or f[1] != 0 or f[2]) for f in clat.final)):
+        props |= _K_WEIGHTED
+    return props
 
 
 def format_weight_value(x):
@@ -167,7 +208,7 @@ class Lattice:
     # -- binary ----------------------------------------------------------------------------
     def write_binary(self):
         parts = [_fst_header("vector", LATTICE_ARC_TYPE, self.start, self.num_states,
-                             self.num_arcs())]
+                             _lattice_properties(self))]
         inf = math.inf
         for s in range(self.num_states):
             fw = self.final[s] if self.final[s] is not None else (inf, inf)
@@ -211,13 +252,14 @@ def _unpack(fmt, data, pos, source):
     return struct.unpack_from(fmt, data, pos)
 
 
-def _fst_header(fst_type, arc_type, start, num_states, num_arcs):
+def _fst_header(fst_type, arc_type, start, num_states, properties):
+    """OpenFst's header as VectorFst writes it to a stream (arc count left 0)."""
     def string(s):
         b = s.encode()
         return struct.pack("<i", len(b)) + b
     return (struct.pack("<i", _FST_MAGIC) + string(fst_type) + string(arc_type)
-            + struct.pack("<iiQqqq", 2, 0, _PROPERTIES, -1 if start is None else start,
-                          num_states, num_arcs))
+            + struct.pack("<iiQqqq", 2, 0, properties, -1 if start is None else start,
+                          num_states, 0))
 
 
 def _read_fst_header(data, pos, source):
@@ -239,6 +281,138 @@ def _read_fst_header(data, pos, source):
     if flags & 3:
         raise KaldiFormatError("lattices with symbol tables are not supported", source, pos)
     return names[0], names[1], start, num_states, pos
+
+
+class CompactLattice:
+    """An acceptor over words whose weights carry (graph cost, acoustic
+    cost, transition-id string): ``arcs[s]``: list of (label, w1, w2, string,
+    nextstate); ``final[s]``: (w1, w2, string) or None."""
+
+    __slots__ = ("start", "arcs", "final")
+
+    def __init__(self):
+        self.start = None
+        self.arcs = []
+        self.final = []
+
+    @property
+    def num_states(self):
+        return len(self.arcs)
+
+    def num_arcs(self):
+        return sum(len(a) for a in self.arcs)
+
+    def connect(self):
+        """OpenFst's Connect (see :meth:`Lattice.connect`)."""
+        n = self.num_states
+        keep = _connected_states(self)
+        if all(keep):
+            return self
+        new_id = [-1] * n
+        k = 0
+        for s in range(n):
+            if keep[s]:
+                new_id[s] = k
+                k += 1
+        self.arcs = [[a[:4] + (new_id[a[4]],) for a in self.arcs[s] if keep[a[4]]]
+                     for s in range(n) if keep[s]]
+        self.final = [self.final[s] for s in range(n) if keep[s]]
+        self.start = new_id[self.start] if self.start is not None and keep[self.start] else None
+        if self.start is None:
+            self.arcs, self.final = [], []
+        return self
+
+    def scale(self, scale):
+        """Kaldi's ScaleLattice on the weights (strings unchanged)."""
+        (a, b), (c, d) = scale
+
+        def sc(x, y):
+            if x == math.inf and y == math.inf:
+                return x, y
+            return _f32(a * x + b * y), _f32(c * x + d * y)
+
+        for s in range(self.num_states):
+            self.arcs[s] = [(l,) + sc(x, y) + (st, t) for l, x, y, st, t in self.arcs[s]]
+            f = self.final[s]
+            if f is not None:
+                self.final[s] = sc(f[0], f[1]) + (f[2],)
+        return self
+
+    @staticmethod
+    def _weight_text(x, y, string):
+        return "%s,%s,%s" % (format_weight_value(x), format_weight_value(y),
+                             "_".join(str(v) for v in string))
+
+    def write_text(self):
+        out = []
+        order = list(range(self.num_states))
+        if self.start not in (None, 0):
+            order.remove(self.start)
+            order.insert(0, self.start)
+        for s in order:
+            for label, x, y, string, t in self.arcs[s]:
+                if x == 0 and y == 0 and not string:
+                    out.append("%d\t%d\t%d\n" % (s, t, label))
+                else:
+                    out.append("%d\t%d\t%d\t%s\n" % (s, t, label,
+                                                     self._weight_text(x, y, string)))
+            f = self.final[s]
+            if f is not None:
+                if f[0] == 0 and f[1] == 0 and not f[2]:
+                    out.append("%d\n" % s)
+                else:
+                    out.append("%d\t%s\n" % (s, self._weight_text(*f)))
+        return ("\n" + "".join(out) + "\n").encode()
+
+    def write_binary(self):
+        import struct
+        parts = [_fst_header("vector", "compactlattice44", self.start, self.num_states,
+                             _compact_lattice_properties(self))]
+
+        def weight(x, y, string):
+            return struct.pack("<ffi", x, y, len(string)) + struct.pack(
+                "<%di" % len(string), *string)
+
+        for s in range(self.num_states):
+            f = self.final[s] if self.final[s] is not None else (math.inf, math.inf, ())
+            parts.append(weight(*f))
+            parts.append(struct.pack("<q", len(self.arcs[s])))
+            for label, x, y, string, t in self.arcs[s]:
+                parts.append(struct.pack("<ii", label, label) + weight(x, y, string)
+                             + struct.pack("<i", t))
+        return b"".join(parts)
+
+
+def _connected_states(lat):
+    """Which states are both accessible and coaccessible (arc tuples of
+    either lattice kind have the next state at index 4)."""
+    n = lat.num_states
+    if lat.start is None:
+        return [False] * n
+    access = [False] * n
+    access[lat.start] = True
+    stack = [lat.start]
+    while stack:
+        s = stack.pop()
+        for a in lat.arcs[s]:
+            if not access[a[4]]:
+                access[a[4]] = True
+                stack.append(a[4])
+    preds = [[] for _ in range(n)]
+    for s in range(n):
+        for a in lat.arcs[s]:
+            preds[a[4]].append(s)
+    co = [False] * n
+    stack = [s for s in range(n) if lat.final[s] is not None]
+    for s in stack:
+        co[s] = True
+    while stack:
+        s = stack.pop()
+        for p in preds[s]:
+            if not co[p]:
+                co[p] = True
+                stack.append(p)
+    return [access[s] and co[s] for s in range(n)]
 
 
 def read_lattice_text(data, pos, source):
@@ -287,6 +461,92 @@ def read_lattice_text(data, pos, source):
     return lat, min(pos, n)
 
 
+def read_compact_lattice_text(data, pos, source):
+    """(compact lattice, position after it) from Kaldi's text form (acceptor
+    lines ``src dst label [w1,w2,t1_t2_...]`` and ``s [w1,w2,...]``)."""
+    n = len(data)
+    if pos < n and data[pos:pos + 1] == b"\n":
+        pos += 1
+    clat = CompactLattice()
+
+    def state(s):
+        while s >= clat.num_states:
+            clat.arcs.append([])
+            clat.final.append(None)
+        return s
+
+    def weight(text, where):
+        try:
+            a, b, c = text.split(",")
+            return (_f32(_parse_float(a)), _f32(_parse_float(b)),
+                    tuple(int(v) for v in c.split("_")) if c else ())
+        except ValueError:
+            raise KaldiFormatError("bad compact-lattice weight '%s'" % text, source,
+                                   where) from None
+
+    while pos < n:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            end = n
+        line = bytes(data[pos:end]).decode()
+        where, pos = pos, end + 1
+        fields = line.split()
+        if not fields:
+            break
+        try:
+            if len(fields) in (1, 2):
+                s = state(int(fields[0]))
+                clat.final[s] = weight(fields[1], where) if len(fields) == 2 else (0.0, 0.0, ())
+            elif len(fields) in (3, 4):
+                s, t = state(int(fields[0])), state(int(fields[1]))
+                w = weight(fields[3], where) if len(fields) == 4 else (0.0, 0.0, ())
+                clat.arcs[s].append((int(fields[2]),) + w + (t,))
+            else:
+                raise ValueError
+        except ValueError:
+            raise KaldiFormatError("bad compact-lattice line '%s'" % line, source,
+                                   where) from None
+        if clat.start is None:
+            clat.start = int(fields[0])
+    return clat, min(pos, n)
+
+
+def read_compact_lattice_binary(data, pos, source):
+    fst_type, arc_type, start, num_states, pos = _read_fst_header(data, pos, source)
+    if fst_type != "vector" or arc_type != "compactlattice44":
+        raise KaldiFormatError("expected a compact lattice (vector FST of arc type "
+                               "compactlattice44), got %s/%s" % (fst_type, arc_type),
+                               source, pos)
+    clat = CompactLattice()
+    clat.arcs = [[] for _ in range(num_states)]
+    clat.final = [None] * num_states
+    clat.start = start if start >= 0 else None
+
+    def weight(pos):
+        w1, w2, k = _unpack("<ffi", data, pos, source)
+        pos += 12
+        if k < 0 or pos + 4 * k > len(data):
+            raise KaldiFormatError("bad string length %d in compact-lattice weight" % k,
+                                   source, pos)
+        string = struct.unpack_from("<%di" % k, data, pos)
+        return (w1, w2, tuple(string)), pos + 4 * k
+
+    for s in range(num_states):
+        fw, pos = weight(pos)
+        if not (fw[0] == math.inf and fw[1] == math.inf):
+            clat.final[s] = fw
+        (narcs,) = _unpack("<q", data, pos, source)
+        pos += 8
+        arcs = clat.arcs[s]
+        for _ in range(narcs):
+            label, _olabel = _unpack("<ii", data, pos, source)
+            w, pos = weight(pos + 8)
+            (t,) = _unpack("<i", data, pos, source)
+            pos += 4
+            arcs.append((label,) + w + (t,))
+    return clat, pos
+
+
 def _parse_float(text):
     if text == "Infinity":
         return math.inf
@@ -296,7 +556,7 @@ def _parse_float(text):
 
 
 def register_lattice_holder():
-    """Makes ``kind="lattice"`` known to pynnet3.io.table's readers and
+    """Makes ``kind="lattice"`` and ``kind="compact_lattice"`` known to pynnet3.io.table's readers and
     writers (binary: the FST bytes right after the key, no ``\\0B``; text:
     :meth:`Lattice.write_text`)."""
     from ..io import table
@@ -315,5 +575,21 @@ def register_lattice_holder():
         def object_bytes(self, value, binary):
             return value.write_binary() if binary else value.write_text()
 
+    class _CompactLatticeHolder(table._Holder):
+        __slots__ = ()
+
+        def read_object(self, stream):
+            data, pos = stream.data, stream.pos
+            if bytes(data[pos:pos + 4]) == struct.pack("<i", _FST_MAGIC):
+                clat, stream.pos = read_compact_lattice_binary(data, pos, "archive")
+            else:
+                clat, stream.pos = read_compact_lattice_text(data, pos, "archive")
+            return clat
+
+        def object_bytes(self, value, binary):
+            return value.write_binary() if binary else value.write_text()
+
     if "lattice" not in table.HOLDERS:
         table.HOLDERS["lattice"] = _LatticeHolder("lattice", None, None, has_header=False)
+        table.HOLDERS["compact_lattice"] = _CompactLatticeHolder("compact_lattice", None, None,
+                                                                 has_header=False)
