@@ -27,6 +27,7 @@ such lattices come out complete here.
 
 import heapq
 import math
+from array import array
 
 import numpy as np
 
@@ -40,17 +41,29 @@ _F = np.float32
 _INF = math.inf
 
 
+# Weights are Python floats holding float32 values. A float32 sum or
+# difference is computed in double and rounded once to float32 through this
+# one-element buffer: double rounding is harmless for + and - since double
+# has more than 2 * 24 + 2 bits, so this equals C's float arithmetic.
+_BUF = array("f", [0.0])
+
+
 def _f32(x):
-    return float(_F(x))
+    _BUF[0] = x
+    return _BUF[0]
 
 
 def _times(a1, a2, b1, b2):
-    return float(_F(_F(a1) + _F(b1))), float(_F(_F(a2) + _F(b2)))
+    buf = _BUF
+    buf[0] = a1 + b1
+    x = buf[0]
+    buf[0] = a2 + b2
+    return x, buf[0]
 
 
 def _compare(a1, a2, b1, b2):
     """Kaldi's Compare on LatticeWeight: 1 if a is better (lower cost)."""
-    fa, fb = _F(_F(a1) + _F(a2)), _F(_F(b1) + _F(b2))
+    fa, fb = _f32(a1 + a2), _f32(b1 + b2)
     if fa < fb:
         return 1
     if fa > fb:
@@ -90,7 +103,7 @@ def _cost(w1, w2):
 def _approx_equal(a1, a2, b1, b2, delta):
     if a1 == b1 and a2 == b2:
         return True
-    return abs(_F(_F(_F(a1) + _F(a2)) - _F(_F(b1) + _F(b2)))) <= delta
+    return abs(_f32(_f32(a1 + a2) - _f32(b1 + b2))) <= delta
 
 
 # -- OpenFst helpers on Lattice -------------------------------------------------------------
@@ -224,7 +237,7 @@ class LatticeDeterminizerPruned:
     def __init__(self, ifst, beam, delta=K_DELTA):
         self.ifst = ifst
         self.beam = float(beam)
-        self.delta = _F(delta)
+        self.delta = float(_F(delta))
         self.output_states = []     # [minimal_subset, arcs, forward_cost]
         self.minimal_hash = {}
         self.initial_hash = {}
@@ -318,7 +331,7 @@ class LatticeDeterminizerPruned:
         k = len(prefix)
         out = []
         for st, s, w1, w2 in subset:
-            out.append((st, s[k:], _f32(_F(w1) - _F(t1)), _f32(_F(w2) - _F(t2))))
+            out.append((st, s[k:], _f32(w1 - t1), _f32(w2 - t2)))
         return out, (t1, t2), prefix
 
     def process_final(self, osid):
