@@ -338,6 +338,113 @@ class CompactLattice:
                 self.final[s] = sc(f[0], f[1]) + (f[2],)
         return self
 
+    def add_word_ins_penalty(self, penalty):
+        """Kaldi's AddWordInsPenToCompactLattice: ``penalty`` added (in
+        float) to the graph cost of every arc with a word."""
+        p = _f32(penalty)
+        for s in range(self.num_states):
+            self.arcs[s] = [(l, _f32(x + p) if l != 0 else x, y, st, t)
+                            for l, x, y, st, t in self.arcs[s]]
+        return self
+
+    def top_order(self):
+        """States in a topological order (the numbering itself when it is
+        one, else OpenFst TopSort's order); None if there is a cycle."""
+        n = self.num_states
+        if all(a[4] > s for s in range(n) for a in self.arcs[s]):
+            return list(range(n))
+        color, finish = [0] * n, []
+        roots = ([self.start] if self.start is not None else []) + list(range(n))
+        for root in roots:
+            if color[root]:
+                continue
+            color[root] = 1
+            stack = [(root, 0)]
+            while stack:
+                s, i = stack[-1]
+                if i < len(self.arcs[s]):
+                    stack[-1] = (s, i + 1)
+                    t = self.arcs[s][i][4]
+                    if color[t] == 0:
+                        color[t] = 1
+                        stack.append((t, 0))
+                    elif color[t] == 1:
+                        return None
+                else:
+                    color[s] = 2
+                    finish.append(s)
+                    stack.pop()
+        return finish[::-1]
+
+    def shortest_path(self):
+        """Kaldi's CompactLatticeShortestPath: the best path (costs summed in
+        double) as a linear CompactLattice (empty if there is none)."""
+        out = CompactLattice()
+        if self.start is None:
+            return out
+        order = self.top_order()
+        if order is None:
+            raise ValueError("Was not able to topologically sort lattice (cycles found?)")
+        n = self.num_states
+        best = [math.inf] * (n + 1)
+        pred = [None] * (n + 1)
+        best[self.start] = 0.0
+        for s in order:
+            my = best[s]
+            for l, x, y, st, t in self.arcs[s]:
+                c = my + (float(x) + float(y))
+                if c < best[t]:
+                    best[t], pred[t] = c, s
+            f = self.final[s]
+            c = my + (float(f[0]) + float(f[1]) if f is not None else math.inf)
+            if c < best[n]:
+                best[n], pred[n] = c, s
+        states = []
+        cur = n
+        while cur != self.start:
+            prev = pred[cur]
+            if prev is None:
+                return out
+            states.append(prev)
+            cur = prev
+        states.reverse()
+        out.arcs = [[] for _ in states]
+        out.final = [None] * len(states)
+        out.start = 0
+        for i, s in enumerate(states):
+            if i + 1 < len(states):
+                chosen = None
+                for a in self.arcs[s]:
+                    if a[4] == states[i + 1] and (
+                            chosen is None
+                            or float(a[1]) + float(a[2]) < float(chosen[1]) + float(chosen[2])):
+                        chosen = a
+                out.arcs[i].append(chosen[:4] + (i + 1,))
+            else:
+                out.final[i] = self.final[s]
+        return out
+
+    def linear_symbol_sequence(self):
+        """(alignment, words, (graph cost, acoustic cost)) of a linear compact
+        lattice, as GetLinearSymbolSequence gives them after ConvertLattice."""
+        alignment, words = [], []
+        w1 = w2 = 0.0
+        s = self.start
+        while s is not None:
+            if self.arcs[s]:
+                label, x, y, string, t = self.arcs[s][0]
+                if label:
+                    words.append(label)
+                alignment.extend(string)
+                w1, w2 = _f32(w1 + x), _f32(w2 + y)
+                s = t
+            else:
+                f = self.final[s]
+                alignment.extend(f[2])
+                w1, w2 = _f32(w1 + f[0]), _f32(w2 + f[1])
+                s = None
+        return alignment, words, (w1, w2)
+
     @staticmethod
     def _weight_text(x, y, string):
         return "%s,%s,%s" % (format_weight_value(x), format_weight_value(y),
