@@ -53,6 +53,16 @@ def register_decoder_options(parser):
     parser.register_float("hash-ratio", d.hash_ratio,
                           "Setting used in decoder to control hash behavior")
     parser.register_float("delta", float(K_DELTA), "Tolerance used in determinization")
+    parser.register_int("max-mem", 50000000, "Maximum approximate memory usage in "
+                        "determinization (real usage might be many times this); not applied "
+                        "by pynnet3")
+    parser.register_bool("phone-determinize", True, "If true, do an initial pass of "
+                         "determinization on both phones and words (see also "
+                         "--word-determinize)")
+    parser.register_bool("word-determinize", True, "If true, do a second pass of "
+                         "determinization on words only (see also --phone-determinize)")
+    parser.register_bool("minimize", False, "If true, push and minimize after "
+                         "determinization.")
 
 
 def register_decodable_options(parser):
@@ -135,6 +145,12 @@ def main(argv=None):
     words_wspecifier = args[4] if len(args) > 4 else ""
     alignment_wspecifier = args[5] if len(args) > 5 else ""
     config = decoder_config(opts)
+    if config.determinize_lattice and (opts.minimize or not opts.word_determinize):
+        raise UsageError("pynnet3's nnet3-latgen-faster determinizes with "
+                         "--word-determinize=true --minimize=false only (Kaldi's defaults)")
+    if opts.max_mem != 50000000:
+        logger.warning("--max-mem=%d is not applied: pynnet3 determinizes lattices "
+                       "without Kaldi's memory limit", opts.max_mem)
     if opts.utt2spk:
         raise UsageError("--utt2spk is not supported by pynnet3's nnet3-latgen-faster; give "
                          "per-utterance --ivectors")
@@ -193,7 +209,8 @@ def main(argv=None):
                                               opts.online_ivector_period)
             result = decode_utterance(decoder, decodable, utt, copts.acoustic_scale,
                                       opts.allow_partial, trans_model,
-                                      config.determinize_lattice, opts.delta)
+                                      config.determinize_lattice, opts.delta,
+                                      opts.phone_determinize)
             if result is None:
                 num_fail += 1
                 continue

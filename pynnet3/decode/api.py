@@ -61,7 +61,8 @@ def check_graph_labels(fst, tid_to_pdf, source="the decoding graph"):
 
 
 def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=False,
-                     trans_model=None, determinize=False, delta=K_DELTA):
+                     trans_model=None, determinize=False, delta=K_DELTA,
+                     phone_determinize=True):
     """One utterance; returns a DecodeResult, or None when Kaldi would not
     produce output (a WARNING is logged, as Kaldi's). With ``determinize``
     (needs ``trans_model``) the lattice is a CompactLattice determinized as
@@ -90,7 +91,8 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
         raise PynnetError("Unexpected problem getting lattice for utterance %s" % utt)
     if determinize:
         lat, ok = determinize_lattice_phone_pruned_wrapper(
-            trans_model, lat, float(np.float32(decoder.config.lattice_beam)), delta)
+            trans_model, lat, float(np.float32(decoder.config.lattice_beam)), delta,
+            phone_determinize)
         if not ok:
             logger.warning("Determinization finished earlier than the beam for utterance %s",
                            utt)

@@ -510,17 +510,22 @@ def determinize_lattice_pruned(lat, beam, compact, delta=K_DELTA):
     return (det.output_compact() if compact else det.output_lattice()), ok
 
 
-def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DELTA):
-    """Kaldi's DeterminizeLatticePhonePrunedWrapper with default options
-    (phone then word determinization, no minimization) on a raw lattice
-    (transition-ids on input, words on output; it is modified). Returns
-    (CompactLattice, success)."""
+def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DELTA,
+                                             phone_determinize=True):
+    """Kaldi's DeterminizeLatticePhonePrunedWrapper (phone then word
+    determinization, or word only without ``phone_determinize``; no
+    minimization) on a raw lattice (transition-ids on input, words on output;
+    it is modified). Returns (CompactLattice, success)."""
     invert(lat)
     if not is_top_sorted(lat):
         if not top_sort(lat):
             raise ValueError("Topological sorting of state-level lattice failed (probably "
                              "your lexicon has empty words or your LM has epsilon cycles).")
     arc_sort_ilabel(lat)
+    if not phone_determinize:
+        clat, ok = determinize_lattice_pruned(lat, beam, compact=True, delta=delta)
+        clat.connect()
+        return clat, ok
     # phone pass: insert phone symbols where phones start
     first_phone_label = max((a[0] for arcs in lat.arcs for a in arcs), default=0) + 1
     id2state, tuples = trans_model.id2state, trans_model.tuples
