@@ -274,3 +274,33 @@ def test_python_api(setup):
                          feats["utt2"], online_ivectors=ivectors["utt2"],
                          online_ivector_period=10, beam=15, lattice_beam=8)
     assert one.words == words["utt2"]
+
+
+def test_fst_vector_round_trip(tmp_path):
+    from pynnet3.decode.fst import fst_to_bytes
+    hclg = read_fst(os.path.join(DATA, "HCLG.fst"))
+    (tmp_path / "v.fst").write_bytes(fst_to_bytes(hclg))
+    back = read_fst(str(tmp_path / "v.fst"))
+    assert back.fst_type == "vector" and back.start == hclg.start
+    for field in ("final", "arc_begin", "ilabel", "olabel", "weight", "nextstate"):
+        assert np.array_equal(getattr(back, field), getattr(hclg, field))
+    g_bytes = open(os.path.join(DATA, "G.fst"), "rb").read()
+    g = read_fst(os.path.join(DATA, "G.fst"))
+    # Same layout as Kaldi's G.fst after the header (which carries properties).
+    assert fst_to_bytes(g)[66:] == g_bytes[66:]
+
+
+def test_no_surviving_tokens(tmp_path):
+    """A graph whose only path is one frame long: every later frame has no
+    token; Kaldi warns, fails the utterance and exits with status 1."""
+    from pynnet3.decode.fst import fst_to_bytes
+    graph = StdFst(0, np.array([np.inf, 0.0], dtype=np.float32), [0, 1, 1], [1], [2], [0.0],
+                   [1])
+    (tmp_path / "tiny.fst").write_bytes(fst_to_bytes(graph))
+    argv = _command("nodet", tmp_path)
+    argv[argv.index(os.path.join(DATA, "HCLG.fst"))] = str(tmp_path / "tiny.fst")
+    status, log = _run_tool(argv)
+    assert status == 1, log
+    assert "Error, no surviving tokens: frame is 1" in log
+    assert "Failed to decode utterance with id utt2" in log
+    assert "Done 0 utterances, failed for 4" in log

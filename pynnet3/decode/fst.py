@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import KaldiFormatError
 from ..io.files import read_bytes
 
-__all__ = ["StdFst", "read_fst", "FST_MAGIC"]
+__all__ = ["StdFst", "read_fst", "parse_fst", "fst_to_bytes", "FST_MAGIC"]
 
 FST_MAGIC = 2125659606
 _SYMBOL_TABLE_MAGIC = 2125658996
@@ -211,3 +211,20 @@ def parse_fst(data, source="<memory>"):
         raise KaldiFormatError("start state %d outside 0..%d" % (start, num_states - 1),
                                source)
     return fst
+
+
+def fst_to_bytes(fst):
+    """A StdFst in OpenFst's binary ``vector`` format (as fstconvert writes
+    it; symbol tables none, properties left unknown)."""
+    header = (struct.pack("<i", FST_MAGIC) + struct.pack("<i", 6) + b"vector"
+              + struct.pack("<i", 8) + b"standard"
+              + struct.pack("<iiQqqq", 2, 0, 3, fst.start, fst.num_states, fst.num_arcs))
+    parts = [header]
+    arcs = np.empty(fst.num_arcs, dtype=_ARC_DTYPE)
+    arcs["ilabel"], arcs["olabel"] = fst.ilabel, fst.olabel
+    arcs["weight"], arcs["nextstate"] = fst.weight, fst.nextstate
+    for s in range(fst.num_states):
+        b, e = int(fst.arc_begin[s]), int(fst.arc_begin[s + 1])
+        parts.append(struct.pack("<fq", float(fst.final[s]), e - b))
+        parts.append(arcs[b:e].tobytes())
+    return b"".join(parts)
