@@ -304,3 +304,25 @@ def test_no_surviving_tokens(tmp_path):
     assert "Error, no surviving tokens: frame is 1" in log
     assert "Failed to decode utterance with id utt2" in log
     assert "Done 0 utterances, failed for 4" in log
+
+
+@pytest.mark.parametrize("options", [dict(beam=8, lattice_beam=4, max_active=200),
+                                     dict(beam=12, lattice_beam=6)])
+def test_cython_determinizer_equals_python_twin(setup, options):
+    import copy
+    from pynnet3.decode.determinize import determinize_lattice_phone_pruned_wrapper
+    from pynnet3.decode.token_lattice import get_raw_lattice
+    trans_model, tid_to_pdf, fst, decodables = setup
+    decoder = LatticeFasterDecoder(fst, LatticeFasterDecoderConfig(**options))
+    for _, d in decodables[:3]:
+        decoder.decode(d.loglikes, tid_to_pdf)
+        lat = get_raw_lattice(decoder.token_lattice()).connect()
+        for phone in (True, False):
+            a, ok_a = determinize_lattice_phone_pruned_wrapper(
+                trans_model, copy.deepcopy(lat), options["lattice_beam"],
+                phone_determinize=phone, fast=True)
+            b, ok_b = determinize_lattice_phone_pruned_wrapper(
+                trans_model, copy.deepcopy(lat), options["lattice_beam"],
+                phone_determinize=phone, fast=False)
+            assert ok_a and ok_b
+            assert a.write_text() == b.write_text()

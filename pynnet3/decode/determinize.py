@@ -500,18 +500,52 @@ class LatticeDeterminizerPruned:
         return lat
 
 
-def determinize_lattice_pruned(lat, beam, compact, delta=K_DELTA):
+class _FastDeterminizer(LatticeDeterminizerPruned):
+    """The C determinizer (pynnet3/_fast/lattice_determinize.pyx) behind
+    the twin's output methods."""
+
+    def determinize(self):
+        from .._fast.lattice_determinize import LatticeDeterminizerCore
+        lat = self.ifst
+        n = lat.num_states
+        counts = np.fromiter((len(a) for a in lat.arcs), dtype=np.int64, count=n)
+        arc_begin = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=arc_begin[1:])
+        flat = [a for arcs in lat.arcs for a in arcs]
+        if flat:
+            il, ol, w1, w2, nxt = (np.array(c) for c in zip(*flat))
+        else:
+            il = ol = nxt = np.zeros(0, dtype=np.int32)
+            w1 = w2 = np.zeros(0, dtype=np.float32)
+        f1 = np.array([f[0] if f is not None else math.inf for f in lat.final],
+                      dtype=np.float32)
+        f2 = np.array([f[1] if f is not None else math.inf for f in lat.final],
+                      dtype=np.float32)
+        core = LatticeDeterminizerCore(
+            arc_begin, il.astype(np.int32), ol.astype(np.int32), w1.astype(np.float32),
+            w2.astype(np.float32), nxt.astype(np.int32), f1, f2, lat.start, self.beam,
+            self.delta)
+        core.determinize()
+        self.output_states = [(None, [(l, st, t, x, y) for l, x, y, st, t in arcs]
+                               + ([(0, final[2], None, final[0], final[1])]
+                                  if final is not None else []), 0.0)
+                              for arcs, final in core.output()]
+        return True, self.beam
+
+
+def determinize_lattice_pruned(lat, beam, compact, delta=K_DELTA, fast=True):
     """Kaldi's DeterminizeLatticePruned (no memory limit): returns
-    (result, success); ``compact`` picks a CompactLattice or a Lattice."""
+    (result, success); ``compact`` picks a CompactLattice or a Lattice;
+    ``fast``: the C determinizer, else this module's plain-Python twin."""
     if lat.num_states == 0 or lat.start is None:
         return (CompactLattice() if compact else Lattice()), True
-    det = LatticeDeterminizerPruned(lat, beam, delta)
+    det = (_FastDeterminizer if fast else LatticeDeterminizerPruned)(lat, beam, delta)
     ok, _ = det.determinize()
     return (det.output_compact() if compact else det.output_lattice()), ok
 
 
 def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DELTA,
-                                             phone_determinize=True):
+                                             phone_determinize=True, fast=True):
     """Kaldi's DeterminizeLatticePhonePrunedWrapper (phone then word
     determinization, or word only without ``phone_determinize``; no
     minimization) on a raw lattice (transition-ids on input, words on output;
@@ -523,7 +557,7 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DEL
                              "your lexicon has empty words or your LM has epsilon cycles).")
     arc_sort_ilabel(lat)
     if not phone_determinize:
-        clat, ok = determinize_lattice_pruned(lat, beam, compact=True, delta=delta)
+        clat, ok = determinize_lattice_pruned(lat, beam, True, delta, fast)
         clat.connect()
         return clat, ok
     # phone pass: insert phone symbols where phones start
@@ -554,11 +588,11 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DEL
             new_arcs.append(arc)
         lat.arcs[s] = new_arcs
     top_sort(lat)
-    lat, ok1 = determinize_lattice_pruned(lat, beam, compact=False, delta=delta)
+    lat, ok1 = determinize_lattice_pruned(lat, beam, False, delta, fast)
     for s in range(lat.num_states):
         lat.arcs[s] = [(0 if a[0] >= first_phone_label else a[0],) + a[1:]
                        for a in lat.arcs[s]]
     top_sort(lat)
-    clat, ok2 = determinize_lattice_pruned(lat, beam, compact=True, delta=delta)
+    clat, ok2 = determinize_lattice_pruned(lat, beam, True, delta, fast)
     clat.connect()
     return clat, ok1 and ok2
