@@ -5,7 +5,6 @@ read from kaldi-ref when present)."""
 import io
 import os
 import shlex
-import sys
 from contextlib import redirect_stderr
 
 import numpy as np

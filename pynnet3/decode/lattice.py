@@ -11,6 +11,12 @@ and acoustic, ordered by their sum) with Kaldi's archive formats.
   arc count and 20-byte arcs: int32 ilabel, int32 olabel, two float costs,
   int32 next state).
 
+Also Kaldi's CompactLattice (an acceptor over words whose weights are
+(graph cost, acoustic cost, transition-id string); text ``src dst word
+[w1,w2,t1_t2_...]``; binary arc type ``compactlattice44``, each weight two
+floats, an int32 length and the int32 string), with the operations the lattice
+tools need (scaling, word insertion penalty, Kaldi's CompactLatticeShortestPath).
+
 Weights are held as Python floats that are float32 values.
 """
 
@@ -22,8 +28,8 @@ import numpy as np
 from ..errors import KaldiFormatError
 
 __all__ = ["Lattice", "CompactLattice", "read_compact_lattice_text",
-           "read_compact_lattice_binary", "format_weight_value", "LATTICE_ARC_TYPE", "read_lattice_text",
-           "register_lattice_holder"]
+           "read_compact_lattice_binary", "format_weight_value", "LATTICE_ARC_TYPE",
+           "read_lattice_text", "register_lattice_holder"]
 
 LATTICE_ARC_TYPE = "lattice4"
 _FST_MAGIC = 2125659606
@@ -663,9 +669,10 @@ def _parse_float(text):
 
 
 def register_lattice_holder():
-    """Makes ``kind="lattice"`` and ``kind="compact_lattice"`` known to pynnet3.io.table's readers and
-    writers (binary: the FST bytes right after the key, no ``\\0B``; text:
-    :meth:`Lattice.write_text`)."""
+    """Makes ``kind="lattice"`` and ``kind="compact_lattice"`` known to
+    pynnet3.io.table's readers and writers (binary: the FST bytes right after
+    the key, no ``\\0B``; text: ``write_text``), by adding two holders to its
+    HOLDERS table."""
     from ..io import table
 
     class _LatticeHolder(table._Holder):
