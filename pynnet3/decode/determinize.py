@@ -121,35 +121,41 @@ def top_sort(lat):
     if n == 0:
         return True
     color = [0] * n            # 0 white, 1 grey, 2 black
+    pos = [0] * n              # next arc to look at, per state on the stack
     finish = []
+    all_arcs = lat.arcs
     roots = ([lat.start] if lat.start is not None else []) + list(range(n))
     for root in roots:
         if color[root]:
             continue
         color[root] = 1
-        stack = [(root, 0)]
+        stack = [root]
         while stack:
-            s, i = stack[-1]
-            arcs = lat.arcs[s]
-            if i < len(arcs):
-                stack[-1] = (s, i + 1)
+            s = stack[-1]
+            arcs = all_arcs[s]
+            i, na = pos[s], len(arcs)
+            while i < na:
                 t = arcs[i][4]
-                if color[t] == 0:
+                i += 1
+                c = color[t]
+                if c == 0:
                     color[t] = 1
-                    stack.append((t, 0))
-                elif color[t] == 1:
+                    stack.append(t)
+                    break
+                if c == 1:
                     return False
             else:
                 color[s] = 2
                 finish.append(s)
                 stack.pop()
+            pos[s] = i
     order = [0] * n
     for i, s in enumerate(reversed(finish)):
         order[s] = i
     arcs = [None] * n
     final = [None] * n
     for s in range(n):
-        arcs[order[s]] = [a[:4] + (order[a[4]],) for a in lat.arcs[s]]
+        arcs[order[s]] = [(a[0], a[1], a[2], a[3], order[a[4]]) for a in lat.arcs[s]]
         final[order[s]] = lat.final[s]
     lat.arcs, lat.final = arcs, final
     if lat.start is not None:
