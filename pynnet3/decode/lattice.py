@@ -22,8 +22,8 @@ Weights are held as Python floats that are float32 values.
 
 import math
 import struct
+from array import array
 
-import numpy as np
 
 from ..errors import KaldiFormatError
 
@@ -89,8 +89,16 @@ def format_weight_value(x):
     return "%g" % x
 
 
+# A double rounded to float32 through a one-element buffer (cheaper than a
+# NumPy scalar). Sums and differences of float32 values computed in double and
+# rounded once equal C's float arithmetic (double has more than 2 * 24 + 2
+# bits, so the double rounding is harmless).
+_BUF = array("f", [0.0])
+
+
 def _f32(x):
-    return float(np.float32(x))
+    _BUF[0] = x
+    return _BUF[0]
 
 
 class Lattice:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lattice import Lattice
+from .lattice import Lattice, _f32
 
 __all__ = ["TokenLattice", "get_raw_lattice", "best_path", "BestPath"]
 
@@ -143,8 +143,7 @@ class BestPath:
 def _better(a1, a2, b1, b2):
     """True when weight (b1, b2) is strictly better than (a1, a2) in Kaldi's
     LatticeWeight order (total cost, then graph cost)."""
-    fa, fb = _F(a1) + _F(a2), _F(b1) + _F(b2)
-    fa, fb = _F(fa), _F(fb)
+    fa, fb = _f32(a1 + a2), _f32(b1 + b2)
     if fb != fa:
         return fb < fa
     return b1 < a1
@@ -168,12 +167,12 @@ def best_path(lat):
             continue
         for arc in lat.arcs[s]:
             il, ol, w1, w2, t = arc
-            n1, n2 = float(_F(d1[s] + w1)), float(_F(d2[s] + w2))
+            n1, n2 = _f32(d1[s] + w1), _f32(d2[s] + w2)
             if d1[t] == _INF or _better(d1[t], d2[t], n1, n2):
                 d1[t], d2[t], back[t] = n1, n2, (s, arc)
         fw = lat.final[s]
         if fw is not None:
-            f1, f2 = float(_F(d1[s] + fw[0])), float(_F(d2[s] + fw[1]))
+            f1, f2 = _f32(d1[s] + fw[0]), _f32(d2[s] + fw[1])
             if best is None or _better(b1, b2, f1, f2):
                 best, b1, b2 = s, f1, f2
     if best is None:
