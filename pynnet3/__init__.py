@@ -31,6 +31,8 @@ _EXPORTS = {
     "scale_nnet": ("pynnet3.nnet.utils", "scale_nnet"),
     "set_nnet_as_gradient": ("pynnet3.nnet.utils", "set_nnet_as_gradient"),
     "vectorize_nnet": ("pynnet3.nnet.utils", "vectorize_nnet"),
+    "decode": ("pynnet3.decode.api", "decode"),
+    "Decoder": ("pynnet3.decode.api", "Decoder"),
     "PynnetError": ("pynnet3.errors", "PynnetError"),
     "KaldiFormatError": ("pynnet3.errors", "KaldiFormatError"),
     "ConfigError": ("pynnet3.errors", "ConfigError"),

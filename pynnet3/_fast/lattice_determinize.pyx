@@ -1,0 +1,577 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# distutils: language = c++
+"""Kaldi's LatticeDeterminizerPruned in C (twin of
+pynnet3/decode/determinize.py's LatticeDeterminizerPruned, which documents
+the algorithm and the ordering guarantees).
+
+Same float32 weight arithmetic, same double costs, same task heap moves,
+same subset lookups (exact states and strings, weights within delta), so the
+output states, arcs and strings are the twin's; the tests compare the two.
+Strings are interned in a trie (one id per distinct sequence, 0 = empty), as
+Kaldi's LatticeStringRepository does.
+"""
+
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport fabsf, INFINITY
+from libcpp.vector cimport vector
+from libcpp.map cimport map as cmap
+from libcpp.unordered_map cimport unordered_map
+from libcpp.pair cimport pair
+from libcpp.algorithm cimport sort as csort
+from libcpp.queue cimport priority_queue
+from cython.operator cimport dereference as deref
+
+cnp.import_array()
+
+cdef struct Elem:
+    int state
+    int string
+    float w1
+    float w2
+
+cdef struct TempArc:
+    int ilabel
+    int string
+    int nextstate      # -1: final weight
+    float w1
+    float w2
+
+cdef struct LabelElem:
+    int label
+    int state
+    int string
+    float w1
+    float w2
+
+
+cdef inline int compare_w(float a1, float a2, float b1, float b2) nogil:
+    cdef float fa = a1 + a2, fb = b1 + b2
+    if fa < fb:
+        return 1
+    if fa > fb:
+        return -1
+    if a1 < b1:
+        return 1
+    if a1 > b1:
+        return -1
+    return 0
+
+
+cdef bint label_elem_less(const LabelElem &a, const LabelElem &b) nogil:
+    if a.label != b.label:
+        return a.label < b.label
+    return a.state < b.state
+
+
+cdef bint elem_less(const Elem &a, const Elem &b) nogil:
+    return a.state < b.state
+
+
+cdef class LatticeDeterminizerCore:
+    # input lattice (CSR)
+    cdef const long long[:] arc_begin
+    cdef const int[:] ilabel, olabel, nextstate
+    cdef const float[:] aw1, aw2, fw1, fw2
+    cdef int start, num_states
+    cdef double beam, cutoff
+    cdef float delta
+    cdef vector[double] backward
+    cdef vector[char] isym_or_final
+    # string repository
+    cdef vector[int] s_parent, s_label, s_len
+    cdef unordered_map[long long, int] s_succ
+    # output states
+    cdef vector[vector[Elem]] o_minimal
+    cdef vector[vector[TempArc]] o_arcs
+    cdef vector[double] o_forward
+    # subset lookups: key (state, string) sequence -> candidate entries
+    cdef cmap[vector[long long], vector[int]] minimal_hash
+    cdef cmap[vector[long long], vector[int]] initial_hash
+    cdef vector[vector[Elem]] init_subsets
+    cdef vector[int] init_state, init_string
+    cdef vector[float] init_w1, init_w2
+    # task heap
+    cdef vector[int] heap
+    cdef vector[double] t_priority
+    cdef vector[int] t_state, t_label
+    cdef vector[vector[Elem]] t_subset
+    cdef vector[int] t_free
+
+    def __init__(self, arc_begin, ilabel, olabel, aw1, aw2, nextstate, fw1, fw2, int start,
+                 double beam, float delta):
+        self.arc_begin = arc_begin
+        self.ilabel = ilabel
+        self.olabel = olabel
+        self.aw1 = aw1
+        self.aw2 = aw2
+        self.nextstate = nextstate
+        self.fw1 = fw1
+        self.fw2 = fw2
+        self.start = start
+        self.num_states = fw1.shape[0]
+        self.beam = beam
+        self.delta = delta
+        self.isym_or_final.resize(self.num_states, 0)
+        self.s_parent.push_back(-1)
+        self.s_label.push_back(0)
+        self.s_len.push_back(0)
+
+    # -- strings -----------------------------------------------------------------------
+    cdef int successor(self, int s, int label):
+        cdef long long key = ((<long long>s) << 32) | (<unsigned int>label)
+        it = self.s_succ.find(key)
+        if it != self.s_succ.end():
+            return deref(it).second
+        cdef int nid = <int>self.s_parent.size()
+        self.s_parent.push_back(s)
+        self.s_label.push_back(label)
+        self.s_len.push_back(self.s_len[s] + 1)
+        self.s_succ[key] = nid
+        return nid
+
+    cdef void to_vector(self, int s, vector[int] *out):
+        cdef int n = self.s_len[s], i
+        out.resize(n)
+        i = n - 1
+        while s != 0:
+            out[0][i] = self.s_label[s]
+            s = self.s_parent[s]
+            i -= 1
+
+    cdef int common_prefix(self, int a, int b):
+        while self.s_len[a] > self.s_len[b]:
+            a = self.s_parent[a]
+        while self.s_len[b] > self.s_len[a]:
+            b = self.s_parent[b]
+        while a != b:
+            a = self.s_parent[a]
+            b = self.s_parent[b]
+        return a
+
+    cdef int remove_prefix(self, int s, int k):
+        if k == 0:
+            return s
+        cdef vector[int] seq
+        self.to_vector(s, &seq)
+        cdef int r = 0, i
+        for i in range(k, <int>seq.size()):
+            r = self.successor(r, seq[i])
+        return r
+
+    cdef int concatenate(self, int a, int b):
+        if b == 0:
+            return a
+        cdef vector[int] seq
+        self.to_vector(b, &seq)
+        cdef int i
+        for i in range(<int>seq.size()):
+            a = self.successor(a, seq[i])
+        return a
+
+    cdef int compare_ws(self, float a1, float a2, int astr, float b1, float b2, int bstr):
+        cdef int c = compare_w(a1, a2, b1, b2)
+        if c != 0:
+            return c
+        if astr == bstr:
+            return 0
+        if self.s_len[astr] > self.s_len[bstr]:
+            return -1
+        if self.s_len[astr] < self.s_len[bstr]:
+            return 1
+        cdef vector[int] va, vb
+        self.to_vector(astr, &va)
+        self.to_vector(bstr, &vb)
+        cdef size_t i
+        for i in range(va.size()):
+            if va[i] < vb[i]:
+                return -1
+            if va[i] > vb[i]:
+                return 1
+        return 0
+
+    # -- helpers -----------------------------------------------------------------------
+    cdef bint is_isymbol_or_final(self, int state):
+        cdef char v = self.isym_or_final[state]
+        if v != 0:
+            return v == 2
+        cdef bint ans = not (self.fw1[state] == INFINITY and self.fw2[state] == INFINITY)
+        cdef long long a
+        if not ans:
+            for a in range(self.arc_begin[state], self.arc_begin[state + 1]):
+                if self.ilabel[a] != 0 and not (self.aw1[a] == INFINITY
+                                                and self.aw2[a] == INFINITY):
+                    ans = True
+                    break
+        self.isym_or_final[state] = 2 if ans else 1
+        return ans
+
+    cdef void make_key(self, vector[Elem] &subset, vector[long long] *key):
+        key.resize(subset.size())
+        cdef size_t i
+        for i in range(subset.size()):
+            key[0][i] = ((<long long>subset[i].state) << 32) | (<unsigned int>subset[i].string)
+
+    cdef bint weights_match(self, vector[Elem] &a, vector[Elem] &b):
+        cdef size_t i
+        cdef float d
+        for i in range(a.size()):
+            if a[i].w1 == b[i].w1 and a[i].w2 == b[i].w2:
+                continue
+            d = (a[i].w1 + a[i].w2) - (b[i].w1 + b[i].w2)
+            if fabsf(d) > self.delta:
+                return False
+        return True
+
+    cdef void epsilon_closure(self, vector[Elem] *subset):
+        cdef unordered_map[int, Elem] cur
+        cdef priority_queue[pair[int, int]] queue     # (-state, index into pending)
+        cdef vector[Elem] pending
+        cdef size_t i
+        for i in range(subset.size()):
+            cur[subset[0][i].state] = subset[0][i]
+            pending.push_back(subset[0][i])
+            queue.push(pair[int, int](-subset[0][i].state, <int>pending.size() - 1))
+        cdef bint replaced = False
+        cdef Elem elem, ne
+        cdef long long a
+        cdef int t, ol, comp, nstr
+        cdef float n1, n2
+        while not queue.empty():
+            elem = pending[queue.top().second]
+            queue.pop()
+            if replaced:
+                ne = cur[elem.state]
+                if ne.string != elem.string or ne.w1 != elem.w1 or ne.w2 != elem.w2:
+                    continue
+            for a in range(self.arc_begin[elem.state], self.arc_begin[elem.state + 1]):
+                if self.ilabel[a] != 0 or (self.aw1[a] == INFINITY and self.aw2[a] == INFINITY):
+                    continue
+                t = self.nextstate[a]
+                ol = self.olabel[a]
+                n1 = elem.w1 + self.aw1[a]
+                n2 = elem.w2 + self.aw2[a]
+                it = cur.find(t)
+                if it == cur.end():
+                    ne.state = t
+                    ne.string = self.successor(elem.string, ol) if ol != 0 else elem.string
+                    ne.w1 = n1
+                    ne.w2 = n2
+                    cur[t] = ne
+                    pending.push_back(ne)
+                    queue.push(pair[int, int](-t, <int>pending.size() - 1))
+                else:
+                    comp = compare_w(n1, n2, deref(it).second.w1, deref(it).second.w2)
+                    nstr = -1
+                    if comp == 0:
+                        nstr = self.successor(elem.string, ol) if ol != 0 else elem.string
+                        comp = self.compare_ws(n1, n2, nstr, deref(it).second.w1, deref(it).second.w2,
+                                               deref(it).second.string)
+                    if comp == 1:
+                        if nstr == -1:
+                            nstr = self.successor(elem.string, ol) if ol != 0 else elem.string
+                        ne.state = t
+                        ne.string = nstr
+                        ne.w1 = n1
+                        ne.w2 = n2
+                        cur[t] = ne
+                        pending.push_back(ne)
+                        queue.push(pair[int, int](-t, <int>pending.size() - 1))
+                        replaced = True
+        subset.clear()
+        for kv in cur:
+            subset.push_back(kv.second)
+        csort(subset.begin(), subset.end(), elem_less)
+
+    cdef void convert_to_minimal(self, vector[Elem] *subset):
+        cdef size_t i, k = 0
+        for i in range(subset.size()):
+            if self.is_isymbol_or_final(subset[0][i].state):
+                subset[0][k] = subset[0][i]
+                k += 1
+        subset.resize(k)
+
+    cdef void normalize_subset(self, vector[Elem] *subset, float *t1, float *t2, int *prefix):
+        cdef int p = subset[0][0].string
+        cdef float w1 = subset[0][0].w1, w2 = subset[0][0].w2
+        cdef size_t i
+        for i in range(1, subset.size()):
+            if compare_w(w1, w2, subset[0][i].w1, subset[0][i].w2) < 0:
+                w1 = subset[0][i].w1
+                w2 = subset[0][i].w2
+            p = self.common_prefix(p, subset[0][i].string)
+        cdef int k = self.s_len[p]
+        for i in range(subset.size()):
+            subset[0][i].w1 = subset[0][i].w1 - w1
+            subset[0][i].w2 = subset[0][i].w2 - w2
+            subset[0][i].string = self.remove_prefix(subset[0][i].string, k)
+        t1[0] = w1
+        t2[0] = w2
+        prefix[0] = p
+
+    cdef void process_final(self, int osid):
+        cdef bint is_final = False
+        cdef float f1 = INFINITY, f2 = INFINITY, t1, t2
+        cdef int fstr = 0
+        cdef size_t i
+        cdef Elem e
+        for i in range(self.o_minimal[osid].size()):
+            e = self.o_minimal[osid][i]
+            if self.fw1[e.state] == INFINITY and self.fw2[e.state] == INFINITY:
+                continue
+            t1 = e.w1 + self.fw1[e.state]
+            t2 = e.w2 + self.fw2[e.state]
+            if t1 == INFINITY and t2 == INFINITY:
+                continue
+            if not is_final or self.compare_ws(t1, t2, e.string, f1, f2, fstr) == 1:
+                is_final = True
+                f1, f2, fstr = t1, t2, e.string
+        cdef TempArc arc
+        if is_final and (<double>f1 + <double>f2) + self.o_forward[osid] <= self.cutoff:
+            arc.ilabel = 0
+            arc.string = fstr
+            arc.nextstate = -1
+            arc.w1 = f1
+            arc.w2 = f2
+            self.o_arcs[osid].push_back(arc)
+
+    cdef int new_output_state(self, vector[Elem] &subset, double forward_cost):
+        cdef int osid = <int>self.o_minimal.size()
+        self.o_minimal.push_back(subset)
+        self.o_arcs.push_back(vector[TempArc]())
+        self.o_forward.push_back(forward_cost)
+        cdef vector[long long] key
+        self.make_key(subset, &key)
+        self.minimal_hash[key].push_back(osid)
+        return osid
+
+    cdef int minimal_to_state_id(self, vector[Elem] &subset, double forward_cost):
+        cdef vector[long long] key
+        self.make_key(subset, &key)
+        it = self.minimal_hash.find(key)
+        cdef size_t i
+        if it != self.minimal_hash.end():
+            for i in range(deref(it).second.size()):
+                if self.weights_match(self.o_minimal[deref(it).second[i]], subset):
+                    return deref(it).second[i]
+        cdef int osid = self.new_output_state(subset, forward_cost)
+        self.process_final(osid)
+        self.process_transitions(osid)
+        return osid
+
+    cdef int initial_to_state_id(self, vector[Elem] &subset_in, double forward_cost):
+        """Returns an index into the init_* tables."""
+        cdef vector[long long] key
+        self.make_key(subset_in, &key)
+        it = self.initial_hash.find(key)
+        cdef size_t i
+        if it != self.initial_hash.end():
+            for i in range(deref(it).second.size()):
+                if self.weights_match(self.init_subsets[deref(it).second[i]], subset_in):
+                    return deref(it).second[i]
+        cdef vector[Elem] subset = subset_in
+        self.epsilon_closure(&subset)
+        self.convert_to_minimal(&subset)
+        cdef float w1, w2
+        cdef int prefix
+        self.normalize_subset(&subset, &w1, &w2, &prefix)
+        forward_cost += <double>w1 + <double>w2
+        cdef int osid = self.minimal_to_state_id(subset, forward_cost)
+        cdef int idx = <int>self.init_subsets.size()
+        self.init_subsets.push_back(subset_in)
+        self.init_state.push_back(osid)
+        self.init_string.push_back(prefix)
+        self.init_w1.push_back(w1)
+        self.init_w2.push_back(w2)
+        self.initial_hash[key].push_back(idx)
+        return idx
+
+    # -- the task heap (libstdc++'s push_heap / pop_heap) -------------------------------
+    cdef inline bint task_less(self, int a, int b):
+        return self.t_priority[a] > self.t_priority[b]
+
+    cdef void heap_push(self, int task):
+        self.heap.push_back(task)
+        cdef long hole = <long>self.heap.size() - 1, parent = (hole - 1) // 2
+        while hole > 0 and self.task_less(self.heap[parent], task):
+            self.heap[hole] = self.heap[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        self.heap[hole] = task
+
+    cdef int heap_pop(self):
+        cdef int top = self.heap[0]
+        cdef int last = self.heap.back()
+        self.heap.pop_back()
+        cdef long length = <long>self.heap.size()
+        if length == 0:
+            return top
+        cdef long hole = 0, child = 0, parent
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if self.task_less(self.heap[child], self.heap[child - 1]):
+                child -= 1
+            self.heap[hole] = self.heap[child]
+            hole = child
+        if (length & 1) == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            self.heap[hole] = self.heap[child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2
+        while hole > 0 and self.task_less(self.heap[parent], last):
+            self.heap[hole] = self.heap[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        self.heap[hole] = last
+        return top
+
+    cdef int new_task(self):
+        cdef int t
+        if not self.t_free.empty():
+            t = self.t_free.back()
+            self.t_free.pop_back()
+            return t
+        self.t_priority.push_back(0)
+        self.t_state.push_back(0)
+        self.t_label.push_back(0)
+        self.t_subset.push_back(vector[Elem]())
+        return <int>self.t_priority.size() - 1
+
+    # -- transitions --------------------------------------------------------------------
+    cdef void process_transitions(self, int osid):
+        cdef vector[LabelElem] all_elems
+        cdef LabelElem le
+        cdef Elem e
+        cdef size_t i
+        cdef long long a
+        cdef int ol
+        for i in range(self.o_minimal[osid].size()):
+            e = self.o_minimal[osid][i]
+            for a in range(self.arc_begin[e.state], self.arc_begin[e.state + 1]):
+                if self.ilabel[a] == 0 or (self.aw1[a] == INFINITY and self.aw2[a] == INFINITY):
+                    continue
+                le.label = self.ilabel[a]
+                le.state = self.nextstate[a]
+                le.w1 = e.w1 + self.aw1[a]
+                le.w2 = e.w2 + self.aw2[a]
+                ol = self.olabel[a]
+                le.string = self.successor(e.string, ol) if ol != 0 else e.string
+                all_elems.push_back(le)
+        csort(all_elems.begin(), all_elems.end(), label_elem_less)
+        cdef size_t cur = 0, n = all_elems.size()
+        cdef int label, task
+        cdef double priority, c
+        cdef vector[Elem] subset
+        while cur < n:
+            label = all_elems[cur].label
+            subset.clear()
+            priority = INFINITY
+            while cur < n and all_elems[cur].label == label:
+                e.state = all_elems[cur].state
+                e.string = all_elems[cur].string
+                e.w1 = all_elems[cur].w1
+                e.w2 = all_elems[cur].w2
+                subset.push_back(e)
+                c = (<double>e.w1 + <double>e.w2) + self.backward[e.state]
+                if c < priority:
+                    priority = c
+                cur += 1
+            priority += self.o_forward[osid]
+            if priority > self.cutoff:
+                continue
+            self.make_subset_unique(&subset)
+            task = self.new_task()
+            self.t_priority[task] = priority
+            self.t_state[task] = osid
+            self.t_label[task] = label
+            self.t_subset[task] = subset
+            self.heap_push(task)
+
+    cdef void make_subset_unique(self, vector[Elem] *subset):
+        cdef size_t i, k = 0
+        for i in range(subset.size()):
+            if k > 0 and subset[0][k - 1].state == subset[0][i].state:
+                if self.compare_ws(subset[0][i].w1, subset[0][i].w2, subset[0][i].string,
+                                   subset[0][k - 1].w1, subset[0][k - 1].w2,
+                                   subset[0][k - 1].string) == 1:
+                    subset[0][k - 1] = subset[0][i]
+            else:
+                subset[0][k] = subset[0][i]
+                k += 1
+        subset.resize(k)
+
+    cdef void process_transition(self, int osid, int label, vector[Elem] *subset):
+        cdef double forward_cost = self.o_forward[osid]
+        cdef float t1, t2
+        cdef int common
+        self.normalize_subset(subset, &t1, &t2, &common)
+        forward_cost += <double>t1 + <double>t2
+        cdef int idx = self.initial_to_state_id(subset[0], forward_cost)
+        cdef TempArc arc
+        arc.ilabel = label
+        arc.nextstate = self.init_state[idx]
+        arc.string = self.concatenate(common, self.init_string[idx])
+        arc.w1 = t1 + self.init_w1[idx]
+        arc.w2 = t2 + self.init_w2[idx]
+        self.o_arcs[osid].push_back(arc)
+
+    cdef void compute_backward_weight(self):
+        self.backward.resize(self.num_states)
+        cdef int s
+        cdef long long a
+        cdef double cost, c
+        for s in range(self.num_states - 1, -1, -1):
+            if self.fw1[s] == INFINITY and self.fw2[s] == INFINITY:
+                cost = INFINITY
+            else:
+                cost = <double>self.fw1[s] + <double>self.fw2[s]
+            for a in range(self.arc_begin[s], self.arc_begin[s + 1]):
+                c = (<double>self.aw1[a] + <double>self.aw2[a]) + self.backward[self.nextstate[a]]
+                if c < cost:
+                    cost = c
+            self.backward[s] = cost
+        self.cutoff = self.backward[self.start] + self.beam
+
+    def determinize(self):
+        self.compute_backward_weight()
+        cdef vector[Elem] subset
+        cdef Elem e
+        e.state = self.start
+        e.string = 0
+        e.w1 = 0
+        e.w2 = 0
+        subset.push_back(e)
+        self.epsilon_closure(&subset)
+        self.convert_to_minimal(&subset)
+        self.new_output_state(subset, 0.0)
+        self.process_final(0)
+        self.process_transitions(0)
+        cdef int task
+        cdef vector[Elem] tsubset
+        while not self.heap.empty():
+            task = self.heap_pop()
+            tsubset.swap(self.t_subset[task])
+            self.t_free.push_back(task)
+            self.process_transition(self.t_state[task], self.t_label[task], &tsubset)
+        return True
+
+    def output(self):
+        """[(arcs, final)] per output state: arcs (label, w1, w2, string tuple,
+        nextstate), final (w1, w2, string tuple) or None."""
+        cdef vector[int] seq
+        cdef size_t s, i
+        cdef TempArc arc
+        result = []
+        for s in range(self.o_arcs.size()):
+            arcs = []
+            final = None
+            for i in range(self.o_arcs[s].size()):
+                arc = self.o_arcs[s][i]
+                self.to_vector(arc.string, &seq)
+                string = tuple([seq[j] for j in range(seq.size())])
+                if arc.nextstate < 0:
+                    final = (arc.w1, arc.w2, string)
+                else:
+                    arcs.append((arc.ilabel, arc.w1, arc.w2, string, arc.nextstate))
+            result.append((arcs, final))
+        return result

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A decode.sh-like recipe (steps/nnet3/decode.sh + steps/score_kaldi.sh's
+# best-path scoring, reduced to what they run): split the data, decode the
+# parts in parallel jobs into gzipped lattices, then score every LM weight
+# with lattice-scale | lattice-add-penalty | lattice-best-path.
+# Usage: decode_recipe.sh <nj> <model> <graphdir> <feats.scp> <online-ivectors-rspecifier> <dir>
+set -euo pipefail
+nj=$1; model=$2; graphdir=$3; feats_scp=$4; ivectors=$5; dir=$6
+mkdir -p $dir/split$nj $dir/log $dir/scoring
+num_utts=$(wc -l < $feats_scp)
+for n in $(seq $nj); do
+  awk -v n=$n -v nj=$nj -v tot=$num_utts \
+    'NR > int((n-1)*tot/nj) && NR <= int(n*tot/nj)' $feats_scp > $dir/split$nj/feats.$n.scp
+done
+pids=()
+for n in $(seq $nj); do
+  nnet3-latgen-faster --online-ivectors=$ivectors --online-ivector-period=10 \
+    --frames-per-chunk=50 --extra-left-context=0 --extra-right-context=0 \
+    --minimize=false --max-active=7000 --min-active=200 --beam=15.0 --lattice-beam=8.0 \
+    --acoustic-scale=0.1 --allow-partial=true --word-symbol-table=$graphdir/words.txt \
+    $model $graphdir/HCLG.fst "scp:$dir/split$nj/feats.$n.scp" \
+    "ark:|gzip -c > $dir/lat.$n.gz" 2> $dir/log/decode.$n.log &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait $pid; done
+echo $nj > $dir/num_jobs
+for lmwt in 9 10 11; do
+  lattice-scale --inv-acoustic-scale=$lmwt "ark:gunzip -c $dir/lat.*.gz|" ark:- | \
+    lattice-add-penalty --word-ins-penalty=0.0 ark:- ark:- | \
+    lattice-best-path --word-symbol-table=$graphdir/words.txt ark:- ark,t:- | \
+    awk -v syms=$graphdir/words.txt 'BEGIN { while ((getline l < syms) > 0) { split(l, a, " "); w[a[2]] = a[1] } }
+         { printf "%s", $1; for (i = 2; i <= NF; i++) printf " %s", w[$i]; printf "\n" }' \
+    > $dir/scoring/$lmwt.txt 2> $dir/log/score.$lmwt.log
+done

@@ -1,0 +1,61 @@
+"""A decode.sh-like recipe (tests/data/decode/decode_recipe.sh: split data,
+parallel jobs writing ``| gzip -c`` lattices, lattice-scale |
+lattice-add-penalty | lattice-best-path scoring) run with pynnet3's tools
+first on PATH (wrappers calling ``python -m pynnet3.bin.X``)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from pynnet3.io.table import TableWriter, read_table
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DATA = os.path.join(HERE, "data", "decode", "tdnn_lda")
+TOOLS = {"nnet3-latgen-faster": "nnet3_latgen_faster", "lattice-scale": "lattice_scale",
+         "lattice-add-penalty": "lattice_add_penalty",
+         "lattice-best-path": "lattice_best_path", "lattice-copy": "lattice_copy",
+         "lattice-1best": "lattice_1best"}
+
+
+def make_tool_dir(path):
+    path.mkdir()
+    for name, module in TOOLS.items():
+        script = path / name
+        script.write_text('#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" -m '
+                          'pynnet3.bin.%s "$@"\n' % (ROOT, sys.executable, module))
+        script.chmod(0o755)
+    return path
+
+
+def test_recipe_decode_and_score(tmp_path):
+    bin_dir = make_tool_dir(tmp_path / "bin")
+    feats = dict(read_table("ark:" + os.path.join(DATA, "feats.ark")))
+    with TableWriter("ark,scp:%s,%s" % (tmp_path / "feats.ark", tmp_path / "feats.scp")) as w:
+        for key, value in feats.items():
+            w.write(key, np.asarray(value))
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    exp = tmp_path / "decode"
+    subprocess.run(["bash", os.path.join(HERE, "data", "decode", "decode_recipe.sh"), "2",
+                    os.path.join(DATA, "final.mdl"), DATA, str(tmp_path / "feats.scp"),
+                    "ark:" + os.path.join(DATA, "online-ivectors.ark"), str(exp)],
+                   env=env, check=True, timeout=600)
+    for n in (1, 2):
+        log = (exp / "log" / ("decode.%d.log" % n)).read_text()
+        assert "Done 2 utterances, failed for 0" in log, log
+        assert (exp / ("lat.%d.gz" % n)).stat().st_size > 0
+    words = {}
+    for line in open(os.path.join(DATA, "words.txt")):
+        sym, num = line.split()
+        words[num] = sym
+    expected = []
+    for line in open(os.path.join(DATA, "words.default.txt")):
+        fields = line.split()
+        expected.append(" ".join([fields[0]] + [words[w] for w in fields[1:]]))
+    # The lattices were decoded with acoustic scale 0.1: LM weight 10 gives
+    # back the decoder's own best path.
+    assert (exp / "scoring" / "10.txt").read_text().splitlines() == expected
+    for lmwt in (9, 11):
+        assert len((exp / "scoring" / ("%d.txt" % lmwt)).read_text().splitlines()) == 4
