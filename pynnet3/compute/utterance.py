@@ -30,9 +30,8 @@ nnet3-compute asks for frames in order, so chunks start at output frames 0,
 rounded up to a multiple of lcm(f, network modulus), see
 :meth:`SimpleComputationOptions.fixed_frames_per_chunk`).
 :meth:`SimpleNnetComputer.compute_chunk` computes any one chunk;
-:meth:`SimpleNnetComputer.compute_utterance` the whole utterance as ONE chunk,
-which equals nnet3-compute's output whenever its (rounded) frames-per-chunk
-covers the utterance (``frames_per_chunk // f >= ceil(num_frames / f)``).
+:meth:`SimpleNnetComputer.compute_utterance` the whole utterance chunk by
+chunk in that order (nnet3-compute's output).
 ``--apply-exp`` is applied by the caller to the finished matrix
 (:func:`apply_exp`), as nnet3-compute does.
 
@@ -55,12 +54,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compile import ComputationRequest, IoSpecification
-from ..compile import compile as compile_request
 from ..compile.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
+from .compilation import ComputationCompiler
 from .computer import NnetComputer
 
 logger = logging.getLogger("pynnet3")
@@ -152,16 +151,20 @@ class SimpleNnetComputer:
     :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
-    backend ("numpy", "cupy"). Compiled computations are cached per request
-    shape, like Kaldi's CachingOptimizingCompiler, so all chunks and
-    utterances of the same shape compile once.
+    backend ("numpy", "cupy"). ``compiler``: the
+    :class:`~pynnet3.compute.compilation.ComputationCompiler` to compile with
+    (one is made for ``nnet`` if None); computations are cached per chunk
+    shape, so all chunks and utterances of the same shape compile once.
+    ``debug_computation``: log each computation when it is first used
+    (Kaldi's --debug-computation).
     """
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "_cache")
+                 "compiler", "debug_computation", "_cache")
 
-    def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy"):
+    def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
+                 compiler=None, debug_computation=False):
         if not is_simple_nnet(nnet):
             raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
                             "an output node 'output', optionally an input node 'ivector')")
@@ -182,6 +185,8 @@ class SimpleNnetComputer:
         left, right = context if context is not None else compute_simple_nnet_context(nnet)
         self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.backend = backend
+        self.compiler = compiler if compiler is not None else ComputationCompiler(nnet)
+        self.debug_computation = debug_computation
         modulus = nnet.modulus()
         self.frames_per_chunk = self.opts.fixed_frames_per_chunk(modulus)
         if self.frames_per_chunk != self.opts.frames_per_chunk:
@@ -301,7 +306,11 @@ class SimpleNnetComputer:
                 request.inputs.append(IoSpecification("ivector", [Index(0, 0, 0)]))
             request.outputs = [IoSpecification(
                 "output", [Index(0, i * f, 0) for i in range(plan.num_subsampled_frames)])]
-            computation = compile_request(self.nnet, request)
+            computation = self.compiler.compile(request)
+            if self.debug_computation:
+                from ..compile.computation_io import print_computation
+                logger.info("Computation for chunk shape %s:\n%s", key,
+                            print_computation(computation, self.nnet))
             self._cache[key] = computation
         return computation
 
@@ -331,15 +340,27 @@ class SimpleNnetComputer:
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
-        """The whole utterance as one chunk: ceil(num_frames / f) x output_dim.
-        This is nnet3-compute's output when its frames-per-chunk covers the
-        utterance (see :meth:`covers_utterance`); exp is not applied."""
+        """The whole utterance, ceil(num_frames / f) x output_dim, computed
+        chunk by chunk exactly as nnet3-compute does (chunks of
+        :meth:`subsampled_frames_per_chunk` output frames from frame 0, the
+        last one shorter); exp is not applied."""
         features = np.asarray(features, dtype=np.float32)
         if features.ndim != 2 or features.shape[0] == 0:
             raise UsageError("Zero-length utterance" if features.ndim == 2 else
                              "features must be a matrix, got %d dimension(s)" % features.ndim)
-        return self.compute_chunk(features, 0, self.num_subsampled_frames(features.shape[0]),
-                                  ivector, online_ivectors, online_ivector_period)
+        if online_ivectors is not None and online_ivector_period <= 0:
+            raise UsageError("You need to set the --online-ivector-period option!")
+        total = self.num_subsampled_frames(features.shape[0])
+        step = self.subsampled_frames_per_chunk()
+        if step >= total:
+            return self.compute_chunk(features, 0, total, ivector, online_ivectors,
+                                      online_ivector_period)
+        output = np.empty((total, self.output_dim), dtype=np.float32)
+        for start in range(0, total, step):
+            num = min(step, total - start)
+            output[start:start + num] = self.compute_chunk(
+                features, start, num, ivector, online_ivectors, online_ivector_period)
+        return output
 
     def covers_utterance(self, num_frames):
         """True when Kaldi, with these options, computes an utterance of
@@ -349,8 +370,8 @@ class SimpleNnetComputer:
 
 def compute_utterance(nnet, features, opts=None, ivector=None, online_ivectors=None,
                       online_ivector_period=0, priors=None, apply_exp_to_output=False):
-    """One utterance's output as nnet3-compute gives it when its chunk covers
-    the whole utterance. ``nnet`` must already be prepared
+    """One utterance's output as nnet3-compute gives it (chunked as
+    ``opts`` says). ``nnet`` must already be prepared
     (:func:`prepare_nnet_for_compute`). For many utterances build one
     :class:`SimpleNnetComputer` instead (context and compilations are reused)."""
     computer = SimpleNnetComputer(nnet, opts, priors)
