@@ -60,7 +60,9 @@ from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
 from .compilation import ComputationCompiler
+from .backend import get_backend
 from .computer import NnetComputer
+from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
@@ -290,13 +292,13 @@ class SimpleNnetComputer:
 
     # -- computing ------------------------------------------------------------------------------
     def _computation(self, plan, has_ivector):
-        """The compiled computation for a chunk shape, with times shifted so
-        the first output is at t = 0."""
+        """(computation, execution plan) for a chunk shape, with times
+        shifted so the first output is at t = 0."""
         f = self.opts.frame_subsampling_factor
         input_start = plan.first_input_frame - plan.first_output_frame
         key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector)
-        computation = self._cache.get(key)
-        if computation is None:
+        cached = self._cache.get(key)
+        if cached is None:
             request = ComputationRequest()
             request.need_model_derivative = False
             request.store_component_stats = False
@@ -311,8 +313,9 @@ class SimpleNnetComputer:
                 from ..compile.computation_io import print_computation
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
-            self._cache[key] = computation
-        return computation
+            cached = self._cache[key] = (computation, ExecutionPlan(
+                computation, self.nnet, get_backend(self.backend)))
+        return cached
 
     def compute_chunk(self, features, first_subsampled_frame, num_subsampled_frames,
                       ivector=None, online_ivectors=None, online_ivector_period=0):
@@ -324,14 +327,15 @@ class SimpleNnetComputer:
             raise UsageError("Zero-length utterance")
         plan = self.chunk_plan(features.shape[0], first_subsampled_frame, num_subsampled_frames)
         ivec = self.chunk_ivector(plan, ivector, online_ivectors, online_ivector_period)
-        computation = self._computation(plan, ivec is not None)
-        computer = NnetComputer(computation, self.nnet, backend=self.backend)
+        computation, exec_plan = self._computation(plan, ivec is not None)
+        computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
+                                plan=exec_plan)
         computer.accept_input("input", self.chunk_features(features, plan))
         if ivec is not None:
             computer.accept_input("ivector", ivec.reshape(1, -1))
         computer.run()
-        output = computer.backend.to_host(computer.get_output_destructive("output"))
-        output = np.array(output, dtype=np.float32)
+        # A copy on the host; the computer's matrix goes back to the plan's pool.
+        output = computer.backend.to_host(computer.get_output("output"))
         if self.log_priors is not None:
             output -= self.log_priors
         if self.opts.acoustic_scale != 1.0:

@@ -21,7 +21,9 @@ from ..compile import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
 from ..nnet.index import Index
 from .compilation import ComputationCompiler
+from .backend import get_backend
 from .computer import NnetComputer
+from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
@@ -66,13 +68,15 @@ class XvectorComputer:
             request.store_component_stats = False
             request.inputs = [IoSpecification.from_t_range("input", 0, num_rows)]
             request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
-            computation = self._cache[num_rows] = self.compiler.compile(request)
+            computation = self.compiler.compile(request)
+            computation = self._cache[num_rows] = (computation, ExecutionPlan(
+                computation, self.nnet, get_backend(self.backend)))
         return computation
 
     def compute_chunk(self, features):
         """The output row for one chunk of features (all of them)."""
-        computer = NnetComputer(self._computation(features.shape[0]), self.nnet,
-                                backend=self.backend)
+        computation, plan = self._computation(features.shape[0])
+        computer = NnetComputer(computation, self.nnet, backend=plan.backend, plan=plan)
         computer.accept_input("input", features)
         computer.run()
         out = computer.backend.to_host(computer.get_output_destructive("output"))

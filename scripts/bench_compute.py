@@ -1,0 +1,175 @@
+#!/usr/bin/env python
+"""Frames per second of our nnet3-compute / nnet3-xvector-compute on the
+full-size benchmark models, against Kaldi's figures in
+../shared/kaldi-ref/bench/kaldi-timings.txt (same inputs, same options, same
+thread count). Not a test: the machine is shared, so each case runs
+``--repeat`` times and the median is reported, with the load average.
+
+Inputs are made as kaldi-timings.txt describes them: 20 utterances x 1000
+frames of random features (40-dim; 30-dim for the x-vector model) and
+100-dim online i-vectors every 10 frames. Models are built with our
+nnet3-init from the bench configs (parameters do not matter for speed); the
+x-vector model gets extract.config's output node (``output-node name=output
+input=tdnn6.affine``) as Kaldi's recipe does with nnet3-copy --nnet-config.
+
+Usage: python scripts/bench_compute.py [--repeat=3] [--threads=2,1]
+         [--cases=tdnnf_default,tdnnf_sub3,tdnn_lstm,xvector] [--batch-size=N]
+         [--workdir=/tmp/pynnet3-bench] [--profile=CASE]
+Prints one line per case: ours (s, frames/s), Kaldi's, and ours/Kaldi
+(frames/s ratio: > 1 means faster than Kaldi). ``--batch-size=N`` adds a
+line per nnet3-compute case with our batched mode. ``--profile=CASE`` runs
+that case once in-process under cProfile and prints the top functions.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = Path(os.environ.get("PYNNET3_KALDI_REF", REPO.parent / "shared" / "kaldi-ref")) / "bench"
+NUM_UTTS, NUM_FRAMES = 20, 1000
+
+# case -> (model, tool, options, kaldi seconds by thread count)
+CASES = {
+    "tdnnf_default": ("tdnnf_full", "nnet3_compute", [], {2: 15.24, 1: 19.54}),
+    "tdnnf_sub3": ("tdnnf_full", "nnet3_compute",
+                   ["--frame-subsampling-factor=3", "--frames-per-chunk=150"],
+                   {2: 5.07, 1: 6.53}),
+    "tdnn_lstm": ("tdnn_lstm_full", "nnet3_compute",
+                  ["--frame-subsampling-factor=3", "--frames-per-chunk=140",
+                   "--extra-left-context=40", "--extra-right-context=0",
+                   "--extra-left-context-initial=0", "--extra-right-context-final=0"],
+                  {2: 31.02}),
+    "xvector": ("xvector_full", "nnet3_xvector_compute", [], {2: 1.95, 1: 1.95}),
+}
+
+
+def _env(threads):
+    env = dict(os.environ)
+    env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(threads)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def prepare(workdir):
+    """Builds the models and inputs once (kept in ``workdir``)."""
+    sys.path.insert(0, str(REPO))
+    from pynnet3.io.table import TableWriter
+    from pynnet3.nnet.nnet import Nnet
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name in ("tdnnf_full", "tdnn_lstm_full", "xvector_full"):
+        raw = workdir / (name + ".raw")
+        if raw.is_file():
+            continue
+        folder = BENCH / "models" / name
+        cwd = os.getcwd()
+        os.chdir(folder)     # final.config names configs/lda.mat relative to it
+        try:
+            nnet = Nnet.from_config(str(folder / "final.config"))
+        finally:
+            os.chdir(cwd)
+        if name == "xvector_full":
+            nnet.read_config("output-node name=output input=tdnn6.affine\n", "extract.config")
+        nnet.write(str(raw), True)
+    rng = np.random.default_rng(0)
+    for dim, name in ((40, "feats40.ark"), (30, "feats30.ark")):
+        path = workdir / name
+        if not path.is_file():
+            with TableWriter("ark:%s" % path, kind="matrix") as w:
+                for i in range(NUM_UTTS):
+                    w.write("utt%02d" % i, rng.standard_normal((NUM_FRAMES, dim),
+                                                               dtype=np.float32))
+    path = workdir / "ivectors.ark"
+    if not path.is_file():
+        with TableWriter("ark:%s" % path, kind="matrix") as w:
+            for i in range(NUM_UTTS):
+                w.write("utt%02d" % i, rng.standard_normal((NUM_FRAMES // 10, 100),
+                                                           dtype=np.float32))
+
+
+def command(case, workdir, extra=()):
+    model, tool, options, _ = CASES[case]
+    argv = [sys.executable, "-m", "pynnet3.bin." + tool] + list(options) + list(extra)
+    if tool == "nnet3_compute":
+        argv += ["--online-ivectors=ark:%s" % (workdir / "ivectors.ark"),
+                 "--online-ivector-period=10"]
+        feats = workdir / "feats40.ark"
+    else:
+        feats = workdir / "feats30.ark"
+    return argv + [str(workdir / (model + ".raw")), "ark:%s" % feats, "ark:/dev/null"]
+
+
+def run_once(argv, threads):
+    start = time.perf_counter()
+    result = subprocess.run(argv, env=_env(threads), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit("failed (%d): %s\n%s" % (result.returncode, " ".join(argv),
+                                                   result.stderr[-2000:]))
+    return elapsed
+
+
+def profile(case, workdir, threads, extra=()):
+    import cProfile
+    import pstats
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)
+    argv = command(case, workdir, extra)[3:]
+    module = __import__("pynnet3.bin." + CASES[case][1], fromlist=["main"])
+    prof = cProfile.Profile()
+    prof.enable()
+    status = module.main(argv)
+    prof.disable()
+    if status != 0:
+        raise SystemExit("profiled run failed with status %d" % status)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(25)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", default="2,1")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--batch-size", type=int, default=0)
+    parser.add_argument("--workdir", default="/tmp/pynnet3-bench")
+    parser.add_argument("--profile", default="")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    prepare(workdir)
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.profile:
+        extra = ["--batch-size=%d" % args.batch_size] if args.batch_size > 1 else []
+        profile(args.profile, workdir, threads[0], extra)
+        return
+    print("load before: %s" % os.getloadavg().__repr__())
+    frames = NUM_UTTS * NUM_FRAMES
+    for case in args.cases.split(","):
+        kaldi_times = CASES[case][3]
+        variants = [((), "")]
+        if args.batch_size > 1 and CASES[case][1] == "nnet3_compute":
+            variants.append((["--batch-size=%d" % args.batch_size],
+                             " batch=%d" % args.batch_size))
+        for t in threads:
+            if t not in kaldi_times:
+                continue
+            for extra, label in variants:
+                argv = command(case, workdir, extra)
+                times = [run_once(argv, t) for _ in range(args.repeat)]
+                ours = statistics.median(times)
+                kaldi = kaldi_times[t]
+                print("%-14s threads=%d%s: ours %.2f s (%.0f frames/s)  kaldi %.2f s "
+                      "(%.0f frames/s)  ratio %.2fx" % (
+                          case, t, label, ours, frames / ours, kaldi, frames / kaldi,
+                          kaldi / ours), flush=True)
+    print("load after: %s" % os.getloadavg().__repr__())
+
+
+if __name__ == "__main__":
+    main()
