@@ -48,25 +48,30 @@ def assert_matches(ours, kaldi, what):
         assert worst <= tol, "%s %s: max|ours-kaldi| %g > %g" % (what, utt, worst, tol)
 
 
-def run_kaldi_command(cmd, tool, tmp_path, monkeypatch, capsys):
+def run_kaldi_command(cmd, tool, tmp_path, monkeypatch, capsys, extra_options=()):
     """Runs the command of ``cmd`` (a .cmd file) with our ``tool`` in its
-    folder, its output archive redirected to ``tmp_path``. Returns (status,
-    our archive path, Kaldi's archive path, stderr)."""
+    folder, its output archive redirected to ``tmp_path`` (``extra_options``
+    put before the command's own). Returns (status, our archive path,
+    Kaldi's archive path, stderr)."""
     words = shlex.split(cmd.read_text())
     assert words[0] == tool.__name__.rsplit(".", 1)[1].replace("_", "-")
     out_spec = words[-1]
     assert out_spec.startswith("ark:")
     ours = tmp_path / "out.ark"
     monkeypatch.chdir(cmd.parent)
-    status = tool.main(words[1:-1] + ["ark:" + str(ours)])
+    status = tool.main(list(extra_options) + words[1:-1] + ["ark:" + str(ours)])
     err = capsys.readouterr().err
     return status, ours, cmd.parent / out_spec[4:], err
 
 
+@pytest.mark.parametrize("batch", [1, 3], ids=["kaldi", "batch3"])
 @pytest.mark.parametrize("cmd", CASES, ids=_case_id)
-def test_variant_agrees_with_kaldi(cmd, tmp_path, monkeypatch, capsys):
+def test_variant_agrees_with_kaldi(cmd, batch, tmp_path, monkeypatch, capsys):
+    """Also in our batched mode (--batch-size=3: chunks of three utterances
+    in one computation), which must give the same archive."""
+    extra = ["--batch-size=%d" % batch] if batch > 1 else []
     status, ours, kaldi_ark, err = run_kaldi_command(cmd, nnet3_compute, tmp_path,
-                                                      monkeypatch, capsys)
+                                                      monkeypatch, capsys, extra)
     if not kaldi_ark.is_file():
         log = cmd.with_suffix(".log").read_text()
         assert "ERROR" in log

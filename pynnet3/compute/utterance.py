@@ -291,23 +291,34 @@ class SimpleNnetComputer:
         return np.ascontiguousarray(features[rows], dtype=np.float32)
 
     # -- computing ------------------------------------------------------------------------------
-    def _computation(self, plan, has_ivector):
+    def _computation(self, plan, has_ivector, num_sequences=1):
         """(computation, execution plan) for a chunk shape, with times
-        shifted so the first output is at t = 0."""
+        shifted so the first output is at t = 0. ``num_sequences`` > 1 asks
+        for that many chunks of this shape at once (n = 0, 1, ...; the rows
+        of each input and of the output are n-major, as Kaldi's
+        NnetBatchComputer orders them)."""
         f = self.opts.frame_subsampling_factor
         input_start = plan.first_input_frame - plan.first_output_frame
-        key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector)
+        key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector,
+               num_sequences)
         cached = self._cache.get(key)
         if cached is None:
             request = ComputationRequest()
             request.need_model_derivative = False
             request.store_component_stats = False
-            request.inputs = [IoSpecification.from_t_range(
-                "input", input_start, input_start + plan.num_input_frames)]
+            if num_sequences == 1:
+                request.inputs = [IoSpecification.from_t_range(
+                    "input", input_start, input_start + plan.num_input_frames)]
+            else:
+                request.inputs = [IoSpecification("input", [
+                    Index(n, t, 0) for n in range(num_sequences)
+                    for t in range(input_start, input_start + plan.num_input_frames)])]
             if has_ivector:
-                request.inputs.append(IoSpecification("ivector", [Index(0, 0, 0)]))
+                request.inputs.append(IoSpecification(
+                    "ivector", [Index(n, 0, 0) for n in range(num_sequences)]))
             request.outputs = [IoSpecification(
-                "output", [Index(0, i * f, 0) for i in range(plan.num_subsampled_frames)])]
+                "output", [Index(n, i * f, 0) for n in range(num_sequences)
+                           for i in range(plan.num_subsampled_frames)])]
             computation = self.compiler.compile(request)
             if self.debug_computation:
                 from ..compile.computation_io import print_computation
@@ -316,6 +327,26 @@ class SimpleNnetComputer:
             cached = self._cache[key] = (computation, ExecutionPlan(
                 computation, self.nnet, get_backend(self.backend)))
         return cached
+
+    def run_computation(self, plan, features, ivectors, num_sequences=1):
+        """Runs the computation of ``plan``'s shape on ``features`` (the
+        chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
+        None); returns the output rows on the host with priors and acoustic
+        scale applied."""
+        computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
+        computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
+                                plan=exec_plan)
+        computer.accept_input("input", features)
+        if ivectors is not None:
+            computer.accept_input("ivector", ivectors)
+        computer.run()
+        # A copy on the host; the computer's matrix goes back to the plan's pool.
+        output = computer.backend.to_host(computer.get_output("output"))
+        if self.log_priors is not None:
+            output -= self.log_priors
+        if self.opts.acoustic_scale != 1.0:
+            output *= np.float32(self.opts.acoustic_scale)
+        return output
 
     def compute_chunk(self, features, first_subsampled_frame, num_subsampled_frames,
                       ivector=None, online_ivectors=None, online_ivector_period=0):
@@ -327,20 +358,8 @@ class SimpleNnetComputer:
             raise UsageError("Zero-length utterance")
         plan = self.chunk_plan(features.shape[0], first_subsampled_frame, num_subsampled_frames)
         ivec = self.chunk_ivector(plan, ivector, online_ivectors, online_ivector_period)
-        computation, exec_plan = self._computation(plan, ivec is not None)
-        computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
-                                plan=exec_plan)
-        computer.accept_input("input", self.chunk_features(features, plan))
-        if ivec is not None:
-            computer.accept_input("ivector", ivec.reshape(1, -1))
-        computer.run()
-        # A copy on the host; the computer's matrix goes back to the plan's pool.
-        output = computer.backend.to_host(computer.get_output("output"))
-        if self.log_priors is not None:
-            output -= self.log_priors
-        if self.opts.acoustic_scale != 1.0:
-            output *= np.float32(self.opts.acoustic_scale)
-        return output
+        return self.run_computation(plan, self.chunk_features(features, plan),
+                                    None if ivec is None else ivec.reshape(1, -1))
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
