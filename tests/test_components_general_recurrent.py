@@ -452,7 +452,8 @@ def test_compiled_precomputed_indexes_equal_kaldis(case):
     from pynnet3.nnet.nnet import Nnet
     blobs = _pi_blobs(case / "computation.opt.kaldi")
     nnet = Nnet.read(str(_model_of(case)))
-    computation = compile(nnet, ComputationRequest.read(str(case / "request.txt")))
+    computation = compile(nnet, ComputationRequest.read(str(case / "request.txt")),
+                          optimize=False)
     binary = blobs[0][2]
     ours = sorted(to_bytes(info.data, binary)
                   for info in computation.component_precomputed_indexes

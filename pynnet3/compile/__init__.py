@@ -1,36 +1,45 @@
 """Compilation: ComputationRequest + Nnet -> NnetComputation.
 
-``compile(nnet, request)`` returns Kaldi's *unoptimized* computation (what
-Kaldi's Compiler::CreateComputation produces, with matrix debug info). The
-optimizer is not part of this package yet: ``optimize=True`` raises
-UsageError until it lands, so callers never silently get an unoptimized
-computation they asked to be optimized.
+``compile(nnet, request)`` returns the computation Kaldi's tools run: Kaldi's
+Compiler::CreateComputation followed by Optimize() with the given
+NnetOptimizeOptions (Kaldi's defaults when none are given).
+``optimize=False`` returns the unoptimized computation exactly as Kaldi's
+compiler produces it (with matrix debug info).
 """
 
 import sys
 import types
 
-from ..errors import UsageError
 from .request import ComputationRequest, IoSpecification
 
 __all__ = ["compile", "ComputationRequest", "IoSpecification"]
 
 
-def compile(nnet, request, optimize=False, output_debug_info=True):
+def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
+            check=False):
     """Compiles ``request`` (a ComputationRequest, or a list of them for a
     multi-segment 'online' computation) for ``nnet``.
 
-    Returns an unoptimized NnetComputation identical to Kaldi's. Raises
-    ComputationError if an output cannot be computed from the supplied inputs
-    (the message names those outputs and the missing inputs), and UsageError
-    for ``optimize=True`` (the optimizer is not available yet).
+    With ``optimize`` (the default, as in Kaldi's tools) the computation is
+    optimized with ``options`` (an NnetOptimizeOptions; None means Kaldi's
+    defaults), running the ComputationChecker after every pass when
+    ``check`` is true. Raises ComputationError if an output cannot be
+    computed from the supplied inputs (the message names those outputs and
+    the missing inputs).
     """
-    if optimize:
-        raise UsageError("compile(optimize=True): the computation optimizer is not "
-                         "available yet; call compile(nnet, request) for the unoptimized "
-                         "computation")
     from .compiler import Compiler
-    return Compiler(request, nnet).create_computation(output_debug_info)
+    computation = Compiler(request, nnet).create_computation(output_debug_info)
+    if not optimize:
+        return computation
+    from ..optimize.optimize import max_output_time_in_request, optimize as optimize_
+    if isinstance(request, (list, tuple)):
+        # Several segments (online compilation): Kaldi takes the last
+        # request's value; it only matters for backprop, which such
+        # computations do not have.
+        max_t = max_output_time_in_request(request[-1])
+    else:
+        max_t = max_output_time_in_request(request)
+    return optimize_(options, nnet, max_t, computation, check=check)
 
 
 class _CallableModule(types.ModuleType):
@@ -38,8 +47,8 @@ class _CallableModule(types.ModuleType):
     binds the name ``pynnet3.compile`` to this package, so the package itself
     is made callable as :func:`compile`."""
 
-    def __call__(self, nnet, request, optimize=False, output_debug_info=True):
-        return compile(nnet, request, optimize, output_debug_info)
+    def __call__(self, nnet, request, *args, **kwargs):
+        return compile(nnet, request, *args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule

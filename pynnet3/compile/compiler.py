@@ -41,6 +41,7 @@ import gc
 
 import numpy as np
 
+from .. import _fast
 from ..components.base import Component
 from ..errors import ComputationError
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixStrideType,
@@ -165,15 +166,14 @@ class Compiler:
         self._fast = None
         self._kernels = _split_py
         if use_fast:
-            try:
-                from .._fast import compiler_core  # noqa: F401  (all four must be built)
-                from .._fast import graph as fast_graph
-                from .._fast import split_locations as fast_split
-                from .._fast import steps as fast_steps
+            # all four must be built; a missing one means the Python twins
+            # (pynnet3._fast warns once unless the user chose them)
+            core, fast_graph, fast_split, fast_steps = [
+                _fast.load(name) for name in ("compiler_core", "graph", "split_locations",
+                                              "steps")]
+            if None not in (core, fast_graph, fast_split, fast_steps):
                 self._fast = (fast_graph, fast_steps)
                 self._kernels = fast_split
-            except ImportError:
-                self._fast = None
 
     # -- driver -----------------------------------------------------------------------------
     def create_computation(self, output_debug_info=True):

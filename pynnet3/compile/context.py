@@ -14,6 +14,7 @@ Guarantees: the same numbers as Kaldi for every simple network; NnetError
 for a network that is not simple or whose context exceeds the largest window.
 """
 
+from .. import _fast
 from ..errors import NnetError
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet
@@ -26,9 +27,10 @@ _MAX_WINDOW = 800
 def evaluate_computation_request(nnet, request):
     """Kaldi's EvaluateComputationRequest: for each output of ``request``, a
     list saying which of its Indexes are computable (graph building only)."""
-    try:
-        from .._fast.graph import FastComputationGraphBuilder as Builder
-    except ImportError:
+    fast_graph = _fast.load("graph")   # None: the Python twin (see pynnet3._fast)
+    if fast_graph is not None:
+        Builder = fast_graph.FastComputationGraphBuilder
+    else:
         from .graph_py import ComputationGraphBuilder as Builder
     builder = Builder(nnet)
     builder.compute(request)

@@ -11,15 +11,15 @@ that at compile time (:class:`BackpropTruncationComponentPrecomputedIndexes`).
 
 import numpy as np
 
+from .. import _fast
 from ..errors import NnetError
 from ..nnet.format import kaldi_str
 from .base import Component, Field, P, PrecomputedIndexes
 from .nonlinear import array_module_of, f32, heaviside, invalid_initializer
 
-try:  # C twin of zeroing_rows (pynnet3/_fast/component_indexes.pyx)
-    from .._fast import component_indexes as _fast_indexes
-except ImportError:  # not built: the Python version runs
-    _fast_indexes = None
+# the C twin of zeroing_rows (pynnet3/_fast/component_indexes.pyx), or None when the
+# user chose the Python versions or it is not built (pynnet3._fast then warns once)
+_fast_indexes = _fast.load("component_indexes")
 
 _F32 = np.float32
 

@@ -28,14 +28,15 @@ import re
 
 import numpy as np
 
+from .. import _fast
 from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
 from .base import array_module
 
-try:  # the C twins of the Index-list helpers below (pynnet3/_fast/component_indexes.pyx)
-    from .._fast import component_indexes as _fast_indexes
-except ImportError:  # not built: the Python versions run
-    _fast_indexes = None
+# the C twins of the Index-list helpers below (pynnet3/_fast/component_indexes.pyx), or
+# None when the user chose the Python versions or it is not built (pynnet3._fast then
+# warns once)
+_fast_indexes = _fast.load("component_indexes")
 
 
 def split_ints(text, sep=","):

@@ -16,6 +16,7 @@ Kaldi's.
 
 import numpy as np
 
+from .. import _fast
 from ..errors import ComputationError
 from ..nnet.format import kaldi_str
 from ..nnet.parameter_stats import vector_stats
@@ -23,10 +24,9 @@ from . import kaldi_random
 from .base import (Component, Field, P, PrecomputedIndexes, UpdatableComponent,
                    array_module, read_layout, write_layout)
 
-try:  # C twins of index helpers (pynnet3/_fast/component_indexes.pyx)
-    from .._fast import component_indexes as _fast_indexes
-except ImportError:  # not built: the Python versions run
-    _fast_indexes = None
+# the C twins of index helpers (pynnet3/_fast/component_indexes.pyx), or None when the
+# user chose the Python versions or it is not built (pynnet3._fast then warns once)
+_fast_indexes = _fast.load("component_indexes")
 
 
 def _f32(value):

@@ -20,13 +20,13 @@ float32 sums).
 
 import numpy as np
 
+from .. import _fast
 from ..errors import ComputationError
 from .base import Component, Field, P, PrecomputedIndexes, array_module
 
-try:  # C twins of the index hooks below (pynnet3/_fast/component_indexes.pyx)
-    from .._fast import component_indexes as _fast_indexes
-except ImportError:  # not built: the Python versions run
-    _fast_indexes = None
+# the C twins of the index hooks below (pynnet3/_fast/component_indexes.pyx), or None when the
+# user chose the Python versions or it is not built (pynnet3._fast then warns once)
+_fast_indexes = _fast.load("component_indexes")
 
 
 def _int32_pairs(pairs):

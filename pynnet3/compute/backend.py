@@ -274,7 +274,11 @@ class Backend:
         if range_ < 0:
             raise ComputationError("compression range must be >= 0, got %g" % range_)
         inv_scale = np.float32(1.0 / float(scale))
-        values = xp.rint(matrix * inv_scale)     # round half to even, as __float2int_rn
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = xp.rint(matrix * inv_scale)     # round half to even, as __float2int_rn
+        # __float2int_rn saturates to the int32 range and turns NaN into 0
+        # (diverged values, e.g. an exploding recurrence, reach here).
+        values = xp.clip(xp.where(xp.isnan(values), 0.0, values), -2.0**31, 2.0**31 - 1)
         if truncate:
             values = xp.clip(values, info.min, info.max)
             data = values.astype(dtype)

@@ -1,0 +1,581 @@
+"""Shortcut compilation: compile two sequences, expand to N (Kaldi's
+RequestIsDecomposable and ExpandComputation, nnet-optimize-utils).
+
+A request whose every input and output lists the same (t, x) pattern for each
+of N > 2 sequences n = 0 .. N-1, laid out with a fixed *n-stride* (the row of
+(n+1, t, x) is n_stride rows after that of (n, t, x), inside blocks of
+n_stride * N rows), is *decomposable*: the computation for it is the one for
+the same request with two sequences, with every matrix stretched from 2 to N
+sequences. :func:`request_is_decomposable` finds that structure and builds the
+two-sequence *mini request*; :func:`expand_computation` stretches the (compiled
+and optimized) mini computation back to N sequences.
+
+Guarantees, as in Kaldi: the expanded computation has the same commands,
+matrices and submatrices (indices unchanged) as the mini computation; matrix
+row counts are scaled by N / 2; every row-index table is rebuilt, one new table
+per row command in command order (no sharing, no renumbering); precomputed
+indexes are recomputed by the components for the expanded Index lists. When
+the request is not decomposable, nothing is expanded and the caller compiles
+normally; when the mini computation lacks the regular structure (which Kaldi
+treats as a fatal error, suggesting ``--use-shortcut=false``) a
+ComputationError says so.
+
+The work is vectorized with NumPy: the mini computation is small, but the
+expanded one has N/2 times the rows, and its index tables and debug info are
+built per row.
+"""
+
+from itertools import chain
+
+import numpy as np
+
+from ..errors import ComputationError
+from ..nnet.index import Index
+from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo,
+                          NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
+from .request import ComputationRequest, IoSpecification
+
+__all__ = ["find_n_stride", "request_is_decomposable", "expand_computation",
+           "compile_via_shortcut"]
+
+_T = CommandType
+_ROWS_COMMANDS = (_T.kCopyRows, _T.kAddRows)
+_MULTI_COMMANDS = (_T.kCopyRowsMulti, _T.kAddRowsMulti, _T.kCopyToRowsMulti,
+                   _T.kAddToRowsMulti)
+
+
+# -- n-stride ---------------------------------------------------------------------------
+
+def _index_array(indexes):
+    """An (R, 3) int64 array of (n, t, x) from a list of Indexes (fromiter over
+    the flattened values is several times faster than np.array on tuples)."""
+    return np.fromiter(chain.from_iterable(indexes), dtype=np.int64,
+                       count=3 * len(indexes)).reshape(len(indexes), 3)
+
+
+def _index_arrays(indexes):
+    """(n, key) for a list of Indexes: n as an int64 array and key an (size, 2)
+    array of (t, x), the part of an Index that must repeat across n."""
+    arr = _index_array(indexes)
+    return arr[:, 0], arr[:, 1:]
+
+
+def _cindex_arrays(cindexes):
+    """(n, key) for a list of Cindexes (node, (n, t, x)); key is (node, t, x)."""
+    size = len(cindexes)
+    arr = np.empty((size, 4), dtype=np.int64)
+    if size:
+        arr[:, 0] = np.fromiter((c[0] for c in cindexes), dtype=np.int64, count=size)
+        arr[:, 1:] = _index_array([c[1] for c in cindexes])
+    return arr[:, 1], arr[:, [0, 2, 3]]
+
+
+def _find_n_stride_arrays(n, key):
+    """Kaldi's FindNStride (with the full check) on arrays: the n-stride, or 0
+    when the rows lack the regular structure (see the module docstring)."""
+    size = len(n)
+    if size == 0:
+        return 0
+    num_n = int(n[size - 1]) + 1
+    if num_n <= 1 or n[0] != 0 or size % num_n != 0:
+        return 0
+
+    def is_next(pos):   # row ``pos`` holds the first row's Index with n = 1
+        return n[pos] == 1 and bool((key[pos] == key[0]).all())
+
+    if is_next(1):
+        n_stride = 1
+    elif is_next(size // num_n):
+        n_stride = size // num_n
+    else:
+        n_stride = 0
+        for stride in range(2, size // num_n):
+            if size % stride == 0 and is_next(stride):
+                n_stride = stride
+                break
+        if n_stride == 0:
+            return 0
+    block = n_stride * num_n
+    pos = np.arange(size)
+    # every row with n < N-1 has its successor n_stride rows later ...
+    fwd = n < num_n - 1
+    fwd_pos = pos[fwd] + n_stride
+    if (fwd_pos >= size).any():
+        return 0
+    if not ((n[fwd_pos] == n[fwd] + 1).all() and (key[fwd_pos] == key[fwd]).all()):
+        return 0
+    # ... an n == 0 row's N copies stay inside one block ...
+    first = n == 0
+    if (pos[first] // block != (pos[first] + n_stride * (num_n - 1)) // block).any():
+        return 0
+    # ... and every other row has its predecessor n_stride rows earlier.
+    back = ~first
+    back_pos = pos[back] - n_stride
+    if (back_pos < 0).any():
+        return 0
+    if not ((n[back_pos] == n[back] - 1).all() and (key[back_pos] == key[back]).all()):
+        return 0
+    return n_stride
+
+
+def find_n_stride(indexes, cindexes=False):
+    """The n-stride of a list of Indexes (or of Cindexes with ``cindexes``),
+    or 0 when it lacks the regular structure: n values 0 .. N-1 (N > 1, the
+    last row's n + 1), the row of (n+1, t, x) n_stride rows after that of
+    (n, t, x), within blocks of n_stride * N rows."""
+    n, key = (_cindex_arrays if cindexes else _index_arrays)(indexes)
+    return _find_n_stride_arrays(n, key)
+
+
+def _convert_positions(n_stride, old_num_n, new_num_n, n0_rows):
+    """Where the rows ``n0_rows`` (rows with n == 0 of a layout with
+    ``old_num_n`` sequences) go in the layout with ``new_num_n`` sequences,
+    as an array (len(n0_rows), new_num_n) over the new n values."""
+    start = (n0_rows // (n_stride * old_num_n)) * (n_stride * new_num_n) \
+        + n0_rows % (n_stride * old_num_n)
+    return start[:, None] + n_stride * np.arange(new_num_n)
+
+
+def _convert_num_n_values_array(n_stride, old_num_n, new_num_n, indexes):
+    """Kaldi's ConvertNumNValues as an (R, 3) array of (n, t, x): the Index
+    list with the same n-stride and (t, x) pattern, but n values
+    0 .. new_num_n - 1."""
+    arr = _index_array(indexes)
+    n0_rows = np.flatnonzero(arr[:, 0] == 0)
+    out = np.zeros(((len(indexes) // old_num_n) * new_num_n, 3), dtype=np.int64)
+    dest = _convert_positions(n_stride, old_num_n, new_num_n, n0_rows)
+    out[dest, 1:] = arr[n0_rows, None, 1:]
+    out[dest, 0] = np.arange(new_num_n)
+    return out
+
+
+def _convert_num_n_values(n_stride, old_num_n, new_num_n, indexes):
+    """Kaldi's ConvertNumNValues, as a list of Indexes."""
+    return list(map(_new_index, _convert_num_n_values_array(
+        n_stride, old_num_n, new_num_n, indexes).tolist()))
+
+
+def _index_lists(arrays):
+    """Index lists for (R_i, 3) arrays of (n, t, x). Equal Indexes share one
+    object, so a few thousand distinct Indexes are built however long the
+    lists are (the lists of one computation repeat the same (n, t, x))."""
+    if not arrays:
+        return []
+    rows = np.concatenate(arrays)
+    if len(rows) == 0:
+        return [[] for _ in arrays]
+    # Code each column densely (its values minus the smallest, or, for a
+    # column with far-apart values such as kNoTime among times, its rank
+    # among the distinct values), then find the distinct (n, t, x) by marking
+    # one small integer per triple.
+    codes, column_values = [], []
+    for c in range(3):
+        col = rows[:, c]
+        low = int(col.min())
+        if int(col.max()) - low < 1 << 16:
+            codes.append(col - low)
+            column_values.append(np.arange(low, int(col.max()) + 1, dtype=np.int64))
+        else:
+            distinct_values, code = np.unique(col, return_inverse=True)
+            codes.append(code.reshape(-1))
+            column_values.append(distinct_values)
+    span = [len(v) for v in column_values]
+    if span[0] * span[1] * span[2] <= 1 << 24:
+        keys = (codes[0] * span[1] + codes[1]) * span[2] + codes[2]
+        present = np.zeros(span[0] * span[1] * span[2], dtype=bool)
+        present[keys] = True
+        distinct = np.flatnonzero(present)
+        inverse = (np.cumsum(present) - 1)[keys]
+        values = np.empty((len(distinct), 3), dtype=np.int64)
+        values[:, 2] = column_values[2][distinct % span[2]]
+        values[:, 1] = column_values[1][(distinct // span[2]) % span[1]]
+        values[:, 0] = column_values[0][distinct // (span[2] * span[1])]
+    else:   # too many combinations to mark
+        values, inverse = np.unique(rows, axis=0, return_inverse=True)
+    pool = np.empty(len(values), dtype=object)
+    for i, index in enumerate(map(_new_index, values.tolist())):
+        pool[i] = index     # (a slice assignment would unpack the tuples)
+    inverse = inverse.reshape(-1)
+    ans, start = [], 0
+    for arr in arrays:
+        ans.append(pool[inverse[start:start + len(arr)]].tolist())
+        start += len(arr)
+    return ans
+
+
+def _new_index(values, _new=tuple.__new__):
+    """Index(n, t, x) from a 3-list, without NamedTuple._make's Python frame."""
+    return _new(Index, values)
+
+
+# -- the request ------------------------------------------------------------------------
+
+def _io_specification_is_decomposable(spec):
+    """(mini IoSpecification, N) or None (Kaldi's IoSpecificationIsDecomposable)."""
+    if not spec.indexes:
+        raise ComputationError("computation request: %s '%s' has no Indexes"
+                               % ("io-specification", spec.name))
+    num_n = spec.indexes[-1][0] + 1
+    if num_n <= 2:
+        # with two or fewer sequences there is nothing to gain
+        return None
+    n_stride = find_n_stride(spec.indexes)
+    if n_stride == 0:
+        return None
+    mini = IoSpecification(spec.name, _convert_num_n_values(n_stride, num_n, 2, spec.indexes),
+                           spec.has_deriv)
+    return mini, num_n
+
+
+def request_is_decomposable(request):
+    """Kaldi's RequestIsDecomposable: ``(mini_request, num_n_values)`` when
+    every input and output has the regular n structure with the same N > 2
+    sequences, else None. The mini request lists the same specifications
+    with sequences 0 and 1 only."""
+    if not request.inputs or not request.outputs:
+        raise ComputationError("computation request has no inputs or no outputs")
+    mini = ComputationRequest(need_model_derivative=request.need_model_derivative,
+                              store_component_stats=request.store_component_stats,
+                              misc_info=request.misc_info)
+    num_n = None
+    for specs, mini_specs in ((request.inputs, mini.inputs), (request.outputs, mini.outputs)):
+        for spec in specs:
+            ans = _io_specification_is_decomposable(spec)
+            if ans is None or (num_n is not None and ans[1] != num_n):
+                return None
+            mini_specs.append(ans[0])
+            num_n = ans[1]
+    return mini, num_n
+
+
+# -- expanding the computation ----------------------------------------------------------
+
+class ComputationExpander:
+    """Stretches a computation compiled for sequences {0, 1} to ``num_n_values``
+    sequences (Kaldi's ComputationExpander; see the module docstring). The
+    mini computation must carry matrix debug info."""
+
+    def __init__(self, nnet, misc_info, computation, need_debug_info, num_n_values):
+        if num_n_values <= 2:
+            raise ValueError("ComputationExpander: num_n_values must be > 2, got %d"
+                             % num_n_values)
+        self.nnet = nnet
+        self.misc_info = misc_info
+        self.computation = computation
+        self.need_debug_info = need_debug_info
+        self.num_n = num_n_values
+        self.expanded = NnetComputation()
+
+    def expand(self):
+        self._init_stride_info()
+        self._compute_matrix_info()
+        if self.need_debug_info:
+            self._compute_debug_info()
+        self._compute_submatrix_info()
+        self._compute_precomputed_indexes()
+        self._compute_commands()
+        self.expanded.need_model_derivative = self.computation.need_model_derivative
+        return self.expanded
+
+    # -- matrices ---------------------------------------------------------------------
+    def _init_stride_info(self):
+        comp = self.computation
+        if len(comp.matrix_debug_info) != len(comp.matrices):
+            raise ComputationError("shortcut compilation: the computation to expand has no "
+                                   "matrix debug info")
+        self.n_of_row = [None]      # per matrix: the n value of each row
+        self.n_stride = [0]
+        self.key_of_row = [None]
+        for m in range(1, len(comp.matrices)):
+            cindexes = comp.matrix_debug_info[m].cindexes
+            if len(cindexes) != comp.matrices[m].num_rows:
+                raise ComputationError("shortcut compilation: matrix m%d has %d rows but "
+                                       "debug info for %d" % (m, comp.matrices[m].num_rows,
+                                                              len(cindexes)))
+            n, key = _cindex_arrays(cindexes)
+            stride = _find_n_stride_arrays(n, key)
+            if stride == 0:
+                raise ComputationError(
+                    "Problem encountered in 'shortcut' compilation: the computation does not "
+                    "have the expected structure (matrix m%d).  Try compiling with "
+                    "--use-shortcut=false." % m)
+            self.n_of_row.append(n)
+            self.key_of_row.append(key)
+            self.n_stride.append(stride)
+
+    def _new_matrix_rows(self, m, old_rows):
+        """Kaldi's GetNewMatrixLocationInfo for an array of rows of matrix m:
+        where each row's Cindex lives in the expanded matrix, except that a row
+        with n == 1 maps to the row with n = N - 1 (the last sequence), which
+        maps the end of an old range to the end of the new one."""
+        stride = self.n_stride[m]
+        old_block, new_block = 2 * stride, self.num_n * stride
+        offset = old_rows % old_block
+        old_n = offset // stride
+        return ((old_rows // old_block) * new_block + offset % stride
+                + np.where(old_n == 0, 0, self.num_n - 1) * stride)
+
+    def _compute_matrix_info(self):
+        comp = self.computation
+        self.expanded.matrices = [MatrixInfo(0, 0)] + [
+            MatrixInfo((m.num_rows // 2) * self.num_n, m.num_cols, m.stride_type)
+            for m in comp.matrices[1:]]
+
+    def _compute_debug_info(self):
+        comp = self.computation
+        infos = [MatrixDebugInfo(comp.matrix_debug_info[0].is_deriv,
+                                 list(comp.matrix_debug_info[0].cindexes))]
+        for m in range(1, len(comp.matrices)):
+            n0_rows = np.flatnonzero(self.n_of_row[m] == 0)
+            infos.append(_ExpandedDebugInfo(
+                comp.matrix_debug_info[m].is_deriv, self.expanded.matrices[m].num_rows,
+                self.key_of_row[m][n0_rows], self._new_matrix_rows(m, n0_rows),
+                self.n_stride[m], self.num_n))
+        self.expanded.matrix_debug_info = infos
+
+    def _compute_submatrix_info(self):
+        comp = self.computation
+        subs = [comp.submatrices[0]]
+        for s in range(1, len(comp.submatrices)):
+            info = comp.submatrices[s]
+            m = info.matrix_index
+            first, last = info.row_offset, info.row_offset + info.num_rows - 1
+            n = self.n_of_row[m]
+            if not (n[first] == 0 and n[last] == 1):
+                from .computation_io import print_computation, submatrix_strings
+                raise ComputationError(
+                    "Submatrix s%d = %s has strange dimensions.  Computation is: %s"
+                    % (s, submatrix_strings(comp)[s], print_computation(comp, self.nnet)))
+            new_first, new_last = self._new_matrix_rows(m, np.array([first, last]))
+            subs.append(SubMatrixInfo(m, int(new_first), int(new_last + 1 - new_first),
+                                      info.col_offset, info.num_cols))
+        self.expanded.submatrices = subs
+
+    # -- precomputed indexes ----------------------------------------------------------
+    def _expand_index_lists(self, lists):
+        """The Index lists for N sequences of the two-sequence ``lists``, in
+        order. Equal lists (the layers of a TDNN see the same ones) are
+        expanded once and the result shared: components only read them."""
+        distinct = {}
+        for indexes in lists:
+            distinct.setdefault(tuple(indexes), indexes)
+        arrays = []
+        for indexes in distinct.values():
+            stride = find_n_stride(indexes)
+            if stride == 0:
+                raise ComputationError("shortcut compilation: precomputed-indexes Index list "
+                                       "lacks the regular n structure")
+            arrays.append(_convert_num_n_values_array(stride, 2, self.num_n, indexes))
+        expanded = dict(zip(distinct, _index_lists(arrays)))
+        return [expanded[tuple(indexes)] for indexes in lists]
+
+    def _compute_precomputed_indexes(self):
+        comp = self.computation
+        num = len(comp.component_precomputed_indexes)
+        component_of = [-1] * num
+        need_backprop = [False] * num
+        for c in comp.commands:
+            if c.arg2 > 0:
+                if c.command_type == _T.kPropagate:
+                    component_of[c.arg2] = c.arg1
+                elif c.command_type in (_T.kBackprop, _T.kBackpropNoModelUpdate):
+                    need_backprop[c.arg2] = True
+        infos = [PrecomputedIndexesInfo()] if num else []
+        lists = []
+        for p in range(1, num):
+            old = comp.component_precomputed_indexes[p]
+            if not old.input_indexes or not old.output_indexes:
+                raise ComputationError("shortcut compilation: precomputed indexes %d have no "
+                                       "input/output Indexes to expand" % p)
+            if component_of[p] < 0:
+                raise ComputationError("shortcut compilation: precomputed indexes %d are "
+                                       "used by no Propagate command" % p)
+            lists += [old.input_indexes, old.output_indexes]
+        expanded = self._expand_index_lists(lists)
+        for p in range(1, num):
+            component = self.nnet.get_component(component_of[p])
+            data = component.precompute_indexes(self.misc_info, expanded[2 * p - 2],
+                                                expanded[2 * p - 1], need_backprop[p])
+            if data is None:
+                raise ComputationError("shortcut compilation: component %d gave no "
+                                       "precomputed indexes for the expanded computation"
+                                       % component_of[p])
+            # The expanded Index lists are not kept: only computations over
+            # sequences {0, 1} need them (to be expanded).
+            infos.append(PrecomputedIndexesInfo(data))
+        self.expanded.component_precomputed_indexes = infos
+
+    # -- commands ---------------------------------------------------------------------
+    def _new_submatrix_rows(self, s, old_rows):
+        """Kaldi's GetNewSubmatLocationInfo for an array of rows of submatrix
+        s, all of which must hold n == 0: (new rows within the expanded
+        submatrix, n-stride)."""
+        old = self.computation.submatrices[s]
+        m = old.matrix_index
+        rows = old_rows + old.row_offset
+        if (self.n_of_row[m][rows] != 0).any():
+            raise ComputationError("shortcut compilation: a row command mixes sequences "
+                                   "(submatrix s%d)" % s)
+        return (self._new_matrix_rows(m, rows) - self.expanded.submatrices[s].row_offset,
+                self.n_stride[m])
+
+    def _n0_rows(self, s):
+        """Rows of submatrix s (in the mini computation) that hold n == 0."""
+        old = self.computation.submatrices[s]
+        n = self.n_of_row[old.matrix_index][old.row_offset:old.row_offset + old.num_rows]
+        return np.flatnonzero(n == 0)
+
+    def _expand_rows(self, c):
+        s1, s2 = c.arg1, c.arg2
+        old = np.asarray(self.computation.indexes[c.arg3], dtype=np.int64)
+        i1 = self._n0_rows(s1)
+        i2 = old[i1]
+        keep = i2 >= 0
+        i1, i2 = i1[keep], i2[keep]
+        new = np.full(self.expanded.submatrices[s1].num_rows, -1, dtype=np.int64)
+        new_i1, stride1 = self._new_submatrix_rows(s1, i1)
+        new_i2, stride2 = self._new_submatrix_rows(s2, i2)
+        n_range = np.arange(self.num_n)
+        new[new_i1[:, None] + stride1 * n_range] = new_i2[:, None] + stride2 * n_range
+        self.expanded.indexes.append(new.tolist())
+        return len(self.expanded.indexes) - 1
+
+    def _expand_rows_multi(self, c):
+        s1 = c.arg1
+        if self.computation.submatrices[s1].num_rows % 2 != 0:
+            raise ComputationError("shortcut compilation: submatrix s%d has an odd number "
+                                   "of rows" % s1)
+        old = self.computation.indexes_multi[c.arg2]
+        i1 = self._n0_rows(s1)
+        new = np.full((self.expanded.submatrices[s1].num_rows, 2), -1, dtype=np.int64)
+        if len(i1):
+            pairs = np.asarray(old, dtype=np.int64).reshape(len(old), 2)[i1]
+            keep = pairs[:, 0] >= 0
+            i1, pairs = i1[keep], pairs[keep]
+            new_i1, stride1 = self._new_submatrix_rows(s1, i1)
+            n_range = np.arange(self.num_n)
+            dest = new_i1[:, None] + stride1 * n_range
+            # the source submatrices differ per row: map each group at once
+            for s2 in np.unique(pairs[:, 0]).tolist():
+                sel = pairs[:, 0] == s2
+                new_i2, stride2 = self._new_submatrix_rows(s2, pairs[sel, 1])
+                new[dest[sel], 0] = s2
+                new[dest[sel], 1] = new_i2[:, None] + stride2 * n_range
+        self.expanded.indexes_multi.append(list(map(tuple, new.tolist())))
+        return len(self.expanded.indexes_multi) - 1
+
+    def _expand_row_ranges(self, c):
+        s1, s2 = c.arg1, c.arg2
+        old = self.computation.indexes_ranges[c.arg3]
+        i1 = self._n0_rows(s1)
+        new = np.full((self.expanded.submatrices[s1].num_rows, 2), -1, dtype=np.int64)
+        if len(i1):
+            ranges = np.asarray(old, dtype=np.int64).reshape(len(old), 2)[i1]
+            keep = ranges[:, 0] != ranges[:, 1]
+            i1, ranges = i1[keep], ranges[keep]
+            new_i1, stride1 = self._new_submatrix_rows(s1, i1)
+            begin, stride2 = self._new_submatrix_rows(s2, ranges[:, 0])
+            last, _ = self._new_submatrix_rows(s2, ranges[:, 1] - 1)
+            if (last < begin).any() or (begin < 0).any():
+                raise ComputationError("shortcut compilation: bad row range in command "
+                                       "with indexes_ranges[%d]" % c.arg3)
+            n_range = np.arange(self.num_n)
+            dest = new_i1[:, None] + stride1 * n_range
+            new[dest, 0] = begin[:, None] + stride2 * n_range
+            new[dest, 1] = last[:, None] + 1 + stride2 * n_range
+        self.expanded.indexes_ranges.append(list(map(tuple, new.tolist())))
+        return len(self.expanded.indexes_ranges) - 1
+
+    def _compute_commands(self):
+        commands = []
+        for c in self.computation.commands:
+            new = Command(c.command_type, c.arg1, c.arg2, c.arg3, c.arg4, c.arg5, c.arg6,
+                          c.arg7, c.alpha)
+            ct = c.command_type
+            if ct in _ROWS_COMMANDS:
+                new.arg3 = self._expand_rows(c)
+            elif ct in _MULTI_COMMANDS:
+                new.arg2 = self._expand_rows_multi(c)
+            elif ct == _T.kAddRowRanges:
+                new.arg3 = self._expand_row_ranges(c)
+            commands.append(new)
+        self.expanded.commands = commands
+
+
+def _cindex_list(rows):
+    """Cindexes (node, Index(n, t, x)) from an (R, 4) array of (node, n, t, x)."""
+    new = tuple.__new__
+    return [(r[0], new(Index, r[1:])) for r in rows.tolist()]
+
+
+_CINDEXES_SLOT = MatrixDebugInfo.__dict__["cindexes"]
+
+
+class _ExpandedDebugInfo(MatrixDebugInfo):
+    """MatrixDebugInfo of an expanded matrix whose Cindex list is built on
+    first access. An expanded computation has N/2 times the rows of the mini
+    one, and building a Python tuple per row would cost far more than the
+    rest of the expansion, while running a computation never reads them;
+    printing, writing or checking it does, and then gets the same list."""
+
+    __slots__ = ("_recipe",)
+
+    def __init__(self, is_deriv, num_rows, n0_keys, n0_rows, n_stride, num_n):
+        """``n0_keys``: (node, t, x) of the mini matrix's rows with n = 0;
+        ``n0_rows``: where those rows go in the expanded matrix; the row of
+        sequence n is n * n_stride further."""
+        MatrixDebugInfo.__init__(self, is_deriv, None)
+        self._recipe = (num_rows, n0_keys, n0_rows, n_stride, num_n)
+
+    def _build(self):
+        num_rows, key, n0_rows, n_stride, num_n = self._recipe
+        n_range = np.arange(num_n)
+        dest = n0_rows[:, None] + n_stride * n_range
+        rows = np.zeros((num_rows, 4), dtype=np.int64)
+        rows[dest, 0] = key[:, None, 0]
+        rows[dest, 1] = n_range
+        rows[dest, 2] = key[:, None, 1]
+        rows[dest, 3] = key[:, None, 2]
+        return _cindex_list(rows)
+
+    @property
+    def cindexes(self):
+        value = _CINDEXES_SLOT.__get__(self)
+        if value is None:
+            value = self._build()
+            _CINDEXES_SLOT.__set__(self, value)
+            self._recipe = None
+        return value
+
+    @cindexes.setter
+    def cindexes(self, value):
+        _CINDEXES_SLOT.__set__(self, value)
+        self._recipe = None
+
+    def __eq__(self, other):
+        if not isinstance(other, MatrixDebugInfo):
+            return NotImplemented
+        return self.is_deriv == other.is_deriv and self.cindexes == other.cindexes
+
+    __hash__ = None
+
+
+def expand_computation(nnet, misc_info, computation, need_debug_info, num_n_values):
+    """Kaldi's ExpandComputation: ``computation`` (compiled for the mini request
+    of :func:`request_is_decomposable`, with debug info) stretched to
+    ``num_n_values`` sequences. Returns a new NnetComputation."""
+    return ComputationExpander(nnet, misc_info, computation, need_debug_info,
+                               num_n_values).expand()
+
+
+def compile_via_shortcut(nnet, request, compile_mini):
+    """The computation for ``request`` through the shortcut, or None when the
+    request is not decomposable (then compile it normally).
+    ``compile_mini(mini_request)`` compiles (and optimizes) the two-sequence
+    request; the caching compiler passes its own cached compile here."""
+    ans = request_is_decomposable(request)
+    if ans is None:
+        return None
+    mini_request, num_n = ans
+    mini = compile_mini(mini_request)
+    return expand_computation(nnet, request.misc_info, mini, True, num_n)

@@ -1,0 +1,96 @@
+"""Kaldi's ExtendMatrices (MatrixExtender, nnet-optimize-utils.cc).
+
+In TDNNs a matrix is often copied whole into the last rows of a slightly
+larger one (``dest(rows r..end) = src(most of its rows)``), which blocks
+merging the two. Where the copied part of ``src`` starts at row 0, spans all
+its columns, covers at least 80% of its original rows but not all of them,
+and the destination part ends at the destination's original last row, the
+destination matrix is made taller so the copy can take all of ``src``'s
+rows; the copy then is of whole matrices and VariableMergingOptimizer can
+merge it away. Inputs and outputs are never extended. The added rows hold
+nothing anybody reads; their debug cindexes repeat earlier rows' with
+``t = kNoTime``.
+"""
+
+import numpy as np
+
+from ..compile.computation import CommandType as C, SubMatrixInfo
+from ..nnet.index import kNoTime
+from .computation_edit import get_whole_submatrices
+from .renumber import renumber_computation
+
+# Kaldi's threshold is a BaseFloat; the comparison is done in float32.
+_MIN_PROPORTION = np.float32(0.8)
+
+
+def extend_matrices(computation):
+    """Extends destination matrices of near-whole copies (see the module
+    docstring); returns nothing, renumbering only if something changed."""
+    subs = computation.submatrices
+    mats = computation.matrices
+    orig_num_rows = [m.num_rows for m in mats]
+    is_io = [False] * len(mats)
+    for c in computation.commands:
+        assert c.command_type != C.kSwapMatrix, "extend_matrices runs before swaps exist"
+        if c.command_type in (C.kProvideOutput, C.kAcceptInput):
+            is_io[subs[c.arg1].matrix_index] = True
+    changed = False
+    for c in computation.commands:
+        if not (c.command_type == C.kMatrixCopy and c.alpha == 1.0):
+            continue
+        dest, src = subs[c.arg1], subs[c.arg2]
+        if src.matrix_index == dest.matrix_index or is_io[dest.matrix_index]:
+            continue
+        src_mat = mats[src.matrix_index]
+        if src.num_rows < float(_MIN_PROPORTION * np.float32(orig_num_rows[src.matrix_index])):
+            continue
+        if not (src.col_offset == 0 and src.num_cols == src_mat.num_cols
+                and src.row_offset == 0 and src.num_rows < src_mat.num_rows
+                and dest.row_offset + dest.num_rows == orig_num_rows[dest.matrix_index]):
+            continue
+        dest_mat = mats[dest.matrix_index]
+        new_rows = dest.row_offset + src_mat.num_rows
+        if new_rows > dest_mat.num_rows:
+            dest_mat.num_rows = new_rows
+            subs.append(SubMatrixInfo(dest.matrix_index, 0, new_rows, 0, dest_mat.num_cols))
+        c.arg1 = len(subs)
+        subs.append(SubMatrixInfo(dest.matrix_index, dest.row_offset, src_mat.num_rows,
+                                  dest.col_offset, dest.num_cols))
+        c.arg2 = len(subs)
+        subs.append(SubMatrixInfo(src.matrix_index, 0, src_mat.num_rows, 0,
+                                  src_mat.num_cols))
+        changed = True
+    if changed:
+        _fix_computation(computation, orig_num_rows)
+
+
+def _fix_computation(computation, orig_num_rows):
+    """Points allocations, deallocations and whole-matrix zeroings of
+    extended matrices at the new whole submatrices, fixes debug info, and
+    renumbers."""
+    subs = computation.submatrices
+    mats = computation.matrices
+    whole = get_whole_submatrices(computation)
+    for c in computation.commands:
+        t = c.command_type
+        if t in (C.kAllocMatrix, C.kDeallocMatrix):
+            c.arg1 = whole[subs[c.arg1].matrix_index]
+        elif t == C.kSetConst and c.alpha == 0.0:
+            info = subs[c.arg1]
+            m = info.matrix_index
+            if whole[m] != c.arg1 and (
+                    info.row_offset == 0 and info.col_offset == 0
+                    and info.num_cols == mats[m].num_cols
+                    and info.num_rows == orig_num_rows[m]):
+                c.arg1 = whole[m]
+    if computation.matrix_debug_info:
+        for m in range(1, len(mats)):
+            cindexes = computation.matrix_debug_info[m].cindexes
+            old_rows = len(cindexes)
+            extra = mats[m].num_rows - old_rows
+            if extra:
+                assert extra <= old_rows
+                for r in range(old_rows, old_rows + extra):
+                    node, index = cindexes[r - extra]
+                    cindexes.append((node, type(index)(index[0], kNoTime, index[2])))
+    renumber_computation(computation)

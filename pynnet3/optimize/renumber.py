@@ -1,0 +1,254 @@
+"""Kaldi's RenumberComputation (ComputationRenumberer) and RemoveNoOps.
+
+After passes have rewritten commands, a computation may hold matrices and
+submatrices no command refers to, duplicate submatrices, and unused or
+duplicate ``indexes`` / ``indexes_multi`` / ``indexes_ranges`` tables.
+:func:`renumber_computation` removes all of these and renumbers every
+reference, keeping the relative order of what survives (so the result is the
+one Kaldi prints); memo indexes are made consecutive in propagate order.
+
+:func:`submatrix_fields` and :func:`map_submatrix_args` (Kaldi's
+IdentifySubmatrixArgs) name and rewrite the command fields that hold
+submatrix indexes; other passes use them too.
+"""
+
+from ..compile.computation import CommandType as C, SubMatrixInfo
+
+# Command types by the fields that hold submatrix indexes (Kaldi's
+# IdentifySubmatrixArgs).
+_ARG1 = frozenset((C.kAllocMatrix, C.kDeallocMatrix, C.kSetConst, C.kAddRowsMulti,
+                   C.kCopyRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti,
+                   C.kAcceptInput, C.kProvideOutput, C.kCompressMatrix,
+                   C.kDecompressMatrix))
+_ARG12 = frozenset((C.kSwapMatrix, C.kMatrixCopy, C.kMatrixAdd, C.kAddRows, C.kCopyRows,
+                    C.kAddRowRanges))
+_ARG34 = frozenset((C.kPropagate,))
+_ARG3456 = frozenset((C.kBackprop, C.kBackpropNoModelUpdate))
+_FIELDS = {}
+for _types, _fields in ((_ARG1, ("arg1",)), (_ARG12, ("arg1", "arg2")),
+                        (_ARG34, ("arg3", "arg4")),
+                        (_ARG3456, ("arg3", "arg4", "arg5", "arg6"))):
+    for _t in _types:
+        _FIELDS[_t] = _fields
+for _t in (C.kNoOperation, C.kNoOperationPermanent, C.kNoOperationMarker,
+           C.kNoOperationLabel, C.kGotoLabel):
+    _FIELDS[_t] = ()
+
+MULTI_TYPES = frozenset((C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyRowsMulti,
+                         C.kCopyToRowsMulti))
+INDEXES_TYPES = frozenset((C.kCopyRows, C.kAddRows))
+
+
+def submatrix_fields(command):
+    """The names of ``command``'s fields that are submatrix indexes."""
+    return _FIELDS[command.command_type]
+
+
+def _group_commands(commands):
+    """The commands split by which fields hold submatrices: (arg1 only,
+    arg1+arg2, arg3+arg4, arg3..arg6); one pass, so that the loops that read
+    or rewrite submatrix references need no per-command field lookup."""
+    a1, a12, a34, a3456 = [], [], [], []
+    for c in commands:
+        t = c.command_type
+        if t in _ARG1:
+            a1.append(c)
+        elif t in _ARG12:
+            a12.append(c)
+        elif t in _ARG34:
+            a34.append(c)
+        elif t in _ARG3456:
+            a3456.append(c)
+    return a1, a12, a34, a3456
+
+
+def map_submatrix_args(computation, mapping, groups=None):
+    """Replaces every submatrix reference s > 0 (in commands and in
+    indexes_multi) by ``mapping[s]`` (a list indexed by old submatrix)."""
+    a1, a12, a34, a3456 = groups or _group_commands(computation.commands)
+    for c in a1:
+        if c.arg1 > 0:
+            c.arg1 = mapping[c.arg1]
+    for c in a12:
+        if c.arg1 > 0:
+            c.arg1 = mapping[c.arg1]
+        if c.arg2 > 0:
+            c.arg2 = mapping[c.arg2]
+    for c in a34:
+        if c.arg3 > 0:
+            c.arg3 = mapping[c.arg3]
+        if c.arg4 > 0:
+            c.arg4 = mapping[c.arg4]
+    for c in a3456:
+        if c.arg3 > 0:
+            c.arg3 = mapping[c.arg3]
+        if c.arg4 > 0:
+            c.arg4 = mapping[c.arg4]
+        if c.arg5 > 0:
+            c.arg5 = mapping[c.arg5]
+        if c.arg6 > 0:
+            c.arg6 = mapping[c.arg6]
+    multi = computation.indexes_multi
+    for i, pairs in enumerate(multi):
+        multi[i] = [(mapping[s] if s > 0 else s, r) for s, r in pairs]
+
+
+def _renumbering(used):
+    """[True, False, True] -> ([0, -1, 1], 2)."""
+    out = []
+    n = 0
+    for u in used:
+        if u:
+            out.append(n)
+            n += 1
+        else:
+            out.append(-1)
+    return out, n
+
+
+def _dedup_tables(computation, table_name, users, field):
+    """Drops entries of ``computation.<table_name>`` none of the commands
+    ``users`` refers to (through ``field``) and merges identical entries
+    (first occurrence wins), renumbering the references."""
+    table = getattr(computation, table_name)
+    if not table:
+        return
+    seen = [False] * len(table)
+    for c in users:
+        seen[getattr(c, field)] = True
+    first = {}
+    old_to_new = [-1] * len(table)
+    for i, entry in enumerate(table):
+        if seen[i]:
+            key = tuple(entry)
+            j = first.get(key)
+            if j is None:
+                j = first[key] = len(first)
+            old_to_new[i] = j
+    if len(first) == len(table):
+        return
+    new_table = [None] * len(first)
+    for i, j in enumerate(old_to_new):
+        if j >= 0 and new_table[j] is None:
+            new_table[j] = table[i]
+    setattr(computation, table_name, new_table)
+    for c in users:
+        setattr(c, field, old_to_new[getattr(c, field)])
+
+
+def _renumber_memos(propagates, backprops):
+    """Memo indexes become 1, 2, ... in the order of their propagates."""
+    propagate_of = {}
+    backprop_of = {}
+    order = []
+    for c in propagates:
+        if c.arg5 > 0:
+            propagate_of[c.arg5] = c
+            order.append(c.arg5)
+    for c in backprops:
+        if c.command_type == C.kBackprop and c.arg7 > 0:
+            backprop_of[c.arg7] = c
+    for new, old in enumerate(order, 1):
+        propagate_of[old].arg5 = new
+        b = backprop_of.get(old)
+        if b is not None:
+            b.arg7 = new
+
+
+def renumber_computation(computation):
+    """Kaldi's RenumberComputation: removes unused matrices, submatrices and
+    index tables and duplicates among them, in Kaldi's order of steps."""
+    # 1. indexes_multi entries no command uses.
+    _remove_unused_indexes_multi(computation)
+    # 2. which submatrices and matrices are referenced.
+    groups = _group_commands(computation.commands)
+    a1, a12, a34, a3456 = groups
+    subs = computation.submatrices
+    num_sub = len(subs)
+    sub_used = [False] * num_sub
+    if num_sub:
+        sub_used[0] = True
+    for c in a1:
+        sub_used[c.arg1] = True
+    for c in a12:
+        sub_used[c.arg1] = sub_used[c.arg2] = True
+    for c in a34:
+        sub_used[c.arg3] = sub_used[c.arg4] = True
+    for c in a3456:
+        sub_used[c.arg3] = sub_used[c.arg4] = sub_used[c.arg5] = sub_used[c.arg6] = True
+    for pairs in computation.indexes_multi:
+        for s, _ in pairs:
+            if s > 0:
+                sub_used[s] = True
+    # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
+    # empty submatrix, always kept.)
+    mat_used = [False] * len(computation.matrices)
+    if mat_used:
+        mat_used[0] = True
+    for s in range(1, num_sub):
+        if sub_used[s]:
+            mat_used[subs[s].matrix_index] = True
+    # 3. old -> new maps; identical submatrices collapse onto the first.
+    old_to_new_matrix, _ = _renumbering(mat_used)
+    old_to_new_sub = [-1] * num_sub
+    kept = list(sub_used)
+    if num_sub:
+        old_to_new_sub[0] = 0
+    seen = {}
+    for s in range(1, num_sub):
+        if sub_used[s]:
+            info = subs[s]
+            key = (info.matrix_index, info.row_offset, info.num_rows, info.col_offset,
+                   info.num_cols)
+            j = seen.get(key)
+            if j is None:
+                j = seen[key] = len(seen) + 1
+            else:
+                kept[s] = False
+            old_to_new_sub[s] = j
+    # 4. apply to submatrices, then matrices.
+    map_submatrix_args(computation, old_to_new_sub, groups)
+    new_subs = []
+    for s in range(num_sub):
+        if kept[s]:
+            info = subs[s]
+            m = old_to_new_matrix[info.matrix_index] if s else 0
+            # A renumbered record is a new one: records may be shared.
+            new_subs.append(info if m == info.matrix_index else SubMatrixInfo(
+                m, info.row_offset, info.num_rows, info.col_offset, info.num_cols))
+    computation.submatrices = new_subs
+    computation.matrices = [m for m, u in zip(computation.matrices, mat_used) if u]
+    if computation.matrix_debug_info:
+        computation.matrix_debug_info = [d for d, u in zip(computation.matrix_debug_info,
+                                                           mat_used) if u]
+    # 5. index tables.
+    _dedup_tables(computation, "indexes_multi",
+                  [c for c in a1 if c.command_type in MULTI_TYPES], "arg2")
+    _dedup_tables(computation, "indexes",
+                  [c for c in a12 if c.command_type in INDEXES_TYPES], "arg3")
+    _dedup_tables(computation, "indexes_ranges",
+                  [c for c in a12 if c.command_type == C.kAddRowRanges], "arg3")
+    _renumber_memos(a34, a3456)
+
+
+def _remove_unused_indexes_multi(computation):
+    table = computation.indexes_multi
+    if not table:
+        return
+    users = [c for c in computation.commands if c.command_type in MULTI_TYPES]
+    used = [False] * len(table)
+    for c in users:
+        used[c.arg2] = True
+    old_to_new, n = _renumbering(used)
+    if n == len(table):
+        return
+    computation.indexes_multi = [t for t, u in zip(table, used) if u]
+    for c in users:
+        c.arg2 = old_to_new[c.arg2]
+
+
+def remove_no_ops(computation):
+    """Kaldi's RemoveNoOps: drops every kNoOperation command (the permanent,
+    marker and label no-ops stay)."""
+    computation.commands = [c for c in computation.commands
+                            if c.command_type != C.kNoOperation]

@@ -1,0 +1,256 @@
+"""Row-operation simplifications: Kaldi's SnipRowOps, SplitRowOps and
+ReplaceRowWithMatrixOps (nnet-optimize-utils.cc).
+
+The compiler expresses most data movement as row operations driven by index
+tables (``indexes``, ``indexes_multi``, ``indexes_ranges``). Many tables have
+a simple shape that a cheaper command expresses exactly:
+
+- :func:`snip_row_ops`: leading/trailing rows that do nothing (index -1, pair
+  (-1, -1), empty range (x, x)) are cut off, so the command works on a smaller
+  destination submatrix. Only for commands where such a row is a true no-op
+  (kAddRows, kAddRowsMulti, kAddToRowsMulti, kCopyToRowsMulti, kAddRowRanges):
+  for kCopyRows / kCopyRowsMulti a -1 row means "set to zero".
+- :func:`split_row_ops`: a multi-source command whose table uses at most two
+  source submatrices, each in one contiguous run of rows, becomes one or two
+  single-source commands (kMatrixCopy / kMatrixAdd when the source rows are
+  consecutive, else kCopyRows / kAddRows over a new table).
+- :func:`replace_row_with_matrix_ops`: kCopyRows / kAddRows whose table is
+  "-1 ..., k, k+1, ..., k+n-1, -1 ..." becomes a kMatrixCopy / kMatrixAdd of an
+  n-row block.
+
+Each pass preserves what the computation computes, and returns True if it
+changed anything. New submatrices and tables are appended; unused ones are
+left for :func:`pynnet3.optimize.renumber.renumber_computation`, which
+Kaldi's Optimize() calls after these passes when any of them made a change.
+"""
+
+from ..compile.computation import Command
+from ..compile.computation import CommandType as C
+from ..errors import ComputationError
+from .computation_edit import insert_commands, new_sub_matrix
+
+# How much larger than the number of rows a split source block may be (a
+# command over mostly-unused source rows would waste a kernel launch).
+_MAX_SIZE_RATIO = 2
+
+
+# ---------------------------------------------------------------------------
+# SnipRowOps
+# ---------------------------------------------------------------------------
+def _leading_trailing(rows, is_noop, what, command_index):
+    """(number of leading no-op rows, number of trailing no-op rows)."""
+    n = len(rows)
+    lead = 0
+    while lead < n and is_noop(rows[lead]):
+        lead += 1
+    if lead == n:
+        raise ComputationError("command c%d: its %s table has no row that does anything"
+                               % (command_index, what))
+    trail = 0
+    while is_noop(rows[n - 1 - trail]):
+        trail += 1
+    return lead, trail
+
+
+def _snip(computation, command_index, table_name, table_arg, is_noop):
+    c = computation.commands[command_index]
+    tables = getattr(computation, table_name)
+    rows = tables[getattr(c, table_arg)]
+    lead, trail = _leading_trailing(rows, is_noop, table_name, command_index)
+    if lead == 0 and trail == 0:
+        return False
+    num_rows = len(rows) - lead - trail
+    setattr(c, table_arg, len(tables))
+    tables.append(list(rows[lead:lead + num_rows]))
+    c.arg1 = new_sub_matrix(computation, c.arg1, lead, num_rows, 0, -1)
+    return True
+
+
+def _negative_index(i):
+    return i < 0
+
+
+def _negative_pair(pair):
+    return pair[0] < 0
+
+
+def _empty_range(pair):
+    return pair[0] == pair[1]
+
+
+def snip_row_ops(computation):
+    """Kaldi's SnipRowOps (see the module docstring); True if it changed
+    anything."""
+    changed = False
+    for i, c in enumerate(computation.commands):
+        t = c.command_type
+        if t == C.kAddRows:
+            changed |= _snip(computation, i, "indexes", "arg3", _negative_index)
+        elif t in (C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti):
+            changed |= _snip(computation, i, "indexes_multi", "arg2", _negative_pair)
+        elif t == C.kAddRowRanges:
+            changed |= _snip(computation, i, "indexes_ranges", "arg3", _empty_range)
+    return changed
+
+
+# ---------------------------------------------------------------------------
+# ReplaceRowWithMatrixOps
+# ---------------------------------------------------------------------------
+def _consecutive_block(indexes):
+    """If ``indexes`` is -1s, then k, k+1, ..., k+n-1 (n >= 1), then -1s,
+    returns (position of k, k, n); else None."""
+    size = len(indexes)
+    pos = 0
+    while pos < size and indexes[pos] < 0:
+        pos += 1
+    if pos == size:
+        return None
+    first_pos = pos
+    first_value = value = indexes[pos]
+    while pos < size and indexes[pos] == value:
+        pos += 1
+        value += 1
+    for rest in range(pos, size):
+        if indexes[rest] >= 0:
+            return None
+    return first_pos, first_value, value - first_value
+
+
+def replace_row_with_matrix_ops(computation):
+    """Kaldi's ReplaceRowWithMatrixOps (see the module docstring); True if it
+    changed anything."""
+    changed = False
+    for c in computation.commands:
+        if c.command_type not in (C.kCopyRows, C.kAddRows):
+            continue
+        block = _consecutive_block(computation.indexes[c.arg3])
+        if block is None:
+            continue
+        dest_row, src_row, num_rows = block
+        c.arg1 = new_sub_matrix(computation, c.arg1, dest_row, num_rows, 0, -1)
+        c.arg2 = new_sub_matrix(computation, c.arg2, src_row, num_rows, 0, -1)
+        c.command_type = C.kMatrixCopy if c.command_type == C.kCopyRows else C.kMatrixAdd
+        # arg3 keeps the old table number, unused from now on: Kaldi leaves it
+        # so, and it is part of the serialized computation.
+        changed = True
+    return changed
+
+
+# ---------------------------------------------------------------------------
+# SplitRowOps
+# ---------------------------------------------------------------------------
+class _Split:
+    """One run of a multi-index table with a single source submatrix.
+
+    ``offset``/``size``: the run's rows in the table (= destination rows);
+    ``source``: the source submatrix; ``min_row``/``row_range``: the block of
+    source rows the run touches; ``offsets``: each row's source row minus
+    ``min_row``, or None when the source rows are min_row, min_row+1, ...
+    """
+
+    __slots__ = ("offset", "size", "source", "min_row", "row_range", "offsets")
+
+
+def _split_info(pairs, offset):
+    """A :class:`_Split` for ``pairs`` (one run), or None if the run has
+    -1 pairs, more than one source, or too sparse a block of source rows."""
+    size = len(pairs)
+    source = pairs[0][0]
+    if source < 0:
+        return None
+    first_row = pairs[0][1]
+    low = high = first_row
+    consecutive = True
+    for i, (s, row) in enumerate(pairs):
+        if s != source or row < 0:
+            return None
+        if row != first_row + i:
+            consecutive = False
+        if row < low:
+            low = row
+        elif row > high:
+            high = row
+    split = _Split()
+    split.offset, split.size, split.source = offset, size, source
+    split.min_row, split.row_range = low, high + 1 - low
+    if split.row_range > size * _MAX_SIZE_RATIO:
+        return None
+    split.offsets = None if consecutive else [row - low for _, row in pairs]
+    return split
+
+
+def _split_table(pairs):
+    """The one or two runs of ``pairs`` (split where the source first
+    changes), or None if the table cannot be split."""
+    first = pairs[0][0]
+    point = next((j for j in range(1, len(pairs)) if pairs[j][0] != first), None)
+    if point is None:
+        one = _split_info(pairs, 0)
+        return None if one is None else [one]
+    a = _split_info(pairs[:point], 0)
+    b = _split_info(pairs[point:], point) if a is not None else None
+    return None if b is None else [a, b]
+
+
+_AS_MATRIX_OP = {C.kAddRowsMulti: (C.kMatrixAdd, False), C.kCopyRowsMulti: (C.kMatrixCopy, False),
+                 C.kAddToRowsMulti: (C.kMatrixAdd, True),
+                 C.kCopyToRowsMulti: (C.kMatrixCopy, True)}
+
+
+def _split_command(computation, c, splits):
+    """The commands replacing ``c``, or None when it must stay (a
+    kCopyToRowsMulti with non-consecutive source rows: kCopyRows would zero
+    the rows it does not name)."""
+    out = []
+    for split in splits:
+        dest = new_sub_matrix(computation, c.arg1, split.offset, split.size, 0, -1)
+        other = new_sub_matrix(computation, split.source, split.min_row, split.row_range, 0, -1)
+        t = c.command_type
+        if split.offsets is None:
+            new_type, swapped = _AS_MATRIX_OP[t]
+            out.append(Command(new_type, other, dest, alpha=c.alpha) if swapped
+                       else Command(new_type, dest, other, alpha=c.alpha))
+            continue
+        table = len(computation.indexes)
+        if t in (C.kAddRowsMulti, C.kCopyRowsMulti):
+            computation.indexes.append(list(split.offsets))
+            out.append(Command(C.kAddRows if t == C.kAddRowsMulti else C.kCopyRows,
+                               dest, other, table, alpha=c.alpha))
+        elif t == C.kCopyToRowsMulti:
+            return None
+        else:   # kAddToRowsMulti: the table is inverted (source row -> dest row)
+            inverse = [-1] * split.row_range
+            for i, offset in enumerate(split.offsets):
+                if inverse[offset] >= 0:
+                    raise ComputationError("AddToRowsMulti with table %d writes row %d of "
+                                           "submatrix %d twice" % (c.arg2, split.min_row
+                                                                   + offset, split.source))
+                inverse[offset] = i
+            computation.indexes.append(inverse)
+            out.append(Command(C.kAddRows, other, dest, table, alpha=c.alpha))
+    return out
+
+
+def split_row_ops(computation):
+    """Kaldi's SplitRowOps (see the module docstring); True if it changed
+    anything."""
+    tables = [_split_table(pairs) if pairs else None for pairs in computation.indexes_multi]
+    if all(t is None for t in tables):
+        return False
+    changed = False
+    extra = []
+    commands = computation.commands
+    for i, c in enumerate(commands):
+        if c.command_type not in _AS_MATRIX_OP:
+            continue
+        splits = tables[c.arg2]
+        if splits is None:
+            continue
+        replacement = _split_command(computation, c, splits)
+        if replacement is None:
+            continue
+        commands[i] = replacement[0]
+        extra.extend((i + 1, r) for r in replacement[1:])
+        changed = True
+    insert_commands(computation, extra)
+    return changed

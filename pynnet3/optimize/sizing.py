@@ -1,0 +1,99 @@
+"""Kaldi's MoveSizingCommands and RemoveUnnecessaryAllocation
+(nnet-optimize.cc): where matrices are allocated and freed.
+
+move_sizing_commands: each allocation (with the zeroing right after it, as a
+unit) moves to just before the matrix's first other access, and each
+deallocation to just after its last access, so fewer matrices are alive at
+once. Inputs (kAcceptInput) and outputs (kProvideOutput) stay in place.
+
+remove_unnecessary_allocation ("allocate from other"): a deallocation
+followed later by an allocation of a matrix of the same size and stride
+becomes one kSwapMatrix at the allocation, reusing the freed memory.
+"""
+
+import bisect
+
+from ..compile.computation import CommandType as C, MatrixStrideType
+from .analysis import Analyzer
+from .renumber import remove_no_ops
+
+
+def move_sizing_commands(nnet, computation):
+    """Reorders allocation/zeroing pairs and deallocations (stable sort on
+    positions scaled by 3, so "just before" is 3k-1 and "just after" 3k+1)."""
+    analyzer = Analyzer().init(nnet, computation)
+    commands = computation.commands
+    n = len(commands)
+    is_pair = [False] * n
+    for i in range(n - 1):
+        a, b = commands[i], commands[i + 1]
+        if (a.command_type == C.kAllocMatrix and b.command_type == C.kSetConst
+                and a.arg1 == b.arg1 and b.alpha == 0.0):
+            is_pair[i] = True
+    position = [3 * i for i in range(n)]
+    for m in range(1, len(analyzer.matrix_accesses)):
+        ma = analyzer.matrix_accesses[m]
+        alloc = ma.allocate_command
+        if alloc != -1 and commands[alloc].command_type == C.kAllocMatrix:
+            first = -1
+            if ma.accesses:
+                first = ma.accesses[0].command_index
+                if first == alloc + 1 and is_pair[alloc]:
+                    first = ma.accesses[1].command_index if len(ma.accesses) > 1 else -1
+            if first != -1:
+                assert first > alloc
+                position[alloc] = 3 * first - 1
+        dealloc = ma.deallocate_command
+        if (dealloc != -1 and ma.accesses
+                and commands[dealloc].command_type == C.kDeallocMatrix):
+            position[dealloc] = 3 * ma.accesses[-1].command_index + 1
+    order = sorted(range(n), key=lambda i: (position[i], i))
+    reordered = []
+    for old in order:
+        assert commands[old].command_type != C.kGotoLabel, \
+            "move_sizing_commands cannot run after looped optimization"
+        if old > 0 and is_pair[old - 1]:
+            continue            # the zeroing travels with its allocation
+        reordered.append(commands[old])
+        if is_pair[old]:
+            reordered.append(commands[old + 1])
+    computation.commands = reordered
+
+
+def _command_pairs(deallocs, allocs):
+    """Pairs (d, a) with d < a, each command used at most once: from the
+    latest deallocation backwards, each takes the earliest free allocation
+    after it."""
+    free = sorted(allocs)
+    pairs = []
+    for d in reversed(deallocs):
+        i = bisect.bisect_right(free, d)
+        if i == len(free):
+            continue
+        pairs.append((d, free.pop(i)))
+    return pairs
+
+
+def remove_unnecessary_allocation(nnet, computation):
+    """Replaces (deallocate X, ..., allocate Y of X's size) by a swap."""
+    lists = {}
+    commands = computation.commands
+    for index, c in enumerate(commands):
+        if c.command_type in (C.kAllocMatrix, C.kDeallocMatrix):
+            m = computation.matrices[computation.submatrices[c.arg1].matrix_index]
+            sign = 1 if m.stride_type == MatrixStrideType.kDefaultStride else -1
+            deallocs, allocs = lists.setdefault((m.num_rows, m.num_cols * sign), ([], []))
+            (deallocs if c.command_type == C.kDeallocMatrix else allocs).append(index)
+    for deallocs, allocs in lists.values():
+        for d, a in _command_pairs(deallocs, allocs):
+            dealloc, alloc = commands[d], commands[a]
+            dealloc.command_type = C.kNoOperation
+            alloc.arg2 = dealloc.arg1
+            alloc.command_type = C.kSwapMatrix
+    remove_no_ops(computation)
+    _fix_goto_label(computation)
+
+
+def _fix_goto_label(computation):
+    from .looped import fix_goto_label
+    fix_goto_label(computation)

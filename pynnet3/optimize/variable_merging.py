@@ -1,0 +1,201 @@
+"""Kaldi's VariableMergingOptimizer (nnet-optimize-utils.cc): removing
+assignments and propagating / backpropagating in place.
+
+Where a command ``s2 = s1`` (kMatrixCopy, with ``remove_assignments``), an
+in-place-capable propagate (input s1, output s2) or backprop (output
+derivative s1, input derivative s2) is the point at which s1's data stops
+being needed and s2's starts, the two matrices can share memory: every
+submatrix of one matrix becomes a submatrix of the other, the assignment (if
+alpha is 1) becomes a no-op, and one allocation, zeroing and deallocation go.
+
+A merge is done only when it cannot change what is computed (Kaldi's
+conditions c1..c7 in MayBeMerged): not two inputs or two outputs, inputs and
+outputs only as whole matrices, the kept side whole, stride compatibility,
+no variable touched by an earlier merge in this round, and the access pattern
+(s2 first really touched by this command; s1 last touched by it, or for an
+assignment, s1 neither written after nor read after s2 is next written).
+Rounds repeat until nothing merges; each round ends with a renumbering.
+"""
+
+from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
+from ..components.base import ComponentProperty as P
+from .analysis import Analyzer, ComputationAnalysis, compute_matrix_to_submatrix
+from .renumber import remove_no_ops, renumber_computation
+
+
+class VariableMergingOptimizer:
+    """One round of merging on ``computation`` (a new instance per round, as
+    the analysis is computed once, at construction)."""
+
+    def __init__(self, options, nnet, computation):
+        self.options = options
+        self.nnet = nnet
+        self.computation = computation
+        self.analyzer = Analyzer().init(nnet, computation)
+        self.matrix_to_submatrix = compute_matrix_to_submatrix(computation)
+        self.variable_dirty = [False] * self.analyzer.variables.num_variables()
+        # Kaldi asks a fresh ComputationAnalysis each time; it holds no state
+        # of its own (it reads the computation live), so one serves the round.
+        self.analysis = ComputationAnalysis(computation, self.analyzer)
+        # The analysis' variables of a submatrix do not change in a round.
+        self._variables_cache = {}
+        self._called = False
+
+    def merge_variables(self):
+        """Does every merge this round allows; returns True if any was done."""
+        assert not self._called, "merge_variables may be called once per instance"
+        self._called = True
+        opts = self.options
+        if not opts.optimize:
+            return False
+        comp = self.computation
+        props = [self.nnet.get_component(i).properties()
+                 for i in range(self.nnet.num_components())]
+        merged = False
+        for command_index, c in enumerate(comp.commands):
+            s1 = s2 = -1
+            t = c.command_type
+            if t == C.kMatrixCopy and opts.remove_assignments:
+                s1, s2 = c.arg2, c.arg1
+            elif t == C.kPropagate and opts.propagate_in_place:
+                if props[c.arg1] & P.kPropagateInPlace:
+                    s1, s2 = c.arg3, c.arg4
+            elif (t in (C.kBackprop, C.kBackpropNoModelUpdate)
+                  and opts.backprop_in_place):
+                if props[c.arg1] & P.kBackpropInPlace:
+                    s1, s2 = c.arg5, c.arg6
+                    # Never share with the value arguments of the backprop.
+                    if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
+                        s1 = s2 = -1
+            if s1 > 0 and s2 > 0:
+                left, right = self.may_be_merged(command_index, s1, s2)
+                if left:
+                    self.do_merge(command_index, s1, s2)
+                    merged = True
+                elif right:
+                    self.do_merge(command_index, s2, s1)
+                    merged = True
+        if merged:
+            renumber_computation(comp)
+            remove_no_ops(comp)
+        return merged
+
+    def _variables(self, s):
+        out = self._variables_cache.get(s)
+        if out is None:
+            out = self._variables_cache[s] = []
+            self.analyzer.variables.append_variables_for_submatrix(s, out)
+        return out
+
+    def _mark_as_dirty(self, s):
+        for v in self._variables(s):
+            self.variable_dirty[v] = True
+
+    def may_be_merged(self, command_index, s1, s2):
+        """(left, right): whether s1 may be kept with s2 merged into it
+        (left), or s2 kept with s1 merged into it (right).
+
+        Kaldi's conditions, all of which must hold; they are tested cheapest
+        first, which cannot change the answer (each only vetoes)."""
+        opts = self.options
+        if not opts.allow_left_merge and not opts.allow_right_merge:
+            return False, False
+        comp = self.computation
+        sub1 = comp.submatrices[s1]
+        sub2 = comp.submatrices[s2]
+        m1 = sub1.matrix_index
+        m2 = sub2.matrix_index
+        if m1 == m2:    # two parts of one matrix
+            return False, False
+        mat1 = comp.matrices[m1]
+        mat2 = comp.matrices[m2]
+        whole1 = (sub1.row_offset == 0 and sub1.col_offset == 0
+                  and sub1.num_rows == mat1.num_rows and sub1.num_cols == mat1.num_cols)
+        whole2 = (sub2.row_offset == 0 and sub2.col_offset == 0
+                  and sub2.num_rows == mat2.num_rows and sub2.num_cols == mat2.num_cols)
+        # c3, c4: the kept side must be a whole matrix; c6, c7: a matrix
+        # whose stride must equal its width can only take in a whole matrix.
+        equal_cols = MatrixStrideType.kStrideEqualNumCols
+        left = (opts.allow_left_merge and whole2
+                and not (mat2.stride_type == equal_cols and not whole1))
+        right = (opts.allow_right_merge and whole1
+                 and not (mat1.stride_type == equal_cols and not whole2))
+        if not left and not right:
+            return False, False
+        # c5: nothing already merged this round.
+        dirty = self.variable_dirty
+        for v in self._variables(s1):
+            if dirty[v]:
+                return False, False
+        for v in self._variables(s2):
+            if dirty[v]:
+                return False, False
+        # c1: not two inputs or two outputs; c2: inputs and outputs whole.
+        a1 = self.analyzer.matrix_accesses[m1]
+        a2 = self.analyzer.matrix_accesses[m2]
+        if (a1.is_input and a2.is_input) or (a1.is_output and a2.is_output):
+            return False, False
+        if (a1.is_input or a1.is_output or a2.is_input or a2.is_output) and not (
+                whole1 and whole2):
+            return False, False
+        # The access pattern.
+        analysis = self.analysis
+        if analysis.first_nontrivial_access(s2) != command_index:
+            return False, False
+        c = comp.commands[command_index]
+        if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
+            ok = (analysis.last_write_access(s1) < command_index
+                  and analysis.last_access(s1)
+                  < analysis.data_invalidated_command(command_index, s2))
+        else:
+            ok = analysis.last_access(s1) == command_index
+        return (left, right) if ok else (False, False)
+
+    def do_merge(self, command_index, s_to_keep, s_to_discard):
+        """Makes the matrix of ``s_to_discard`` live inside ``s_to_keep``."""
+        self._mark_as_dirty(s_to_keep)
+        self._mark_as_dirty(s_to_discard)
+        comp = self.computation
+        subs = comp.submatrices
+        m_keep = subs[s_to_keep].matrix_index
+        m_discard = subs[s_to_discard].matrix_index
+        assert m_keep != m_discard and m_keep > 0 and m_discard > 0
+        keep = subs[s_to_keep]
+        for s in self.matrix_to_submatrix[m_discard]:
+            a = subs[s]
+            subs[s] = SubMatrixInfo(keep.matrix_index, a.row_offset + keep.row_offset,
+                                    a.num_rows, a.col_offset + keep.col_offset, a.num_cols)
+        commands = comp.commands
+        c = commands[command_index]
+        if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
+            c.command_type = C.kNoOperation
+            c.arg1 = c.arg2 = -1
+        accesses = self.analyzer.matrix_accesses
+        # One deallocation survives: the discarded matrix's if it has one
+        # (i.e. it is not an output), else the kept one's.
+        if accesses[m_discard].deallocate_command != -1:
+            commands[accesses[m_discard].deallocate_command].command_type = C.kNoOperation
+        else:
+            commands[accesses[m_keep].deallocate_command].command_type = C.kNoOperation
+        # One allocation survives; a kAcceptInput must stay where it is.
+        alloc_keep = commands[accesses[m_keep].allocate_command]
+        alloc_discard = commands[accesses[m_discard].allocate_command]
+        if alloc_discard.command_type == C.kAcceptInput:
+            alloc_keep.command_type = C.kNoOperation
+            zeroed = m_keep
+        else:
+            alloc_discard.command_type = C.kNoOperation
+            zeroed = m_discard
+        # ... and the zeroing that followed the allocation that went.
+        first = commands[accesses[zeroed].accesses[0].command_index]
+        if first.command_type == C.kSetConst and first.alpha == 0.0:
+            first.command_type = C.kNoOperation
+        if comp.matrices[m_discard].stride_type == MatrixStrideType.kStrideEqualNumCols:
+            comp.matrices[m_keep].stride_type = MatrixStrideType.kStrideEqualNumCols
+
+
+def variable_merging_optimization(options, nnet, computation):
+    """Kaldi's VariableMergingOptimization: merging rounds until one merges
+    nothing."""
+    while VariableMergingOptimizer(options, nnet, computation).merge_variables():
+        pass
