@@ -47,3 +47,27 @@ def test_short_utterance_without_padding(tmp_path, capsys):
     done = dict(read_table("ark:%s" % (tmp_path / "x.ark"), "vector"))
     assert sorted(done) == sorted(set(feats) - set(short))
     assert "failed for %d" % (len(short) + 1) in err
+
+
+def test_cached_compiler_in_and_out(tmp_path, capsys):
+    """--cached-compiler-in reads Kaldi's cache (nothing is compiled again and
+    the x-vectors are Kaldi's); --cached-compiler-out writes Kaldi's file
+    byte for byte, whether the cache was read or built here."""
+    xv = DATA / "xvector"
+    kaldi_cache = xv / "kaldi-compiler-cache.bin"
+    args = [str(xv / "extract.raw"), "ark:%s" % (xv / "feats.ark")]
+    status = nnet3_xvector_compute.main([
+        "--cached-compiler-in=%s" % kaldi_cache,
+        "--cached-compiler-out=%s" % (tmp_path / "a.bin")] + args
+        + ["ark:%s" % (tmp_path / "a.ark")])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    assert "Reading cache from" in err and "0 compilation" in err
+    assert (tmp_path / "a.bin").read_bytes() == kaldi_cache.read_bytes()
+    assert_matches(dict(read_table("ark:%s" % (tmp_path / "a.ark"), "vector")),
+                   dict(read_table("ark:%s" % (xv / "xvector.default.ark"), "vector")),
+                   "cached")
+    status = nnet3_xvector_compute.main(["--cached-compiler-out=%s" % (tmp_path / "b.bin")]
+                                        + args + ["ark:/dev/null"])
+    assert status == 0, capsys.readouterr().err
+    assert (tmp_path / "b.bin").read_bytes() == kaldi_cache.read_bytes()

@@ -21,15 +21,17 @@ import logging
 import sys
 import time
 
-from ..compute.compilation import ComputationCompiler
+from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.device import select_backend
 from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer, apply_exp,
                                  prepare_nnet_for_compute)
 from ..errors import UsageError
 from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
+from ..optimize.options import NnetOptimizeOptions
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
+from ._struct_options import options_from, register_options
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,9 @@ Note: this program does not currently make very efficient use of the GPU.
 
 
 def register_simple_computation_options(parser, acoustic_scale=0.1):
-    """Kaldi's NnetSimpleComputationOptions::Register (with
-    NnetComputeOptions under the prefix ``computation``)."""
+    """Kaldi's NnetSimpleComputationOptions::Register (NnetOptimizeOptions
+    under the prefix ``optimization``, NnetComputeOptions under
+    ``computation``); read them back with :func:`optimize_options`."""
     parser.register_int("extra-left-context", 0, "Number of frames of additional "
                         "left-context to add on top of the neural net's inherent left "
                         "context (may be useful in recurrent setups")
@@ -71,6 +74,12 @@ def register_simple_computation_options(parser, acoustic_scale=0.1):
     parser.register_bool("computation.debug", False, "If true, turn on debug for the "
                          "neural net computation (very verbose!) Will be turned on "
                          "regardless if --verbose >= 5")
+    register_options(parser, "optimization", NnetOptimizeOptions())
+
+
+def optimize_options(opts):
+    """The NnetOptimizeOptions given as ``--optimization.*``."""
+    return options_from(opts, "optimization", NnetOptimizeOptions())
 
 
 def simple_computation_options(opts):
@@ -156,7 +165,7 @@ def main(argv=None):
                              if opts.online_ivectors else None)
     ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
                       if opts.ivectors else None)
-    compiler = ComputationCompiler(nnet)
+    compiler = make_compiler(nnet, optimize_options(opts))
     debug = opts.debug_computation or getattr(opts, "computation.debug")
     computer = SimpleNnetComputer(nnet, compute_opts, priors, backend=backend,
                                   compiler=compiler, debug_computation=debug)
@@ -213,7 +222,7 @@ def main(argv=None):
         if reader is not None:
             reader.close()
     log_summary(summary, log)
-    compiler.log_summary()
+    log_compiler_summary(compiler)
     return 0 if summary.num_success != 0 else 1
 
 

@@ -5,12 +5,15 @@ collapse, then for every utterance average the ``output`` row over chunks of
 vector. Zero-length utterances, and utterances shorter than
 ``--min-chunk-size`` without ``--pad-input``, are skipped with Kaldi's
 warnings; exit status 0 if at least one utterance was done.
+``--cached-compiler-in`` / ``--cached-compiler-out`` read and write Kaldi's
+compiled-computation cache file (:mod:`pynnet3.compile.caching`).
 """
 
 import logging
 import sys
 
-from ..compute.compilation import ComputationCompiler
+from ..compile.caching import CachingOptimizingCompilerOptions
+from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.device import select_backend
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer, XvectorSkipped
@@ -18,7 +21,8 @@ from ..io.table import SequentialTableReader, TableWriter
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
-from .nnet3_compute import _Summary, log_summary, register_simple_computation_options
+from .nnet3_compute import (_Summary, log_summary, optimize_options,
+                            register_simple_computation_options)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,11 @@ def main(argv=None):
                         "extracting xvectors.")
     parser.register_bool("pad-input", True, "If true, duplicate the first and last frames "
                          "of the input features as required to equal min-chunk-size.")
+    parser.register_str("cached-compiler-in", "", "If set, read the cached compiler from the "
+                        "specified file path.")
+    parser.register_str("cached-compiler-out", "", "If set, write the cached compiler to the "
+                        "specified file path.")
+    CachingOptimizingCompilerOptions.register(parser, "")
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, vector_wspecifier = args
     summary = _Summary()
@@ -63,7 +72,11 @@ def main(argv=None):
 
     nnet = Nnet.read(nnet_rxfilename)
     prepare_nnet_for_compute(nnet)
-    compiler = ComputationCompiler(nnet)
+    compiler = make_compiler(nnet, optimize_options(opts),
+                             CachingOptimizingCompilerOptions.from_options(opts, ""))
+    if opts.cached_compiler_in:
+        log.info("Reading cache from %s", opts.cached_compiler_in)
+        compiler.read_cache_file(opts.cached_compiler_in)
     computer = XvectorComputer(nnet, opts.chunk_size, opts.min_chunk_size, opts.pad_input,
                                backend=backend, compiler=compiler)
 
@@ -87,7 +100,10 @@ def main(argv=None):
             summary.num_success += 1
         progress.close()
     log_summary(summary, log)
-    compiler.log_summary()
+    if opts.cached_compiler_out:
+        log.info("Writing cache to %s", opts.cached_compiler_out)
+        compiler.write_cache_file(opts.cached_compiler_out, True)
+    log_compiler_summary(compiler)
     return 0 if summary.num_success != 0 else 1
 
 

@@ -59,7 +59,7 @@ from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
-from .compilation import ComputationCompiler
+from .compilation import make_compiler
 from .backend import get_backend
 from .computer import NnetComputer
 from .plan import ExecutionPlan
@@ -153,10 +153,11 @@ class SimpleNnetComputer:
     :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
-    backend ("numpy", "cupy"). ``compiler``: the
-    :class:`~pynnet3.compute.compilation.ComputationCompiler` to compile with
-    (one is made for ``nnet`` if None); computations are cached per chunk
-    shape, so all chunks and utterances of the same shape compile once.
+    backend ("numpy", "cupy"). ``compiler``: the compiler to use (a
+    CachingOptimizingCompiler, :func:`pynnet3.compute.compilation.make_compiler`;
+    one with Kaldi's default options is made for ``nnet`` if None);
+    computations and their execution plans are kept per chunk shape, so all
+    chunks and utterances of the same shape compile once.
     ``debug_computation``: log each computation when it is first used
     (Kaldi's --debug-computation).
     """
@@ -187,7 +188,7 @@ class SimpleNnetComputer:
         left, right = context if context is not None else compute_simple_nnet_context(nnet)
         self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.backend = backend
-        self.compiler = compiler if compiler is not None else ComputationCompiler(nnet)
+        self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.debug_computation = debug_computation
         modulus = nnet.modulus()
         self.frames_per_chunk = self.opts.fixed_frames_per_chunk(modulus)

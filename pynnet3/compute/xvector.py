@@ -20,7 +20,7 @@ import numpy as np
 from ..compile import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
 from ..nnet.index import Index
-from .compilation import ComputationCompiler
+from .compilation import make_compiler
 from .backend import get_backend
 from .computer import NnetComputer
 from .plan import ExecutionPlan
@@ -55,7 +55,7 @@ class XvectorComputer:
         self.min_chunk_size = min_chunk_size
         self.pad_input = pad_input
         self.backend = backend
-        self.compiler = compiler if compiler is not None else ComputationCompiler(nnet)
+        self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.input_dim = nnet.input_dim("input")
         self.xvector_dim = nnet.output_dim("output")
         self._cache = {}
