@@ -15,14 +15,18 @@ input=tdnn6.affine``) as Kaldi's recipe does with nnet3-copy --nnet-config.
 Usage: python scripts/bench_compute.py [--repeat=3] [--threads=2,1]
          [--cases=tdnnf_default,tdnnf_sub3,tdnn_lstm,xvector] [--batch-size=N]
          [--workdir=/tmp/pynnet3-bench] [--profile=CASE]
-Prints one line per case: ours (s, frames/s), Kaldi's, and ours/Kaldi
-(frames/s ratio: > 1 means faster than Kaldi). ``--batch-size=N`` adds a
+Prints one line per case: ours (wall s, frames/s, and the CPU seconds the
+process used, a figure less disturbed by other load), Kaldi's (wall, measured
+on a quiet machine), and ours/Kaldi (frames/s ratio: > 1 means faster than
+Kaldi). On a machine busier than its cores, multi-threaded OpenBLAS slows
+down badly (its threads wait for each other): compare threads=1 figures then. ``--batch-size=N`` adds a
 line per nnet3-compute case with our batched mode. ``--profile=CASE`` runs
 that case once in-process under cProfile and prints the top functions.
 """
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -106,30 +110,32 @@ def command(case, workdir, extra=()):
 
 
 def run_once(argv, threads):
+    """(wall seconds, CPU seconds of the child: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(argv, env=_env(threads), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if result.returncode != 0:
         raise SystemExit("failed (%d): %s\n%s" % (result.returncode, " ".join(argv),
                                                    result.stderr[-2000:]))
-    return elapsed
+    return elapsed, cpu
 
 
 def profile(case, workdir, threads, extra=()):
-    import cProfile
-    import pstats
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)
-    argv = command(case, workdir, extra)[3:]
-    module = __import__("pynnet3.bin." + CASES[case][1], fromlist=["main"])
-    prof = cProfile.Profile()
-    prof.enable()
-    status = module.main(argv)
-    prof.disable()
-    if status != 0:
-        raise SystemExit("profiled run failed with status %d" % status)
-    stats = pstats.Stats(prof)
-    stats.sort_stats("tottime").print_stats(25)
+    """Runs the case once under cProfile in a subprocess (so that the BLAS
+    thread count is set before NumPy loads) and prints the top functions."""
+    argv = command(case, workdir, extra)
+    argv = argv[:1] + ["-m", "cProfile", "-s", "tottime"] + argv[1:]
+    result = subprocess.run(argv, env=_env(threads), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise SystemExit("profiled run failed:\n" + result.stderr[-2000:])
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "ncalls" in line)
+    print("\n".join(lines[max(0, start - 6):start + 26]))
 
 
 def main():
@@ -161,12 +167,13 @@ def main():
                 continue
             for extra, label in variants:
                 argv = command(case, workdir, extra)
-                times = [run_once(argv, t) for _ in range(args.repeat)]
-                ours = statistics.median(times)
+                runs = [run_once(argv, t) for _ in range(args.repeat)]
+                ours = statistics.median(r[0] for r in runs)
+                cpu = statistics.median(r[1] for r in runs)
                 kaldi = kaldi_times[t]
-                print("%-14s threads=%d%s: ours %.2f s (%.0f frames/s)  kaldi %.2f s "
-                      "(%.0f frames/s)  ratio %.2fx" % (
-                          case, t, label, ours, frames / ours, kaldi, frames / kaldi,
+                print("%-14s threads=%d%s: ours %.2f s wall (%.0f frames/s), %.2f s CPU  "
+                      "kaldi %.2f s (%.0f frames/s)  ratio %.2fx (wall)" % (
+                          case, t, label, ours, frames / ours, cpu, kaldi, frames / kaldi,
                           kaldi / ours), flush=True)
     print("load after: %s" % os.getloadavg().__repr__())
 
