@@ -15,8 +15,10 @@ later calls with the same network and options reuse them (so a network
 changed in place after a call needs a new object, or ``prepared=True``). Pass
 ``prepared=True`` for a network already prepared (it is then used as is).
 The numbers are the tools' numbers (utterances chunked exactly as the tools
-chunk them). For tables of utterances (e.g. kaldi_io's generators, or
-:func:`pynnet3.io.table.read_table`) call these per item.
+chunk them). :func:`compute_table` runs a whole table of utterances:
+any iterable of ``(key, features)`` pairs (:func:`pynnet3.io.table.read_table`,
+or kaldi_io's generators such as ``kaldi_io.read_mat_scp``) in, the same
+kind of pairs out.
 """
 
 from collections import OrderedDict
@@ -29,7 +31,7 @@ from .utterance import apply_exp as _exp
 from .utterance import prepare_nnet_for_compute
 from .xvector import XvectorComputer
 
-__all__ = ["compute_utterance", "compute_xvector"]
+__all__ = ["compute_utterance", "compute_xvector", "compute_table"]
 
 _SIMPLE_FIELDS = frozenset(SimpleComputationOptions.__dataclass_fields__)
 # (id(network), options key) -> (network, computer), most recent last. Holding
@@ -108,3 +110,16 @@ def compute_xvector(nnet, feats, *, chunk_size=-1, min_chunk_size=100, pad_input
         return XvectorComputer(net, chunk_size, min_chunk_size, pad_input, backend=backend)
 
     return _cached_computer(nnet, key, make).compute(feats)
+
+
+def compute_table(nnet, pairs, ivectors=None, online_ivectors=None, **options):
+    """Yields ``(key, output)`` for every ``(key, features)`` of ``pairs``,
+    as nnet3-compute does for a feature table. ``ivectors`` /
+    ``online_ivectors``: mappings (dicts, or RandomAccessTableReaders) from
+    key to the utterance's i-vector / online i-vector matrix; a key missing
+    from them raises KeyError (the tool skips such utterances with a
+    warning). ``options``: as :func:`compute_utterance`."""
+    for key, feats in pairs:
+        yield key, compute_utterance(
+            nnet, feats, None if ivectors is None else ivectors[key],
+            None if online_ivectors is None else online_ivectors[key], **options)
