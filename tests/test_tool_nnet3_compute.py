@@ -223,3 +223,14 @@ def test_multi_chunk_equals_kaldi_chunking(lda, capsys):
     assert status == 0, err
     assert_matches(dict(read_table("ark:%s" % (lda / "t.ark"))),
                    dict(read_table("ark:%s" % kaldi)), "chunk17_ctx")
+
+
+def test_dev_null_output_stays_a_device(lda, capsys):
+    """Recipes write ark:/dev/null; it must be written in place, not replaced
+    by a renamed temporary file."""
+    import os
+    import stat
+    status, err = _run(_online(lda) + [lda / "model.raw", "ark:%s" % (lda / "feats.ark"),
+                                       "ark:/dev/null"], capsys)
+    assert status == 0, err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
