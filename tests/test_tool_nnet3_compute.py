@@ -234,3 +234,47 @@ def test_dev_null_output_stays_a_device(lda, capsys):
                                        "ark:/dev/null"], capsys)
     assert status == 0, err
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+_RSS_SCRIPT = r"""
+import resource, sys
+import numpy as np
+from pynnet3.bin import nnet3_compute
+from pynnet3.io.table import TableWriter
+n, d, model = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+rng = np.random.default_rng(0)
+with TableWriter("ark:%s/f.ark" % d) as w:
+    w.write("long", rng.standard_normal((n, 13), dtype=np.float32))
+with TableWriter("ark:%s/i.ark" % d) as w:
+    w.write("long", rng.standard_normal(((n + 9) // 10, 10), dtype=np.float32))
+del w
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+status = nnet3_compute.main(["--online-ivectors=ark:%s/i.ark" % d, "--online-ivector-period=10",
+                             model, "ark:%s/f.ark" % d, "ark:%s/o.ark" % d])
+print(status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+"""
+
+
+def test_long_utterance_memory_is_bounded_by_the_chunk(tmp_path):
+    """A long utterance is computed chunk by chunk: the peak memory grows
+    with the utterance's input and output matrices only, not with the
+    computation (which one whole-utterance chunk would make ~100x larger).
+    (Measured: 360,000 frames of this model peak at ~164 MB RSS.)"""
+    import subprocess
+    import sys
+    growth = {}
+    for n in (2000, 40000):
+        d = tmp_path / str(n)
+        d.mkdir()
+        result = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(n), str(d),
+                                 str(DATA / "tdnn_lda" / "model.raw")],
+                                capture_output=True, text=True, timeout=300,
+                                cwd=str(DATA.parent.parent.parent))
+        assert result.returncode == 0, result.stderr
+        status, kb = result.stdout.split()
+        assert status == "0"
+        growth[n] = int(kb) * 1024
+    frames = 40000 - 2000
+    # input (13 floats), output (30 floats) and the output's serialized copy
+    utterance_bytes = frames * 4 * (13 + 2 * 30)
+    assert growth[40000] - growth[2000] < 2 * utterance_bytes + (16 << 20), growth
