@@ -278,3 +278,12 @@ def test_long_utterance_memory_is_bounded_by_the_chunk(tmp_path):
     # input (13 floats), output (30 floats) and the output's serialized copy
     utterance_bytes = frames * 4 * (13 + 2 * 30)
     assert growth[40000] - growth[2000] < 2 * utterance_bytes + (16 << 20), growth
+
+
+def test_computation_debug_logs_every_command(lda, capsys):
+    status, err = _run(["--computation.debug=true"] + _online(lda) + [
+        lda / "model.raw", "ark:%s" % (lda / "feats.ark"), "ark:%s" % (lda / "o.ark")], capsys)
+    assert status == 0, err
+    lines = [line for line in err.splitlines() if "\t|\t time: " in line]
+    assert lines and all(line.startswith("LOG (nnet3-compute") for line in lines)
+    assert any("Propagate" in line for line in lines)

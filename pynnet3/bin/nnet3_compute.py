@@ -166,9 +166,10 @@ def main(argv=None):
     ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
                       if opts.ivectors else None)
     compiler = make_compiler(nnet, optimize_options(opts))
-    debug = opts.debug_computation or getattr(opts, "computation.debug")
-    computer = SimpleNnetComputer(nnet, compute_opts, priors, backend=backend,
-                                  compiler=compiler, debug_computation=debug)
+    computer = SimpleNnetComputer(
+        nnet, compute_opts, priors, backend=backend, compiler=compiler,
+        debug_computation=opts.debug_computation,
+        debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     if opts.online_ivectors and opts.online_ivector_period <= 0:
         raise UsageError("You need to set the --online-ivector-period option!")
     batcher = None

@@ -33,6 +33,8 @@ A failing command raises :class:`ComputationError` naming the command index and
 the command as Kaldi prints it.
 """
 
+import time
+
 import numpy as np
 
 from ..compile.computation import CommandType
@@ -56,11 +58,13 @@ class NnetComputer:
     memory). ``plan``: the computation's
     :class:`~pynnet3.compute.plan.ExecutionPlan` to run with (made for this
     computer if None); pass the same plan to every computer of a computation
-    so that index tables and matrices are prepared once.
+    so that index tables and matrices are prepared once. ``debug``: log
+    every command with the values it wrote and its time, as Kaldi's
+    NnetComputeOptions::debug (:mod:`pynnet3.compute.debug`).
     """
 
     def __init__(self, computation, nnet, nnet_to_update=None, backend="numpy",
-                 nnet_to_store_stats=None, undefined_fill=None, plan=None):
+                 nnet_to_store_stats=None, undefined_fill=None, plan=None, debug=False):
         self.computation = computation
         self.nnet = nnet
         self.nnet_to_update = nnet_to_update
@@ -80,6 +84,10 @@ class NnetComputer:
             raise ComputationError("the execution plan given was made for another "
                                    "computation")
         self.plan = plan
+        self._debugger = None
+        if debug:
+            from .debug import CommandDebugger
+            self._debugger = CommandDebugger(self)
         self._slices = plan.slices
         self._pool = plan.pool
         self._skip_zeroing = plan.skip_zeroing
@@ -124,6 +132,7 @@ class NnetComputer:
                                    % (self.program_counter, num_commands))
         self._check_no_pending_io()
         dispatch = self._dispatch
+        debugger = self._debugger
         while self.program_counter < num_commands:
             c = commands[self.program_counter]
             if c.command_type in _IO_COMMANDS:
@@ -133,7 +142,14 @@ class NnetComputer:
                 if handler is None:
                     raise ComputationError("invalid command type %r here"
                                            % (c.command_type,))
-                handler(c)
+                if debugger is None:
+                    handler(c)
+                else:
+                    pc = self.program_counter
+                    debugger.before(pc)
+                    start = time.perf_counter()
+                    handler(c)
+                    debugger.after(pc, time.perf_counter() - start)
             except Exception as e:  # re-raised with the command that failed
                 raise self._command_error(e) from e
             self.program_counter += 1

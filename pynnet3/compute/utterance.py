@@ -159,15 +159,17 @@ class SimpleNnetComputer:
     computations and their execution plans are kept per chunk shape, so all
     chunks and utterances of the same shape compile once.
     ``debug_computation``: log each computation when it is first used
-    (Kaldi's --debug-computation).
+    (--debug-computation; Kaldi registers it but does nothing with it).
+    ``debug``: run every computation in debug mode, logging each command
+    (Kaldi's --computation.debug, also on with --verbose >= 5).
     """
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "_cache")
+                 "compiler", "debug_computation", "debug", "_cache")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
-                 compiler=None, debug_computation=False):
+                 compiler=None, debug_computation=False, debug=False):
         if not is_simple_nnet(nnet):
             raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
                             "an output node 'output', optionally an input node 'ivector')")
@@ -190,6 +192,7 @@ class SimpleNnetComputer:
         self.backend = backend
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.debug_computation = debug_computation
+        self.debug = debug
         modulus = nnet.modulus()
         self.frames_per_chunk = self.opts.fixed_frames_per_chunk(modulus)
         if self.frames_per_chunk != self.opts.frames_per_chunk:
@@ -336,7 +339,7 @@ class SimpleNnetComputer:
         scale applied."""
         computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
-                                plan=exec_plan)
+                                plan=exec_plan, debug=self.debug)
         computer.accept_input("input", features)
         if ivectors is not None:
             computer.accept_input("ivector", ivectors)
