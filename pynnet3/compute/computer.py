@@ -56,9 +56,10 @@ class NnetComputer:
     "numpy", "cupy" or a Backend. ``undefined_fill``: value for kAllocMatrix
     (None leaves memory undefined as Kaldi does; NaN finds reads of undefined
     memory). ``plan``: the computation's
-    :class:`~pynnet3.compute.plan.ExecutionPlan` to run with (made for this
-    computer if None); pass the same plan to every computer of a computation
-    so that index tables and matrices are prepared once. ``debug``: log
+    :class:`~pynnet3.compute.plan.ExecutionPlan` to run with; pass the same
+    plan to every computer of a computation so that index tables and
+    matrices are prepared once. If None, a plan is made for this computer
+    that runs every command as written (no zeroing elided). ``debug``: log
     every command with the values it wrote and its time, as Kaldi's
     NnetComputeOptions::debug (:mod:`pynnet3.compute.debug`).
     """
@@ -79,7 +80,7 @@ class NnetComputer:
         self.memos = {}
         self._empty = self.backend.empty(0, 0)
         if plan is None:
-            plan = ExecutionPlan(computation, nnet, self.backend)
+            plan = ExecutionPlan(computation, nnet, self.backend, elide_zeroing=False)
         elif plan.computation is not computation:
             raise ComputationError("the execution plan given was made for another "
                                    "computation")

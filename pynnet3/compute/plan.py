@@ -76,12 +76,15 @@ class MatrixPool:
 
 class ExecutionPlan:
     """See the module docstring. ``reuse_matrices``: keep a matrix pool
-    across runs (off: allocate as Kaldi does, one matrix per kAllocMatrix)."""
+    across runs (off: allocate as Kaldi does, one matrix per kAllocMatrix).
+    ``elide_zeroing``: skip the zeroing that is not needed (off: every
+    command runs as written, e.g. for code that looks at matrices between
+    commands)."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
                  "rows_cache", "multi_cache", "ranges_cache")
 
-    def __init__(self, computation, nnet, backend, reuse_matrices=True):
+    def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True):
         self.computation = computation
         self.backend = backend
         self.slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
@@ -91,7 +94,10 @@ class ExecutionPlan:
         self.multi_cache = {}
         self.ranges_cache = {}
         self.pool = MatrixPool(backend) if reuse_matrices else None
-        self.skip_zeroing, self.add_as_copy = _unneeded_zeroing(computation, nnet)
+        if elide_zeroing:
+            self.skip_zeroing, self.add_as_copy = _unneeded_zeroing(computation, nnet)
+        else:
+            self.skip_zeroing = self.add_as_copy = frozenset()
 
     def rows(self, i):
         r = self.rows_cache.get(i)
