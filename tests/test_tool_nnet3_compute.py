@@ -287,3 +287,29 @@ def test_computation_debug_logs_every_command(lda, capsys):
     lines = [line for line in err.splitlines() if "\t|\t time: " in line]
     assert lines and all(line.startswith("LOG (nnet3-compute") for line in lines)
     assert any("Propagate" in line for line in lines)
+
+
+def test_progress_bar_only_on_a_terminal():
+    import io
+    from pynnet3.bin._progress import ProgressBar
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    bar = ProgressBar(3, "utterances", stream=tty)
+    for _ in range(3):
+        bar.step()
+    bar.close()
+    assert "3/3 utterances" in tty.getvalue() and tty.getvalue().endswith("\n")
+    plain = io.StringIO()
+    bar = ProgressBar(3, "utterances", stream=plain)
+    bar.step()
+    bar.close()
+    assert plain.getvalue() == ""
+    silent = Tty()
+    bar = ProgressBar(None, "utterances", stream=silent)     # archive input: count unknown
+    bar.step()
+    bar.close()
+    assert silent.getvalue() == ""
