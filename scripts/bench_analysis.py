@@ -51,18 +51,18 @@ def main(argv=None):
     bench = os.path.join(args.kaldi_ref, "bench")
     names = args.names or sorted(d for d in os.listdir(bench)
                                  if os.path.isfile(os.path.join(bench, d, "request.txt")))
-    print("%-30s %8s %8s %9s %9s %9s %9s %7s" % (
+    print("%-30s %8s %8s %9s %9s %10s %9s %8s %8s" % (
         "request", "commands", "vars", "c_wall_ms", "c_cpu_ms", "py_wall_ms", "py_cpu_ms",
-        "speedup"))
+        "x_wall", "x_cpu"))
     for name in names:
         nnet = load_model(args.kaldi_ref, name)
         request = ComputationRequest.read(os.path.join(bench, name, "request.txt"))
         computation = create_computation(nnet, request)
         cw, cc, analyzer = time_analysis(analysis_c, nnet, computation, args.repeat)
         pw, pc, _ = time_analysis(analysis_py, nnet, computation, max(1, args.repeat // 2))
-        print("%-30s %8d %8d %9.1f %9.1f %9.1f %9.1f %7.1f" % (
+        print("%-30s %8d %8d %9.2f %9.2f %10.1f %9.1f %8.0f %8.0f" % (
             name, len(computation.commands), analyzer.variables.num_variables(), cw, cc, pw,
-            pc, pw / cw))
+            pc, pw / cw, pc / max(cc, 1e-3)))
         sys.stdout.flush()
     return 0
 

@@ -25,11 +25,12 @@ from pynnet3.bin._cli import ToolParser
 from pynnet3.compile import ComputationRequest, IoSpecification
 from pynnet3.compile.caching import (CachingOptimizingCompiler,
                                      CachingOptimizingCompilerOptions, ComputationCache,
-                                     _KaldiHashOrder, optimize_options_equal, request_hash)
+                                     _KaldiHashOrder, optimize_options_equal,
+                                     read_optimize_options, request_hash)
 from pynnet3.compile.computation import NnetComputation
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.io.files import open_input
-from pynnet3.io.stream import OutputStream
+from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.io.table import read_table
 from pynnet3.nnet.collapse import collapse_model
 from pynnet3.nnet.index import Index
@@ -71,7 +72,6 @@ def test_kaldi_cache_reads_and_writes_back_byte_identical(xvector_nnet):
     # and through text, back to binary
     text = _cache_bytes(compiler, binary=False)
     again = CachingOptimizingCompiler(xvector_nnet)
-    from pynnet3.io.stream import InputStream
     again.read_cache(InputStream.from_bytes(text, "text cache"))
     assert _cache_bytes(again) == CACHE.read_bytes()
 
@@ -157,7 +157,6 @@ def test_request_hash_is_kaldis():
     # that is the order Kaldi wrote them in
     requests = ComputationCache(4)
     stream = open_input(str(CACHE))
-    from pynnet3.compile.caching import read_optimize_options
     read_optimize_options(stream)
     requests.read(stream)
     assert [request_hash(r) % 13 for r in requests.requests()] == [8, 2, 2]
@@ -211,6 +210,8 @@ def test_compiler_caches_and_takes_the_shortcut(xvector_nnet):
     plain.compile(request)
     assert len(plain.cache) == 1
     assert "seconds taken in nnet3 compilation total" in compiler.timing_summary()
+    # the x-vector extractor's context (nnet3-info of extract.raw: 0 left, 7 right)
+    assert compiler.get_simple_nnet_context() == (0, 7)
     # capacity 1: the full computation evicts the two-sequence one
     small = CachingOptimizingCompiler(
         xvector_nnet, compiler_options=CachingOptimizingCompilerOptions(cache_capacity=1))

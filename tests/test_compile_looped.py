@@ -221,3 +221,30 @@ def test_online_ivectors_are_taken_per_chunk():
     stream.input_finished()
     batch = DecodableNnetSimpleLooped(info, feats, ivector=online[0]).get_all_outputs()
     np.testing.assert_array_equal(stream.get_new_outputs(), batch)
+
+
+def test_am_decodable_subtracts_priors_and_maps_transition_ids():
+    from pynnet3.compute.looped import DecodableAmNnetSimpleLooped
+    from pynnet3.nnet.am import read_mdl
+    folder = _model("tdnn_lda")
+    trans_model, am = read_mdl(str(folder / "final.mdl"))
+    prepare_nnet_for_compute(am.nnet)
+    raw_nnet = am.nnet.copy()
+    opts = dict(frames_per_chunk=20, acoustic_scale=0.5)
+    with_priors = _info(am, **opts)
+    without = _info(raw_nnet, **opts)
+    feats = read_ark(folder / "feats.ark")["utt2"]
+    ivectors = read_ark(folder / "online-ivectors.ark")["utt2"]
+    decodable = DecodableAmNnetSimpleLooped(with_priors, trans_model, feats,
+                                            online_ivectors=ivectors, online_ivector_period=10)
+    raw = DecodableNnetSimpleLooped(without, feats, online_ivectors=ivectors,
+                                    online_ivector_period=10).get_all_outputs()
+    log_priors = np.log(np.asarray(am.priors, np.float32))
+    assert decodable.num_frames_ready() == feats.shape[0]
+    assert decodable.num_indices() == trans_model.num_transition_ids()
+    for frame in range(0, feats.shape[0], 7):
+        for tid in range(1, trans_model.num_transition_ids() + 1, 5):
+            pdf = trans_model.transition_id_to_pdf(tid)
+            want = (raw[frame, pdf] / np.float32(0.5) - log_priors[pdf]) * np.float32(0.5)
+            assert abs(decodable.log_likelihood(frame, tid) - want) <= 1e-4 * max(1, abs(want))
+    assert decodable.is_last_frame(feats.shape[0] - 1) and not decodable.is_last_frame(0)

@@ -1,13 +1,14 @@
 """The analysis (Kaldi's nnet-analyze): the compiled implementation gives the
 same variables, command attributes, variable and matrix accesses and
 ComputationAnalysis answers as the readable Python twin, on every reference
-computation (ours unoptimized, Kaldi's optimized); and a hand-made
+computation (ours unoptimized and optimized, Kaldi's optimized); and a hand-made
 computation gives the answers Kaldi's definitions imply."""
 
 import pytest
 from conftest import KALDI_REF, TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
+from pynnet3.compile import compile as compile_
 from pynnet3.compile.compiler import create_computation
 from pynnet3.compile.computation import Command, CommandType as CT, NnetComputation
 from pynnet3.compile.computation_io import read_computation_file
@@ -30,7 +31,8 @@ def _id(path):
 def _computations(case):
     nnet = Nnet.read(str(case / "model.raw"))
     request = ComputationRequest.read(str(case / "request.txt"))
-    out = [("plain", create_computation(nnet, request))]
+    out = [("plain", create_computation(nnet, request)),
+           ("ours-opt", compile_(nnet, request))]
     if (case / "computation.opt.kaldi").exists():
         out.append(("kaldi-opt", read_computation_file(str(case / "computation.opt.kaldi"))))
     return nnet, out
@@ -207,6 +209,13 @@ def test_structural_faults_are_errors(impl):
     with pytest.raises(ComputationError, match=r"submatrix 5 = m1\(3:4, 0:5\).*outside"):
         impl.Analyzer().init(nnet, comp)
     comp, _ = _toy()
+    comp.commands[3] = Command(CT.kMatrixCopy, 99, s2)
+    with pytest.raises(ComputationError, match=r"c3: submatrix index 99 out of range"):
+        impl.Analyzer().init(nnet, comp)
+    comp.commands[3] = Command(CT.kMatrixCopy, -1, s2)
+    with pytest.raises(ComputationError, match=r"c3: submatrix index -1 out of range"):
+        impl.Analyzer().init(nnet, comp)
+    comp, _ = _toy()
     comp.commands.append(Command(99))
     with pytest.raises(ComputationError, match=r"c8 has unknown command type"):
         impl.Analyzer().init(nnet, comp)
@@ -220,3 +229,18 @@ def test_helpers():
     assert analysis.get_max_memory_use(comp) == 4 * (12 + 24)
     assert analysis.indexes_multi_to_submatrix_indexes([(3, 0), (-1, -1), (1, 2), (3, 1)]) \
         == [1, 3]
+
+
+BENCH = [p for p in sorted(KALDI_REF.glob("bench/*/request.txt"))
+         if not p.parent.name.startswith("blstm_small")]   # 254k commands: ~10 s, too slow
+
+
+@pytest.mark.parametrize("request_path", BENCH, ids=lambda p: p.parent.name)
+def test_twins_agree_on_bench_requests(request_path, monkeypatch):
+    """Full-size networks (bench/models/*/final.config through our nnet3-init)."""
+    config_dir = KALDI_REF / "bench" / "models" / request_path.parent.name.split(".")[0]
+    monkeypatch.chdir(config_dir)          # final.config names configs/lda.mat
+    nnet = Nnet.from_config(str(config_dir / "final.config"))
+    request = ComputationRequest.read(str(request_path))
+    for computation in (create_computation(nnet, request), compile_(nnet, request)):
+        assert_same_analysis(nnet, computation)

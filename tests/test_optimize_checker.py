@@ -1,6 +1,6 @@
 """The ComputationChecker (Kaldi's CheckComputation): every reference
-computation passes (ours unoptimized, with the rewrite check; Kaldi's
-optimized); deliberately broken ones are rejected with a message naming the
+computation passes (ours unoptimized, with the rewrite check; ours and
+Kaldi's optimized); deliberately broken ones are rejected with a message naming the
 command as Kaldi prints it and the matrix."""
 
 import copy
@@ -9,6 +9,7 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
+from pynnet3.compile import compile as compile_
 from pynnet3.compile.compiler import create_computation
 from pynnet3.compile.computation import Command, CommandType as CT
 from pynnet3.compile.computation_io import command_string, read_computation_file
@@ -35,6 +36,7 @@ def _load(case):
 def test_reference_computations_pass(case):
     nnet, request = _load(case)
     check_computation(nnet, create_computation(nnet, request), check_rewrite=True)
+    check_computation(nnet, compile_(nnet, request))          # ours, optimized
     if (case / "computation.opt.kaldi").exists():
         check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
 
@@ -143,6 +145,24 @@ def test_never_accessed_matrix(case0):
         check_computation(nnet, comp)
 
 
+def test_write_never_read_warns_once(case0, caplog, monkeypatch):
+    from pynnet3.optimize import checker
+    monkeypatch.setattr(checker, "_warned_only_constant", False)
+    nnet, comp = case0
+    comp.matrix_debug_info = []
+    for _ in range(2):
+        s = comp.new_matrix(3, 4)
+        comp.commands[17:17] = [Command(CT.kAllocMatrix, s),
+                                Command(CT.kSetConst, s, alpha=0.0)]
+        comp.commands.append(Command(CT.kDeallocMatrix, s))
+    with caplog.at_level("WARNING", logger="pynnet3"):
+        check_computation(nnet, comp)       # legal, as in Kaldi
+        check_computation(nnet, comp)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["Matrix m11 is only set to a constant value (command c20), but then "
+                        "never accessed.  Will warn only once."]
+
+
 def test_looped_computation_swaps_read_as_deallocation():
     """A computation ending in kGotoLabel: the swap before the goto hands a
     matrix to the next iteration; Kaldi's checker reads it as deallocation."""
@@ -169,3 +189,53 @@ def test_looped_computation_swaps_read_as_deallocation():
     comp.commands[-1] = Command(CT.kGotoLabel, 1)
     with pytest.raises(ComputationCheckError, match="invalid destination"):
         check_computation(nnet, comp)
+
+
+def _verdict(nnet, comp):
+    try:
+        check_computation(nnet, comp)
+    except ComputationCheckError as e:
+        return e.check, e.command_index, e.matrix_index, str(e)
+    return None
+
+
+@pytest.mark.parametrize("case", sorted(TEST_DATA.glob("compile/case*")), ids=_id)
+def test_checker_on_the_python_analysis(case, monkeypatch):
+    """The checker gives the same verdicts over the Python twin of the
+    analysis: on the reference computations, and on each computation made by
+    dropping one zeroing command."""
+    from pynnet3.optimize import analysis_py, checker
+    nnet, request = _load(case)
+    comp = create_computation(nnet, request)
+    broken = []
+    for i, c in enumerate(comp.commands):
+        if c.command_type == CT.kSetConst:
+            b = copy.copy(comp)
+            b.commands = list(comp.commands)
+            b.commands[i] = Command(CT.kNoOperation)
+            broken.append(b)
+    compiled = [_verdict(nnet, b) for b in broken]
+    assert any(v is not None for v in compiled)
+    monkeypatch.setattr(checker, "Analyzer", analysis_py.Analyzer)
+    check_computation(nnet, comp, check_rewrite=True)
+    check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
+    assert [_verdict(nnet, b) for b in broken] == compiled
+
+
+LOOPED_MODELS = [p for p in (KALDI_REF / "models" / name / "model.raw"
+                             for name in ("tdnn_lda", "tdnn_lstm", "misc_layers"))
+                 if p.exists()]
+
+
+@pytest.mark.parametrize("model", LOOPED_MODELS, ids=lambda p: p.parent.name)
+def test_looped_computations_pass(model):
+    """Computations from compile_looped (several segments, markers between
+    them, ending in kGotoLabel) pass, the swaps read as deallocations."""
+    from pynnet3.compile import looped
+    from pynnet3.optimize.options import NnetOptimizeOptions
+    nnet = Nnet.read(str(model))
+    period = 10 if nnet.get_node_index("ivector") != -1 else 1
+    requests = looped.create_looped_computation_request_simple(nnet, 30, 3, period, 0, 0, 1)
+    comp = looped.compile_looped(nnet, NnetOptimizeOptions(), *requests)
+    assert comp.commands[-1].command_type == CT.kGotoLabel
+    check_computation(nnet, comp)

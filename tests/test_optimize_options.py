@@ -109,3 +109,35 @@ def test_checker_runs_after_every_pass_and_names_the_pass(monkeypatch):
     with pytest.raises(ComputationError, match="after remove_unnecessary_zeroing"):
         compile(nnet, request, check=True)
     compile(nnet, request)      # unchecked: the damage goes unnoticed here
+
+
+def test_max_deriv_time_relative_is_relative_to_the_last_output_time():
+    """--max-deriv-time-relative=R acts as --max-deriv-time=R+(largest output t)."""
+    case = TEST_DATA / "computer" / "case172"
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    last_t = max_output_time_in_request(request)
+    relative = compile(nnet, request, options=NnetOptimizeOptions(max_deriv_time_relative=-1))
+    absolute = compile(nnet, request, options=NnetOptimizeOptions(max_deriv_time=last_t - 1))
+    default = compile(nnet, request)
+    assert print_computation(relative, nnet) == print_computation(absolute, nnet)
+    assert print_computation(relative, nnet) != print_computation(default, nnet)
+
+
+def test_registration_without_prefix():
+    parser = ToolParser("Test.\n\nUsage:  test-tool [options] <a>\n")
+    register_options(parser, "", NnetOptimizeOptions())
+    opts, _ = parser.parse(["--print-args=false", "--extend-matrices=false", "x"], 1)
+    assert options_from(opts, "", NnetOptimizeOptions()) == NnetOptimizeOptions(
+        extend_matrices=False)
+
+
+def test_checked_optimization_logs_memory_use(caplog):
+    case = TEST_DATA / "computer" / "case172"
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    with caplog.at_level("INFO", logger="pynnet3.optimize.optimize"):
+        compile(nnet, request, check=True)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("Before optimization, max memory use (bytes) = ") for m in messages)
+    assert any(m.startswith("After optimization, max memory use (bytes) = ") for m in messages)

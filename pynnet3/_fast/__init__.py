@@ -38,7 +38,10 @@ _failed = {}     # module name -> the ImportError text
 
 def use_pure_python(flag=True):
     """Chooses (True) or stops choosing (False) the Python twins for every
-    kernel loaded from now on; modules that already picked keep their pick."""
+    kernel loaded from now on. The Compiler asks at each construction; modules
+    that pick at import (the analysis, the component index helpers) keep the
+    pick they made, so call this before importing the rest of pynnet3
+    (``import pynnet3`` alone imports nothing) or set PYNNET3_PURE_PYTHON=1."""
     global _pure_python
     _pure_python = bool(flag)
 

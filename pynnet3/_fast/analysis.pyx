@@ -16,7 +16,6 @@ from libcpp.algorithm cimport sort, unique
 from libcpp.vector cimport vector
 
 from pynnet3.compile.computation import SubMatrixInfo
-from pynnet3.errors import ComputationError
 from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
                                           CommandAttributes, MatrixAccesses)
 
@@ -101,15 +100,19 @@ cdef class ComputationVariables:
 
     def init(self, computation):
         if self._initialized:
-            raise ComputationError("ComputationVariables.init() called twice")
+            raise AnalysisError("ComputationVariables.init() called twice")
         self._initialized = True
         cdef list matrices = computation.matrices
         cdef list submatrices = computation.submatrices
         cdef int num_matrices = len(matrices), num_submatrices = len(submatrices)
-        cdef int s, m, ro, nr, co, nc, mr, mc, i, n, total
+        cdef int s, m, ro, nr, co, nc, i
         cdef vector[int] sm_m, sm_ro, sm_nr, sm_co, sm_nc
         cdef vector[int] mat_rows, mat_cols
-        cdef vector[vector[int]] rows, cols
+        # split candidates of every matrix, gathered matrix by matrix into one
+        # buffer (offsets ``off``), then sorted and made unique per matrix
+        cdef vector[int] off, fill, rbuf, cbuf
+        cdef int* p
+        cdef int* q
         mat_rows.resize(num_matrices)
         mat_cols.resize(num_matrices)
         for m in range(num_matrices):
@@ -117,14 +120,13 @@ cdef class ComputationVariables:
             mat_rows[m] = info.num_rows
             mat_cols[m] = info.num_cols
         if num_submatrices > 0 and submatrices[0].num_rows != 0:
-            raise ComputationError("submatrix 0 must be the empty submatrix")
+            raise AnalysisError("submatrix 0 must be the empty submatrix")
         sm_m.resize(num_submatrices)
         sm_ro.resize(num_submatrices)
         sm_nr.resize(num_submatrices)
         sm_co.resize(num_submatrices)
         sm_nc.resize(num_submatrices)
-        rows.resize(num_matrices)
-        cols.resize(num_matrices)
+        off.assign(num_matrices + 2, 0)
         for s in range(1, num_submatrices):
             info = submatrices[s]
             m = info.matrix_index
@@ -133,7 +135,7 @@ cdef class ComputationVariables:
             co = info.col_offset
             nc = info.num_cols
             if not 0 < m < num_matrices:
-                raise ComputationError(
+                raise AnalysisError(
                     "submatrix %d refers to matrix m%d, but the computation has matrices "
                     "m1..m%d" % (s, m, num_matrices - 1))
             if ro < 0 or nr <= 0 or co < 0 or nc <= 0 or ro + nr > mat_rows[m] \
@@ -147,31 +149,49 @@ cdef class ComputationVariables:
             sm_nr[s] = nr
             sm_co[s] = co
             sm_nc[s] = nc
-            rows[m].push_back(ro)
-            rows[m].push_back(ro + nr)
-            cols[m].push_back(co)
-            cols[m].push_back(co + nc)
+            off[m + 1] += 2
+        for m in range(1, num_matrices):
+            off[m + 1] += off[m] + 2      # + the matrix's own 0 and end
+        rbuf.resize(off[num_matrices] if num_matrices > 0 else 0)
+        cbuf.resize(rbuf.size())
+        fill = off
+        for m in range(1, num_matrices):
+            rbuf[fill[m]] = 0
+            rbuf[fill[m] + 1] = mat_rows[m]
+            cbuf[fill[m]] = 0
+            cbuf[fill[m] + 1] = mat_cols[m]
+            fill[m] += 2
+        for s in range(1, num_submatrices):
+            m = sm_m[s]
+            i = fill[m]
+            rbuf[i] = sm_ro[s]
+            rbuf[i + 1] = sm_ro[s] + sm_nr[s]
+            cbuf[i] = sm_co[s]
+            cbuf[i + 1] = sm_co[s] + sm_nc[s]
+            fill[m] = i + 2
         self.matrix_to_variable_index.assign(num_matrices + 1, 0)
         self.row_sp_start.assign(num_matrices + 1, 0)
         self.col_sp_start.assign(num_matrices + 1, 0)
+        self.row_sp.reserve(rbuf.size())
+        self.col_sp.reserve(cbuf.size())
+        cdef int nrs, ncs
         for m in range(1, num_matrices):
-            rows[m].push_back(0)
-            rows[m].push_back(mat_rows[m])
-            cols[m].push_back(0)
-            cols[m].push_back(mat_cols[m])
-            sort_uniq(rows[m])
-            sort_uniq(cols[m])
-            for i in range(<int>rows[m].size()):
-                self.row_sp.push_back(rows[m][i])
-            for i in range(<int>cols[m].size()):
-                self.col_sp.push_back(cols[m][i])
+            p = &rbuf[0] + off[m]
+            q = &rbuf[0] + off[m + 1]
+            sort(p, q)
+            q = unique(p, q)
+            nrs = q - p
+            self.row_sp.insert(self.row_sp.end(), p, q)
+            p = &cbuf[0] + off[m]
+            q = &cbuf[0] + off[m + 1]
+            sort(p, q)
+            q = unique(p, q)
+            ncs = q - p
+            self.col_sp.insert(self.col_sp.end(), p, q)
             self.row_sp_start[m + 1] = self.row_sp.size()
             self.col_sp_start[m + 1] = self.col_sp.size()
             self.matrix_to_variable_index[m + 1] = self.matrix_to_variable_index[m] + \
-                (<int>rows[m].size() - 1) * (<int>cols[m].size() - 1)
-        if num_matrices > 0:
-            self.row_sp_start[1] = 0
-            self.col_sp_start[1] = 0
+                (nrs - 1) * (ncs - 1)
         self._num_variables = self.matrix_to_variable_index[num_matrices] \
             if num_matrices > 0 else 0
         # variables of each submatrix
@@ -211,10 +231,14 @@ cdef class ComputationVariables:
             for c in range(self.sub_c0[s], self.sub_c1[s]):
                 out.push_back(base + r * ncv + c)
 
-    cdef inline void record_access(self, int s, int access_type, vector[int]* lists):
+    cdef inline int record_access(self, int s, int access_type,
+                                  vector[int]* lists) except -1:
         """Appends to the six lists (VR..MW) what an access to ``s`` touches."""
         if s == 0:
-            return
+            return 0
+        if s < 0 or s >= <int>self.submatrix_to_matrix.size():
+            raise AnalysisError("submatrix index %d out of range [0, %d)"
+                                % (s, self.submatrix_to_matrix.size()))
         cdef int m = self.submatrix_to_matrix[s]
         if access_type == R:
             self.append_submatrix_variables(s, lists[VR])
@@ -233,6 +257,7 @@ cdef class ComputationVariables:
             lists[SR].push_back(s)
             lists[MW].push_back(m)
             lists[MR].push_back(m)
+        return 0
 
     cdef inline int check_submatrix_index(self, int s) except -1:
         if s < 0 or s >= <int>self.submatrix_to_matrix.size():
@@ -311,6 +336,10 @@ cdef class CommandAttributesList:
     cdef vector[int] data[6]
     cdef vector[int] start[6]       # num_commands + 1 offsets into data[k]
     cdef vector[char] side_effects
+    # per command: its type, and for allocation, deallocation, swap, input and
+    # output commands its submatrix arguments (else -1), so that
+    # compute_matrix_accesses need not read the commands again
+    cdef vector[int] command_type, command_arg1, command_arg2
     cdef int num_commands
     cdef list _cache
 
@@ -359,28 +388,54 @@ cdef void _multi_submatrices(list pairs, vector[int]& out):
 
 def compute_command_attributes(nnet, computation, ComputationVariables variables):
     """Kaldi's ComputeCommandAttributes; returns a CommandAttributesList."""
-    cdef list props = _component_properties(nnet)
+    # indexed with Python's checks: the arguments of a broken command may be
+    # out of range
+    props = _component_properties(nnet)
+    indexes = computation.indexes
+    indexes_multi = computation.indexes_multi
     cdef list commands = computation.commands
-    cdef list indexes = computation.indexes
-    cdef list indexes_multi = computation.indexes_multi
     cdef CommandAttributesList result = CommandAttributesList()
     cdef int num_commands = len(commands)
-    cdef int ci, ct, k, i, prop, a1
+    cdef int ci, k
     cdef vector[int] lists[6]
     cdef vector[int] subs
     result.num_commands = num_commands
     result._cache = [None] * num_commands
     result.side_effects.assign(num_commands, 0)
+    result.command_type.assign(num_commands, -1)
+    result.command_arg1.assign(num_commands, -1)
+    result.command_arg2.assign(num_commands, -1)
     for k in range(6):
         result.start[k].reserve(num_commands + 1)
         result.start[k].push_back(0)
-    for ci in range(num_commands):
+    ci = 0
+    try:
+        _command_attributes_loop(variables, result, commands, props, indexes, indexes_multi,
+                                 lists, subs, &ci)
+    except AnalysisError as e:
+        if e.command_index is not None:
+            raise
+        raise AnalysisError("command c%d: %s" % (ci, e.detail), ci) from None
+    return result
+
+
+cdef int _command_attributes_loop(ComputationVariables variables,
+                                  CommandAttributesList result, list commands, props,
+                                  indexes, indexes_multi, vector[int]* lists,
+                                  vector[int]& subs, int* ci_out) except -1:
+    cdef int ci, ct, k, i, prop
+    for ci in range(result.num_commands):
+        ci_out[0] = ci
         c = commands[ci]
         ct = c.command_type
+        result.command_type[ci] = ct
         for k in range(6):
             lists[k].clear()
-        if ct == kAllocMatrix or ct == kDeallocMatrix or ct == kSwapMatrix:
-            pass
+        if ct == kAllocMatrix or ct == kDeallocMatrix:
+            result.command_arg1[ci] = c.arg1
+        elif ct == kSwapMatrix:
+            result.command_arg1[ci] = c.arg1
+            result.command_arg2[ci] = c.arg2
         elif ct == kSetConst:
             variables.record_access(c.arg1, W, lists)
         elif ct == kPropagate:
@@ -416,10 +471,14 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
                 variables.record_access(subs[i], RW, lists)
         elif ct == kCompressMatrix:
             variables.record_access(c.arg1, RW, lists)
-        elif ct == kDecompressMatrix or ct == kAcceptInput:
+        elif ct == kDecompressMatrix:
             variables.record_access(c.arg1, W, lists)
+        elif ct == kAcceptInput:
+            result.command_arg1[ci] = c.arg1
+            variables.record_access(result.command_arg1[ci], W, lists)
         elif ct == kProvideOutput:
-            variables.record_access(c.arg1, R, lists)
+            result.command_arg1[ci] = c.arg1
+            variables.record_access(result.command_arg1[ci], R, lists)
         elif 20 <= ct <= kGotoLabel:   # the no-ops, the label and the goto
             pass
         else:
@@ -428,7 +487,7 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
             sort_uniq(lists[k])
             result.data[k].insert(result.data[k].end(), lists[k].begin(), lists[k].end())
             result.start[k].push_back(result.data[k].size())
-    return result
+    return 0
 
 
 cdef void _count_merged(const vector[int]& data_r, int rb, int re,
@@ -574,63 +633,67 @@ cdef class MatrixAccessesList:
             yield self[m]
 
 
-cdef int _whole_matrix_of(computation, list submatrices, int c, int s) except -1:
-    if not 0 < s < len(submatrices) or not computation.is_whole_matrix(s):
-        m = submatrices[s].matrix_index if 0 <= s < len(submatrices) else -1
+cdef int _whole_matrix_of(ComputationVariables variables, int c, int s) except -1:
+    """The matrix of submatrix ``s``, which command ``c`` needs to be a whole
+    matrix. (A submatrix spans its whole split grid exactly when it spans the
+    whole matrix: the grid always includes 0 and the matrix's extent.)"""
+    cdef int n = variables.submatrix_to_matrix.size()
+    if not 0 < s < n or not variables.submatrix_is_whole_matrix[s]:
         raise AnalysisError(
             "command c%d does not operate on a whole matrix (submatrix %d of matrix m%d)"
-            % (c, s, m), c, m)
-    return submatrices[s].matrix_index
+            % (c, s, variables.submatrix_to_matrix[s] if 0 <= s < n else -1), c,
+            variables.submatrix_to_matrix[s] if 0 <= s < n else None)
+    return variables.submatrix_to_matrix[s]
 
 
 def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
                             CommandAttributesList command_attributes):
-    """Kaldi's ComputeMatrixAccesses; returns a MatrixAccessesList."""
-    cdef list commands = computation.commands
-    cdef list submatrices = computation.submatrices
+    """Kaldi's ComputeMatrixAccesses; returns a MatrixAccessesList.
+    ``command_attributes`` must come from ``computation`` (as in Kaldi: the
+    commands' types and arguments are read from what it recorded)."""
     cdef int num_matrices = len(computation.matrices)
     cdef MatrixAccessesList out = MatrixAccessesList()
+    cdef CommandAttributesList attrs = command_attributes
     cdef int c, ct, m, m2
     out.num_matrices = num_matrices
     out._cache = [None] * num_matrices
-    out.accesses = _accesses_from(command_attributes, MR, MW, num_matrices)
+    out.accesses = _accesses_from(attrs, MR, MW, num_matrices)
     out.allocate_command.assign(num_matrices, -1)
     out.deallocate_command.assign(num_matrices, -1)
     out.is_input.assign(num_matrices, 0)
     out.is_output.assign(num_matrices, 0)
-    for c in range(command_attributes.num_commands):
-        command = commands[c]
-        ct = command.command_type
+    for c in range(attrs.num_commands):
+        ct = attrs.command_type[c]
         if ct == kAllocMatrix:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, out.allocate_command[m], c), c, m)
+                                    % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
         elif ct == kSwapMatrix:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
-            m2 = _whole_matrix_of(computation, submatrices, c, command.arg2)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m2 = _whole_matrix_of(variables, c, attrs.command_arg2[c])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
-                                       % (m, out.allocate_command[m], c), c, m)
+                                    % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
             if out.deallocate_command[m2] != -1:
                 raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m2, out.deallocate_command[m2], c), c, m2)
+                                    % (m2, out.deallocate_command[m2], c), c, m2)
             out.deallocate_command[m2] = c
         elif ct == kDeallocMatrix:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             if out.deallocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
-                                       % (m, out.deallocate_command[m], c), c, m)
+                                    % (m, out.deallocate_command[m], c), c, m)
             out.deallocate_command[m] = c
         elif ct == kAcceptInput:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             out.is_input[m] = 1
             if out.allocate_command[m] == -1:
                 out.allocate_command[m] = c
         elif ct == kProvideOutput:
-            m = _whole_matrix_of(computation, submatrices, c, command.arg1)
+            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             out.is_output[m] = 1
     return out
 
@@ -683,16 +746,19 @@ cdef class ComputationAnalysis:
         self.va = analyzer.variable_accesses
         self.ma = analyzer.matrix_accesses
 
+    # both the computation and the analysis (made before any submatrix or
+    # matrix a pass has added since) must know the index
     cdef int check_submatrix(self, int s) except -1:
-        if not 0 < s < len(self.computation.submatrices):
-            raise IndexError("submatrix %d out of range [1, %d)"
-                             % (s, len(self.computation.submatrices)))
+        cdef int n = min(len(self.computation.submatrices),
+                         <int>self.vars.submatrix_to_matrix.size())
+        if not 0 < s < n:
+            raise IndexError("submatrix %d out of range [1, %d)" % (s, n))
         return 0
 
     cdef int check_matrix(self, int m) except -1:
-        if not 0 < m < len(self.computation.matrices):
-            raise IndexError("matrix %d out of range [1, %d)"
-                             % (m, len(self.computation.matrices)))
+        cdef int n = min(len(self.computation.matrices), self.ma.num_matrices)
+        if not 0 < m < n:
+            raise IndexError("matrix %d out of range [1, %d)" % (m, n))
         return 0
 
     def first_nontrivial_access(self, int s):
@@ -737,6 +803,7 @@ cdef class ComputationAnalysis:
     def last_write_access(self, int s):
         self.check_submatrix(s)
         cdef int m = self.computation.submatrices[s].matrix_index
+        self.check_matrix(m)
         if self.ma.is_output[m]:
             return len(self.computation.commands)
         cdef int ans = -1, i, v, p
@@ -759,6 +826,7 @@ cdef class ComputationAnalysis:
             raise IndexError("command %d out of range [0, %d)" % (c, num_commands))
         self.check_submatrix(s)
         cdef int m = self.computation.submatrices[s].matrix_index
+        self.check_matrix(m)
         cdef int ans = self.ma.deallocate_command[m], i, p
         if ans == -1:
             ans = num_commands

@@ -20,13 +20,18 @@ def _kind(f):
             "bool": "bool", "int": "int", "float": "float", "str": "str"}[f.type]
 
 
+def _key(prefix, name):
+    return "%s.%s" % (prefix, name) if prefix else name
+
+
 def register_options(parser, prefix, defaults):
     """Registers every visible field of the dataclass instance ``defaults``
-    on ``parser`` (a ToolParser) as ``--PREFIX.NAME``."""
+    on ``parser`` (a ToolParser) as ``--PREFIX.NAME`` (``--NAME`` when
+    ``prefix`` is empty, as Kaldi registers some structs directly)."""
     for f in fields(defaults):
         if f.metadata.get("hidden"):
             continue
-        name = "%s.%s" % (prefix, f.name.replace("_", "-"))
+        name = _key(prefix, f.name.replace("_", "-"))
         register = getattr(parser, "register_" + _kind(f))
         register(name, getattr(defaults, f.name), f.metadata.get("doc", ""))
 
@@ -37,7 +42,7 @@ def options_from(opts, prefix, defaults):
     parsed = vars(opts)
     changes = {}
     for f in fields(defaults):
-        key = "%s.%s" % (prefix, f.name)
+        key = _key(prefix, f.name)
         if key in parsed:
             changes[f.name] = parsed[key]
     return replace(defaults, **changes)

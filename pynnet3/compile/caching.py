@@ -208,9 +208,10 @@ class _KaldiHashOrder:
         insertions follow libstdc++'s rule from there."""
         self.order = list(keys)
         self.bucket_index = 0
-        while keys and _BUCKET_COUNTS[self.bucket_index] < len(keys) or (
-                keys and self.bucket_index == 0):
-            self.bucket_index += 1
+        if keys:    # the first insertion allocates buckets; then they grow as needed
+            self.bucket_index = 1
+            while _BUCKET_COUNTS[self.bucket_index] < len(keys):
+                self.bucket_index += 1
 
 
 class ComputationCache:
@@ -365,6 +366,7 @@ class CachingOptimizingCompiler:
         self.config = (compiler_options if compiler_options is not None
                        else CachingOptimizingCompilerOptions())
         self.cache = ComputationCache(self.config.cache_capacity)
+        self._simple_context = None
         # seconds spent, as Kaldi reports them when the compiler goes away
         self.seconds_taken = dict(total=0.0, compile=0.0, optimize=0.0, expand=0.0, check=0.0,
                                   io=0.0)
@@ -423,6 +425,14 @@ class CachingOptimizingCompiler:
         computation = expand_computation(self.nnet, request.misc_info, mini, True, num_n)
         self.seconds_taken["expand"] += time.perf_counter() - start
         return computation
+
+    def get_simple_nnet_context(self):
+        """(left_context, right_context) of the (simple) network, computed
+        once: Kaldi keeps it here because the decoders ask for every chunk."""
+        if self._simple_context is None:
+            from .context import compute_simple_nnet_context
+            self._simple_context = compute_simple_nnet_context(self.nnet)
+        return self._simple_context
 
     def timing_summary(self):
         """Kaldi's closing log line (``... seconds taken in nnet3 compilation

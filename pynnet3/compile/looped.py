@@ -25,10 +25,15 @@ from dataclasses import dataclass, field
 from ..errors import ComputationError, UsageError
 from ..nnet.config_line import ConfigLine
 from ..nnet.index import Index
-from ..optimize.options import NnetOptimizeOptions
 from .request import ComputationRequest, IoSpecification
 
 log = logging.getLogger("pynnet3")
+
+
+def _default_optimize_options():
+    # The optimizer sits above the compiler; import it only when needed.
+    from ..optimize.options import NnetOptimizeOptions
+    return NnetOptimizeOptions()
 
 
 @dataclass
@@ -41,7 +46,7 @@ class NnetSimpleLoopedComputationOptions:
     frames_per_chunk: int = 24
     acoustic_scale: float = 0.1
     debug_computation: bool = False
-    optimize_config: NnetOptimizeOptions = field(default_factory=NnetOptimizeOptions)
+    optimize_config: object = field(default_factory=_default_optimize_options)  # NnetOptimizeOptions
 
     def check(self):
         if not (self.extra_left_context_initial >= 0 and self.frame_subsampling_factor > 0
@@ -186,8 +191,8 @@ def extrapolate_computation_request(request1, request2):
 def _compile_looped_internal(nnet, optimize_opts, request1, request2, request3, num_requests,
                              check):
     from ..optimize.optimize import max_output_time_in_request, optimize
-    from ..compile.compiler import Compiler
-    from ..compile.computation import CommandType
+    from .compiler import Compiler
+    from .computation import CommandType
     requests = [request1, request2, request3]
     while len(requests) < num_requests:
         nxt = extrapolate_computation_request(requests[-2], requests[-1])

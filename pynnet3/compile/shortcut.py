@@ -25,12 +25,13 @@ expanded one has N/2 times the rows, and its index tables and debug info are
 built per row.
 """
 
+import gc
 from itertools import chain
 
 import numpy as np
 
 from ..errors import ComputationError
-from ..nnet.index import Index
+from ..nnet.index import Index, kNoTime
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo,
                           NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
 from .request import ComputationRequest, IoSpecification
@@ -118,11 +119,63 @@ def _find_n_stride_arrays(n, key):
     return n_stride
 
 
+def _find_n_stride_rows(n, key):
+    """_find_n_stride_arrays on Python lists (``n`` ints, ``key`` tuples): the
+    same answer, row by row, which is faster for the many matrices of a few
+    rows (a recurrent network has one per time step)."""
+    size = len(n)
+    if size == 0:
+        return 0
+    num_n = n[size - 1] + 1
+    if num_n <= 1 or n[0] != 0 or size % num_n != 0:
+        return 0
+
+    def is_next(pos):
+        return n[pos] == 1 and key[pos] == key[0]
+
+    if is_next(1):
+        n_stride = 1
+    elif is_next(size // num_n):
+        n_stride = size // num_n
+    else:
+        n_stride = 0
+        for stride in range(2, size // num_n):
+            if size % stride == 0 and is_next(stride):
+                n_stride = stride
+                break
+        if n_stride == 0:
+            return 0
+    block = n_stride * num_n
+    for i in range(size):
+        this_n = n[i]
+        if this_n < num_n - 1:
+            j = i + n_stride
+            if j >= size or n[j] != this_n + 1 or key[j] != key[i]:
+                return 0
+        if this_n == 0:
+            if i // block != (i + n_stride * (num_n - 1)) // block:
+                return 0
+        else:
+            j = i - n_stride
+            if j < 0 or n[j] != this_n - 1 or key[j] != key[i]:
+                return 0
+    return n_stride
+
+
+# Below this many rows the row-by-row version is the faster one.
+_SMALL = 64
+
+
 def find_n_stride(indexes, cindexes=False):
     """The n-stride of a list of Indexes (or of Cindexes with ``cindexes``),
     or 0 when it lacks the regular structure: n values 0 .. N-1 (N > 1, the
     last row's n + 1), the row of (n+1, t, x) n_stride rows after that of
     (n, t, x), within blocks of n_stride * N rows."""
+    if len(indexes) <= _SMALL:
+        if cindexes:
+            return _find_n_stride_rows([c[1][0] for c in indexes],
+                                       [(c[0], c[1][1], c[1][2]) for c in indexes])
+        return _find_n_stride_rows([i[0] for i in indexes], [i[1:] for i in indexes])
     n, key = (_cindex_arrays if cindexes else _index_arrays)(indexes)
     return _find_n_stride_arrays(n, key)
 
@@ -171,14 +224,22 @@ def _index_lists(arrays):
     codes, column_values = [], []
     for c in range(3):
         col = rows[:, c]
-        low = int(col.min())
-        if int(col.max()) - low < 1 << 16:
+        low, high = int(col.min()), int(col.max())
+        if high - low < 1 << 16:
             codes.append(col - low)
-            column_values.append(np.arange(low, int(col.max()) + 1, dtype=np.int64))
-        else:
-            distinct_values, code = np.unique(col, return_inverse=True)
-            codes.append(code.reshape(-1))
-            column_values.append(distinct_values)
+            column_values.append(np.arange(low, high + 1, dtype=np.int64))
+            continue
+        if low == kNoTime:      # padding rows: code 0, the other times after it
+            timed = col != kNoTime
+            low = int(col[timed].min()) if timed.any() else 0
+            if high - low < 1 << 16:
+                codes.append(np.where(timed, col - (low - 1), 0))
+                column_values.append(np.concatenate((
+                    [kNoTime], np.arange(low, high + 1, dtype=np.int64))))
+                continue
+        distinct_values, code = np.unique(col, return_inverse=True)
+        codes.append(code.reshape(-1))
+        column_values.append(distinct_values)
     span = [len(v) for v in column_values]
     if span[0] * span[1] * span[2] <= 1 << 24:
         keys = (codes[0] * span[1] + codes[1]) * span[2] + codes[2]
@@ -283,37 +344,44 @@ class ComputationExpander:
         if len(comp.matrix_debug_info) != len(comp.matrices):
             raise ComputationError("shortcut compilation: the computation to expand has no "
                                    "matrix debug info")
-        self.n_of_row = [None]      # per matrix: the n value of each row
-        self.n_stride = [0]
-        self.key_of_row = [None]
+        infos = comp.matrix_debug_info
+        sizes = [len(info.cindexes) for info in infos]
         for m in range(1, len(comp.matrices)):
-            cindexes = comp.matrix_debug_info[m].cindexes
-            if len(cindexes) != comp.matrices[m].num_rows:
+            if sizes[m] != comp.matrices[m].num_rows:
                 raise ComputationError("shortcut compilation: matrix m%d has %d rows but "
                                        "debug info for %d" % (m, comp.matrices[m].num_rows,
-                                                              len(cindexes)))
-            n, key = _cindex_arrays(cindexes)
-            stride = _find_n_stride_arrays(n, key)
+                                                              sizes[m]))
+        # all rows of all matrices at once; per matrix, views into them
+        n_all, key_all = _cindex_arrays(list(chain.from_iterable(
+            info.cindexes for info in infos[1:])))
+        n_list = n_all.tolist()
+        self.n_of_row = [None]      # per matrix: the n value of each row
+        self.key_of_row = [None]    # per matrix: (node, t, x) of each row
+        self.n_stride = [0]
+        start = 0
+        for m in range(1, len(comp.matrices)):
+            end = start + sizes[m]
+            if sizes[m] <= _SMALL:
+                stride = _find_n_stride_rows(n_list[start:end],
+                                             list(map(tuple, key_all[start:end].tolist())))
+            else:
+                stride = _find_n_stride_arrays(n_all[start:end], key_all[start:end])
             if stride == 0:
                 raise ComputationError(
                     "Problem encountered in 'shortcut' compilation: the computation does not "
                     "have the expected structure (matrix m%d).  Try compiling with "
                     "--use-shortcut=false." % m)
-            self.n_of_row.append(n)
-            self.key_of_row.append(key)
+            self.n_of_row.append(n_all[start:end])
+            self.key_of_row.append(key_all[start:end])
             self.n_stride.append(stride)
+            start = end
+        self.n_list = n_list
+        self.matrix_start = [0, 0] + list(np.cumsum(sizes[1:]).tolist())
 
     def _new_matrix_rows(self, m, old_rows):
-        """Kaldi's GetNewMatrixLocationInfo for an array of rows of matrix m:
-        where each row's Cindex lives in the expanded matrix, except that a row
-        with n == 1 maps to the row with n = N - 1 (the last sequence), which
-        maps the end of an old range to the end of the new one."""
-        stride = self.n_stride[m]
-        old_block, new_block = 2 * stride, self.num_n * stride
-        offset = old_rows % old_block
-        old_n = offset // stride
-        return ((old_rows // old_block) * new_block + offset % stride
-                + np.where(old_n == 0, 0, self.num_n - 1) * stride)
+        """Kaldi's GetNewMatrixLocationInfo for an array of rows of matrix m
+        (see _new_rows)."""
+        return _new_rows(old_rows, self.n_stride[m], self.num_n)
 
     def _compute_matrix_info(self):
         comp = self.computation
@@ -326,28 +394,29 @@ class ComputationExpander:
         infos = [MatrixDebugInfo(comp.matrix_debug_info[0].is_deriv,
                                  list(comp.matrix_debug_info[0].cindexes))]
         for m in range(1, len(comp.matrices)):
-            n0_rows = np.flatnonzero(self.n_of_row[m] == 0)
             infos.append(_ExpandedDebugInfo(
                 comp.matrix_debug_info[m].is_deriv, self.expanded.matrices[m].num_rows,
-                self.key_of_row[m][n0_rows], self._new_matrix_rows(m, n0_rows),
-                self.n_stride[m], self.num_n))
+                self.n_of_row[m], self.key_of_row[m], self.n_stride[m], self.num_n))
         self.expanded.matrix_debug_info = infos
 
     def _compute_submatrix_info(self):
         comp = self.computation
         subs = [comp.submatrices[0]]
+        n_list, matrix_start, n_stride, num_n = (self.n_list, self.matrix_start,
+                                                 self.n_stride, self.num_n)
         for s in range(1, len(comp.submatrices)):
             info = comp.submatrices[s]
             m = info.matrix_index
             first, last = info.row_offset, info.row_offset + info.num_rows - 1
-            n = self.n_of_row[m]
-            if not (n[first] == 0 and n[last] == 1):
+            start = matrix_start[m]
+            if not (n_list[start + first] == 0 and n_list[start + last] == 1):
                 from .computation_io import print_computation, submatrix_strings
                 raise ComputationError(
                     "Submatrix s%d = %s has strange dimensions.  Computation is: %s"
                     % (s, submatrix_strings(comp)[s], print_computation(comp, self.nnet)))
-            new_first, new_last = self._new_matrix_rows(m, np.array([first, last]))
-            subs.append(SubMatrixInfo(m, int(new_first), int(new_last + 1 - new_first),
+            new_first = _new_rows(first, n_stride[m], num_n)
+            new_last = _new_rows(last, n_stride[m], num_n)
+            subs.append(SubMatrixInfo(m, new_first, new_last + 1 - new_first,
                                       info.col_offset, info.num_cols))
         self.expanded.submatrices = subs
 
@@ -356,18 +425,30 @@ class ComputationExpander:
         """The Index lists for N sequences of the two-sequence ``lists``, in
         order. Equal lists (the layers of a TDNN see the same ones) are
         expanded once and the result shared: components only read them."""
-        distinct = {}
+        # Group by a cheap signature, then compare whole lists (at C speed)
+        # only within a group; hashing every Index would cost more.
+        groups = {}         # signature -> [position in ``distinct``]
+        distinct, which = [], []
         for indexes in lists:
-            distinct.setdefault(tuple(indexes), indexes)
+            signature = (len(indexes), indexes[0], indexes[-1], indexes[len(indexes) // 2])
+            candidates = groups.setdefault(signature, [])
+            for d in candidates:
+                if distinct[d] == indexes:
+                    which.append(d)
+                    break
+            else:
+                candidates.append(len(distinct))
+                which.append(len(distinct))
+                distinct.append(indexes)
         arrays = []
-        for indexes in distinct.values():
+        for indexes in distinct:
             stride = find_n_stride(indexes)
             if stride == 0:
                 raise ComputationError("shortcut compilation: precomputed-indexes Index list "
                                        "lacks the regular n structure")
             arrays.append(_convert_num_n_values_array(stride, 2, self.num_n, indexes))
-        expanded = dict(zip(distinct, _index_lists(arrays)))
-        return [expanded[tuple(indexes)] for indexes in lists]
+        expanded = _index_lists(arrays)
+        return [expanded[d] for d in which]
 
     def _compute_precomputed_indexes(self):
         comp = self.computation
@@ -461,7 +542,7 @@ class ComputationExpander:
                 new_i2, stride2 = self._new_submatrix_rows(s2, pairs[sel, 1])
                 new[dest[sel], 0] = s2
                 new[dest[sel], 1] = new_i2[:, None] + stride2 * n_range
-        self.expanded.indexes_multi.append(list(map(tuple, new.tolist())))
+        self.expanded.indexes_multi.append(list(zip(new[:, 0].tolist(), new[:, 1].tolist())))
         return len(self.expanded.indexes_multi) - 1
 
     def _expand_row_ranges(self, c):
@@ -483,7 +564,7 @@ class ComputationExpander:
             dest = new_i1[:, None] + stride1 * n_range
             new[dest, 0] = begin[:, None] + stride2 * n_range
             new[dest, 1] = last[:, None] + 1 + stride2 * n_range
-        self.expanded.indexes_ranges.append(list(map(tuple, new.tolist())))
+        self.expanded.indexes_ranges.append(list(zip(new[:, 0].tolist(), new[:, 1].tolist())))
         return len(self.expanded.indexes_ranges) - 1
 
     def _compute_commands(self):
@@ -500,6 +581,18 @@ class ComputationExpander:
                 new.arg3 = self._expand_row_ranges(c)
             commands.append(new)
         self.expanded.commands = commands
+
+
+def _new_rows(old_rows, n_stride, num_n):
+    """Where rows of a two-sequence matrix with this n-stride go in the
+    expanded one (arrays or ints): the row of the same Cindex, except that a
+    row with n == 1 maps to the row with n = N - 1 (the last sequence), which
+    maps the end of an old range to the end of the new one (Kaldi's
+    GetNewMatrixLocationInfo)."""
+    old_block, new_block = 2 * n_stride, num_n * n_stride
+    offset = old_rows % old_block
+    last = (offset // n_stride) * (num_n - 1)   # 0 for n == 0, N - 1 for n == 1
+    return (old_rows // old_block) * new_block + offset % n_stride + last * n_stride
 
 
 def _cindex_list(rows):
@@ -520,17 +613,18 @@ class _ExpandedDebugInfo(MatrixDebugInfo):
 
     __slots__ = ("_recipe",)
 
-    def __init__(self, is_deriv, num_rows, n0_keys, n0_rows, n_stride, num_n):
-        """``n0_keys``: (node, t, x) of the mini matrix's rows with n = 0;
-        ``n0_rows``: where those rows go in the expanded matrix; the row of
-        sequence n is n * n_stride further."""
+    def __init__(self, is_deriv, num_rows, old_n, old_keys, n_stride, num_n):
+        """``old_n``, ``old_keys``: n and (node, t, x) of the two-sequence
+        matrix's rows; the expanded matrix has ``num_rows`` rows."""
         MatrixDebugInfo.__init__(self, is_deriv, None)
-        self._recipe = (num_rows, n0_keys, n0_rows, n_stride, num_n)
+        self._recipe = (num_rows, old_n, old_keys, n_stride, num_n)
 
     def _build(self):
-        num_rows, key, n0_rows, n_stride, num_n = self._recipe
+        num_rows, old_n, old_keys, n_stride, num_n = self._recipe
+        n0_rows = np.flatnonzero(old_n == 0)
+        key = old_keys[n0_rows]
         n_range = np.arange(num_n)
-        dest = n0_rows[:, None] + n_stride * n_range
+        dest = _new_rows(n0_rows, n_stride, num_n)[:, None] + n_stride * n_range
         rows = np.zeros((num_rows, 4), dtype=np.int64)
         rows[dest, 0] = key[:, None, 0]
         rows[dest, 1] = n_range
@@ -564,8 +658,17 @@ def expand_computation(nnet, misc_info, computation, need_debug_info, num_n_valu
     """Kaldi's ExpandComputation: ``computation`` (compiled for the mini request
     of :func:`request_is_decomposable`, with debug info) stretched to
     ``num_n_values`` sequences. Returns a new NnetComputation."""
-    return ComputationExpander(nnet, misc_info, computation, need_debug_info,
-                               num_n_values).expand()
+    # The expansion allocates many small lists and tuples and frees none:
+    # the cyclic garbage collector would only re-walk the live heap (the
+    # network, the cache) over and over, so it is paused meanwhile.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ComputationExpander(nnet, misc_info, computation, need_debug_info,
+                                   num_n_values).expand()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def compile_via_shortcut(nnet, request, compile_mini):

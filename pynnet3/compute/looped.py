@@ -41,7 +41,8 @@ from ..nnet.utils import is_simple_nnet
 from .computer import NnetComputer
 
 __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo",
-           "DecodableNnetSimpleLooped", "DecodableNnetLoopedOnline"]
+           "DecodableNnetSimpleLooped", "DecodableAmNnetSimpleLooped",
+           "DecodableNnetLoopedOnline"]
 
 
 class DecodableNnetSimpleLoopedInfo:
@@ -221,6 +222,34 @@ class DecodableNnetSimpleLooped:
         for f in range(self.num_subsampled_frames):
             out[f] = self.get_output_for_frame(f)
         return out
+
+
+class DecodableAmNnetSimpleLooped:
+    """Kaldi's DecodableAmNnetSimpleLooped: the decoder's view (frames and
+    transition-ids, as Kaldi's DecodableInterface). Build ``info`` from the
+    AmNnetSimple so that its priors are subtracted."""
+
+    def __init__(self, info, transition_model, feats, ivector=None, online_ivectors=None,
+                 online_ivector_period=1, backend="numpy"):
+        self.decodable_nnet = DecodableNnetSimpleLooped(info, feats, ivector, online_ivectors,
+                                                        online_ivector_period, backend)
+        self.transition_model = transition_model
+
+    def log_likelihood(self, frame, transition_id):
+        return self.decodable_nnet.get_output(
+            frame, self.transition_model.transition_id_to_pdf(transition_id))
+
+    def num_frames_ready(self):
+        return self.decodable_nnet.num_frames()
+
+    def num_indices(self):
+        return self.transition_model.num_transition_ids()
+
+    def is_last_frame(self, frame):
+        if frame >= self.num_frames_ready():
+            raise UsageError("frame %d is beyond the last frame %d"
+                             % (frame, self.num_frames_ready() - 1))
+        return frame == self.num_frames_ready() - 1
 
 
 class DecodableNnetLoopedOnline:

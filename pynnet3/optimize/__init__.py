@@ -1,0 +1,21 @@
+"""The optimizer: Kaldi's Optimize() and everything it uses (nnet-optimize*.cc,
+nnet-analyze.cc).
+
+Entry point: :func:`pynnet3.optimize.optimize.optimize` (``pynnet3.compile``
+calls it by default), with :class:`pynnet3.optimize.options.NnetOptimizeOptions`.
+
+Where Kaldi's pieces live:
+
+- analysis.py (+ _fast/analysis.pyx, analysis_py.py): ComputationVariables,
+  CommandAttributes, accesses, Analyzer, ComputationAnalysis;
+  checker.py: ComputationChecker / CheckComputation;
+- renumber.py: RenumberComputation, RemoveNoOps;
+- model_update.py: ConsolidateModelUpdate; addition.py: ConvertAdditionToAssignment;
+- row_ops.py: SnipRowOps, SplitRowOps, ReplaceRowWithMatrixOps;
+- extend_matrices.py: ExtendMatrices; variable_merging.py: VariableMergingOptimizer
+  (remove-assignments, propagate/backprop in place);
+- zeroing.py: RemoveUnnecessaryZeroing; sizing.py: MoveSizingCommands,
+  RemoveUnnecessaryAllocation; consolidate_io.py: ConsolidateIoOperations;
+- deriv_times.py: LimitDerivativeTimes; memory_compression.py:
+  OptimizeMemoryCompression; looped.py: OptimizeLoopedComputation, FixGotoLabel.
+"""

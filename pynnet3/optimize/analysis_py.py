@@ -160,7 +160,7 @@ class ComputationVariables:
 
     def init(self, computation):
         if self._initialized:
-            raise ComputationError("ComputationVariables.init() called twice")
+            raise AnalysisError("ComputationVariables.init() called twice")
         self._initialized = True
         self._compute_split_points(computation)
         self._compute_variables_for_submatrix(computation)
@@ -173,12 +173,12 @@ class ComputationVariables:
         rows = [[] for _ in range(num_matrices)]
         cols = [[] for _ in range(num_matrices)]
         if submatrices and submatrices[0].num_rows != 0:
-            raise ComputationError("submatrix 0 must be the empty submatrix")
+            raise AnalysisError("submatrix 0 must be the empty submatrix")
         for s in range(1, len(submatrices)):
             info = submatrices[s]
             m = info.matrix_index
             if not 0 < m < num_matrices:
-                raise ComputationError(
+                raise AnalysisError(
                     "submatrix %d refers to matrix m%d, but the computation has matrices "
                     "m1..m%d" % (s, m, num_matrices - 1))
             mi = matrices[m]
@@ -266,6 +266,9 @@ class ComputationVariables:
         contents)."""
         if submatrix_index == 0:
             return
+        if not 0 < submatrix_index < len(self.submatrix_to_matrix):
+            raise AnalysisError("submatrix index %d out of range [0, %d)"
+                                % (submatrix_index, len(self.submatrix_to_matrix)))
         m = self.submatrix_to_matrix[submatrix_index]
         variables = self.variables_for_submatrix[submatrix_index]
         if access_type == kReadAccess:
@@ -329,64 +332,77 @@ def compute_command_attributes(nnet, computation, variables):
     """Kaldi's ComputeCommandAttributes: one CommandAttributes per command."""
     props = _component_properties(nnet)
     record = variables.record_access_for_submatrix
-    R, W, RW = kReadAccess, kWriteAccess, kReadWriteAccess
     attributes = []
-    for command_index, c in enumerate(computation.commands):
-        attr = CommandAttributes()
-        ct = c.command_type
-        if ct in (CT.kAllocMatrix, CT.kDeallocMatrix, CT.kSwapMatrix):
-            pass   # these leave the matrix undefined: neither read nor written
-        elif ct == CT.kSetConst:
-            record(c.arg1, W, attr)
-        elif ct == CT.kPropagate:
-            record(c.arg3, R, attr)
-            record(c.arg4, RW if props[c.arg1] & P.kPropagateAdds else W, attr)
-        elif ct in (CT.kBackprop, CT.kBackpropNoModelUpdate):
-            record(c.arg3, R, attr)
-            record(c.arg4, R, attr)
-            record(c.arg5, R, attr)
-            record(c.arg6, RW if props[c.arg1] & P.kBackpropAdds else W, attr)
-            if ct == CT.kBackprop and props[c.arg1] & P.kUpdatableComponent:
-                attr.has_side_effects = True
-        elif ct == CT.kMatrixCopy:
-            record(c.arg1, W, attr)
-            record(c.arg2, R, attr)
-        elif ct in (CT.kMatrixAdd, CT.kAddRows, CT.kAddRowRanges):
-            record(c.arg1, RW, attr)
-            record(c.arg2, R, attr)
-        elif ct == CT.kCopyRows:
-            # rows with index -1 keep their old value: the result depends on it
-            record(c.arg1, RW if -1 in computation.indexes[c.arg3] else W, attr)
-            record(c.arg2, R, attr)
-        elif ct in (CT.kAddRowsMulti, CT.kCopyRowsMulti):
-            # kCopyRowsMulti writes zero where a row has no source: a pure write
-            record(c.arg1, RW if ct == CT.kAddRowsMulti else W, attr)
-            for s in indexes_multi_to_submatrix_indexes(computation.indexes_multi[c.arg2]):
-                record(s, R, attr)
-        elif ct in (CT.kAddToRowsMulti, CT.kCopyToRowsMulti):
-            record(c.arg1, R, attr)
-            for s in indexes_multi_to_submatrix_indexes(computation.indexes_multi[c.arg2]):
-                record(s, RW, attr)
-        elif ct == CT.kCompressMatrix:
-            record(c.arg1, RW, attr)
-        elif ct in (CT.kDecompressMatrix, CT.kAcceptInput):
-            record(c.arg1, W, attr)
-        elif ct == CT.kProvideOutput:
-            record(c.arg1, R, attr)
-        elif ct in (CT.kNoOperation, CT.kNoOperationPermanent, CT.kNoOperationMarker,
-                    CT.kNoOperationLabel, CT.kGotoLabel):
-            pass
-        else:
-            raise AnalysisError("command c%d has unknown command type %r"
-                                % (command_index, ct), command_index)
-        attr.variables_read = _sort_uniq(attr.variables_read)
-        attr.variables_written = _sort_uniq(attr.variables_written)
-        attr.submatrices_read = _sort_uniq(attr.submatrices_read)
-        attr.submatrices_written = _sort_uniq(attr.submatrices_written)
-        attr.matrices_read = _sort_uniq(attr.matrices_read)
-        attr.matrices_written = _sort_uniq(attr.matrices_written)
-        attributes.append(attr)
+    command_index = 0
+    try:
+        for command_index, c in enumerate(computation.commands):
+            attributes.append(_command_attributes(c, command_index, computation, props,
+                                                  record))
+    except AnalysisError as e:
+        if e.command_index is not None:
+            raise
+        raise AnalysisError("command c%d: %s" % (command_index, e.detail),
+                            command_index) from None
     return attributes
+
+
+def _command_attributes(c, command_index, computation, props, record):
+    """The CommandAttributes of one command."""
+    R, W, RW = kReadAccess, kWriteAccess, kReadWriteAccess
+    attr = CommandAttributes()
+    ct = c.command_type
+    if ct in (CT.kAllocMatrix, CT.kDeallocMatrix, CT.kSwapMatrix):
+        pass   # these leave the matrix undefined: neither read nor written
+    elif ct == CT.kSetConst:
+        record(c.arg1, W, attr)
+    elif ct == CT.kPropagate:
+        record(c.arg3, R, attr)
+        record(c.arg4, RW if props[c.arg1] & P.kPropagateAdds else W, attr)
+    elif ct in (CT.kBackprop, CT.kBackpropNoModelUpdate):
+        record(c.arg3, R, attr)
+        record(c.arg4, R, attr)
+        record(c.arg5, R, attr)
+        record(c.arg6, RW if props[c.arg1] & P.kBackpropAdds else W, attr)
+        if ct == CT.kBackprop and props[c.arg1] & P.kUpdatableComponent:
+            attr.has_side_effects = True
+    elif ct == CT.kMatrixCopy:
+        record(c.arg1, W, attr)
+        record(c.arg2, R, attr)
+    elif ct in (CT.kMatrixAdd, CT.kAddRows, CT.kAddRowRanges):
+        record(c.arg1, RW, attr)
+        record(c.arg2, R, attr)
+    elif ct == CT.kCopyRows:
+        # rows with index -1 keep their old value: the result depends on it
+        record(c.arg1, RW if -1 in computation.indexes[c.arg3] else W, attr)
+        record(c.arg2, R, attr)
+    elif ct in (CT.kAddRowsMulti, CT.kCopyRowsMulti):
+        # kCopyRowsMulti writes zero where a row has no source: a pure write
+        record(c.arg1, RW if ct == CT.kAddRowsMulti else W, attr)
+        for s in indexes_multi_to_submatrix_indexes(computation.indexes_multi[c.arg2]):
+            record(s, R, attr)
+    elif ct in (CT.kAddToRowsMulti, CT.kCopyToRowsMulti):
+        record(c.arg1, R, attr)
+        for s in indexes_multi_to_submatrix_indexes(computation.indexes_multi[c.arg2]):
+            record(s, RW, attr)
+    elif ct == CT.kCompressMatrix:
+        record(c.arg1, RW, attr)
+    elif ct in (CT.kDecompressMatrix, CT.kAcceptInput):
+        record(c.arg1, W, attr)
+    elif ct == CT.kProvideOutput:
+        record(c.arg1, R, attr)
+    elif ct in (CT.kNoOperation, CT.kNoOperationPermanent, CT.kNoOperationMarker,
+                CT.kNoOperationLabel, CT.kGotoLabel):
+        pass
+    else:
+        raise AnalysisError("command c%d has unknown command type %r"
+                            % (command_index, ct), command_index)
+    attr.variables_read = _sort_uniq(attr.variables_read)
+    attr.variables_written = _sort_uniq(attr.variables_written)
+    attr.submatrices_read = _sort_uniq(attr.submatrices_read)
+    attr.submatrices_written = _sort_uniq(attr.submatrices_written)
+    attr.matrices_read = _sort_uniq(attr.matrices_read)
+    attr.matrices_written = _sort_uniq(attr.matrices_written)
+    return attr
 
 
 def _append_accesses(per_item, c, read, written):
@@ -636,8 +652,8 @@ def get_max_memory_use(computation):
                       CT.kCompressMatrix, CT.kDecompressMatrix):
             continue
         if not 0 <= c.arg1 < num_submatrices:
-            raise ComputationError("command c%d refers to submatrix %d, out of range"
-                                   % (index, c.arg1))
+            raise AnalysisError("command c%d refers to submatrix %d, out of range"
+                                % (index, c.arg1), index)
         s = submatrices[c.arg1]
         num_bytes = 4 * s.num_rows * s.num_cols
         if ct in (CT.kAllocMatrix, CT.kAcceptInput):
@@ -650,11 +666,12 @@ def get_max_memory_use(computation):
             cur += packed - num_bytes
         else:
             if c.arg1 not in compressed_bytes:
-                raise ComputationError("command c%d decompresses submatrix %d, which was "
-                                       "never compressed" % (index, c.arg1))
+                raise AnalysisError("command c%d decompresses submatrix %d, which was "
+                                    "never compressed" % (index, c.arg1), index)
             cur += num_bytes - compressed_bytes[c.arg1]
         if cur < 0:
-            raise ComputationError("command c%d frees more memory than is allocated" % index)
+            raise AnalysisError("command c%d frees more memory than is allocated" % index,
+                                index)
         peak = max(peak, cur)
     return peak
 

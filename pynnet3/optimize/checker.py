@@ -14,7 +14,8 @@ A checked computation satisfies, for the network it was compiled for:
   kBackprop / kBackpropNoModelUpdate, after it no kPropagate;
 - *matrix accesses*: every matrix is allocated (or accepted as input) before
   its first access, accessed at all, and not accessed after its
-  deallocation;
+  deallocation; a matrix that is only set to a constant (a write nothing
+  reads) is reported by one warning per process, as it is legal in Kaldi;
 - *compression*: kCompressMatrix is followed by its kDecompressMatrix across
   the forward/backward marker (and sign-only compression only for a ReLU);
 - *undefined data*: no part of a matrix (a variable) is read before it is
@@ -35,6 +36,7 @@ are allowed.
 
 import copy
 import gc
+import logging
 from operator import itemgetter
 
 from ..compile.computation import CommandType
@@ -44,6 +46,8 @@ from ..errors import ComputationError
 from .analysis import AnalysisError, Analyzer, kReadAccess, kWriteAccess
 
 CT = CommandType
+_log = logging.getLogger("pynnet3")
+_warned_only_constant = False
 _index_of_cindex = itemgetter(1)   # a cindex is (node, Index)
 _n_of_index = itemgetter(0)        # an Index is (n, t, x)
 
@@ -388,10 +392,14 @@ class ComputationChecker:
 
     # -- matrix accesses --------------------------------------------------------------------
     def check_computation_matrix_accesses(self):
-        # Kaldi's unused-input warning and "only set to a constant" error sit
-        # behind conditions that can never hold, so Kaldi rejects every matrix
+        # Kaldi's unused-input warning and its "only set to a constant" error
+        # sit behind conditions that can never hold: Kaldi rejects every matrix
         # that is never accessed (inputs included) and accepts one that is only
-        # set to a constant; so does this.
+        # set to a constant. This does the same, but warns (once per process)
+        # about such a write that nothing reads; no Kaldi computation in
+        # kaldi-ref has one.
+        global _warned_only_constant
+        commands = self.computation.commands
         for m in range(1, len(self.a.matrix_accesses)):
             ma = self.a.matrix_accesses[m]
             accesses = ma.accesses
@@ -405,6 +413,13 @@ class ComputationChecker:
                 self._fail("matrix-accesses", "matrix m%d is accessed before it is "
                            "initialized (by command c%d)" % (m, ma.allocate_command),
                            accesses[0].command_index, m)
+            if (len(accesses) == 1 and self.config.check_unused_variables
+                    and not _warned_only_constant
+                    and commands[accesses[0].command_index].command_type == CT.kSetConst):
+                _warned_only_constant = True
+                _log.warning("Matrix m%d is only set to a constant value (command c%d), but "
+                             "then never accessed.  Will warn only once.", m,
+                             accesses[0].command_index)
             if ma.deallocate_command != -1 and \
                     accesses[-1].command_index >= ma.deallocate_command:
                 self._fail("matrix-accesses", "matrix m%d is accessed after it is destroyed "

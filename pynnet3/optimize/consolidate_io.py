@@ -14,15 +14,17 @@ def consolidate_io_operations(nnet, computation):
     """Reorders ``computation.commands`` in place (see the module docstring)."""
     reordered = []
     left, middle, right = [], [], []
+    marker, accept, provide = (int(C.kNoOperationMarker), int(C.kAcceptInput),
+                               int(C.kProvideOutput))
     for c in computation.commands:
         t = c.command_type
-        if t == C.kNoOperationMarker:
+        if t == marker:
             reordered += left + middle + right
             reordered.append(c)
             left, middle, right = [], [], []
-        elif t == C.kAcceptInput:
+        elif t == accept:
             left.append(c)
-        elif t == C.kProvideOutput:
+        elif t == provide:
             right.append(c)
         else:
             middle.append(c)

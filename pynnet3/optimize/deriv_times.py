@@ -29,7 +29,9 @@ every matrix being zeroed before it is added to, which later passes undo.
 from ..compile.computation import CommandType as C
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
+from .analysis import Analyzer
 from .computation_edit import get_whole_submatrices, new_sub_matrix
+from .renumber import remove_no_ops, renumber_computation
 
 INT32_MIN = -2**31
 INT32_MAX = 2**31 - 1
@@ -63,7 +65,6 @@ class DerivativeTimeLimiter:
         self.memos_to_delete = set()
 
     def limit_deriv_times(self):
-        from .renumber import remove_no_ops, renumber_computation
         if self.max_deriv_time < self.min_deriv_time:
             raise ComputationError("max-deriv-time (%d) is less than min-deriv-time (%d)"
                                    % (self.max_deriv_time, self.min_deriv_time))
@@ -353,7 +354,6 @@ class DerivativeTimeLimiter:
                 computation.matrices[m].num_rows = prune.row_end - prune.row_begin
 
     def prune_matrices(self):
-        from .analysis import Analyzer
         computation = self.computation
         analyzer = Analyzer()
         analyzer.init(self.nnet, computation)

@@ -30,13 +30,18 @@ def extend_matrices(computation):
     mats = computation.matrices
     orig_num_rows = [m.num_rows for m in mats]
     is_io = [False] * len(mats)
+    io_types = (int(C.kProvideOutput), int(C.kAcceptInput))
+    swap = int(C.kSwapMatrix)
     for c in computation.commands:
-        assert c.command_type != C.kSwapMatrix, "extend_matrices runs before swaps exist"
-        if c.command_type in (C.kProvideOutput, C.kAcceptInput):
+        t = c.command_type
+        if t in io_types:
             is_io[subs[c.arg1].matrix_index] = True
+        elif t == swap:
+            raise AssertionError("extend_matrices must run before any kSwapMatrix exists")
     changed = False
+    copy_type = int(C.kMatrixCopy)
     for c in computation.commands:
-        if not (c.command_type == C.kMatrixCopy and c.alpha == 1.0):
+        if not (c.command_type == copy_type and c.alpha == 1.0):
             continue
         dest, src = subs[c.arg1], subs[c.arg2]
         if src.matrix_index == dest.matrix_index or is_io[dest.matrix_index]:
@@ -71,11 +76,13 @@ def _fix_computation(computation, orig_num_rows):
     subs = computation.submatrices
     mats = computation.matrices
     whole = get_whole_submatrices(computation)
+    sizing = (int(C.kAllocMatrix), int(C.kDeallocMatrix))
+    set_const = int(C.kSetConst)
     for c in computation.commands:
         t = c.command_type
-        if t in (C.kAllocMatrix, C.kDeallocMatrix):
+        if t in sizing:
             c.arg1 = whole[subs[c.arg1].matrix_index]
-        elif t == C.kSetConst and c.alpha == 0.0:
+        elif t == set_const and c.alpha == 0.0:
             info = subs[c.arg1]
             m = info.matrix_index
             if whole[m] != c.arg1 and (

@@ -32,7 +32,9 @@ from ..compile.computation import Command
 from ..compile.computation import CommandType as C
 from ..errors import ComputationError
 from ..nnet.index import kNoTime
+from .analysis import Analyzer, ComputationAnalysis
 from .computation_edit import get_whole_submatrices
+from .renumber import renumber_computation
 
 
 def _commands_of_type(computation, command_type):
@@ -107,7 +109,6 @@ def create_matrix_pairs(computation):
 def find_active_matrices(computation, analyzer, splice_points):
     """For each splice point, the sorted matrices accessed (other than by
     zeroing) before it and accessed after it."""
-    from .analysis import ComputationAnalysis
     analysis = ComputationAnalysis(computation, analyzer)
     whole = get_whole_submatrices(computation)
     active = [[] for _ in splice_points]
@@ -212,8 +213,6 @@ def _add_matrix_swap_commands(computation, matrices1, matrices2):
 def optimize_looped_computation(nnet, computation):
     """Kaldi's OptimizeLoopedComputation (see the module docstring). Returns
     True if the loop was formed (the last command is then kGotoLabel)."""
-    from .analysis import Analyzer
-    from .renumber import renumber_computation
     if not computation.matrix_debug_info:
         raise ComputationError("looped optimization needs matrix debug info (compile with "
                                "output_debug_info=True)")

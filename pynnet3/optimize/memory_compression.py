@@ -25,6 +25,7 @@ import logging
 
 from ..compile.computation import Command
 from ..compile.computation import CommandType as C
+from .analysis import Analyzer, kReadAccess
 from .computation_edit import get_whole_submatrices, insert_commands
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,6 @@ class MemoryCompressionOptimizer:
         self.compress_info = []   # (m, forward command, backward command, type, range, truncate)
 
     def optimize(self):
-        from .analysis import Analyzer
         self.analyzer = Analyzer()
         self.analyzer.init(self.nnet, self.computation)
         for m in range(1, len(self.computation.matrices)):
@@ -69,7 +69,6 @@ class MemoryCompressionOptimizer:
         backward, forward = accesses[pos], accesses[pos - 1]
         backward_is_last = pos + 1 == len(accesses)
         command = self.computation.commands[backward.command_index]
-        from .analysis import kReadAccess
         if (self.memory_compression_level >= 1 and backward_is_last
                 and backward.access_type == kReadAccess
                 and command.command_type == C.kBackprop

@@ -106,6 +106,9 @@ def _renumbering(used):
     return out, n
 
 
+_SHORT = 32
+
+
 def _dedup_tables(computation, table_name, users, field):
     """Drops entries of ``computation.<table_name>`` none of the commands
     ``users`` refers to (through ``field``) and merges identical entries
@@ -116,18 +119,39 @@ def _dedup_tables(computation, table_name, users, field):
     seen = [False] * len(table)
     for c in users:
         seen[getattr(c, field)] = True
+    # Identical entries are found as Kaldi's map finds them: by length
+    # first, contents only among entries of equal length. Short entries are
+    # hashed as tuples; long ones (whole-minibatch row lists) are compared
+    # with list equality, which stops at the first difference and so avoids
+    # converting every long list on every renumbering.
     first = {}
+    long_by_length = {}
+    num_new = 0
     old_to_new = [-1] * len(table)
     for i, entry in enumerate(table):
-        if seen[i]:
+        if not seen[i]:
+            continue
+        n = len(entry)
+        if n <= _SHORT:
             key = tuple(entry)
             j = first.get(key)
             if j is None:
-                j = first[key] = len(first)
-            old_to_new[i] = j
-    if len(first) == len(table):
+                j = first[key] = num_new
+                num_new += 1
+        else:
+            same_length = long_by_length.setdefault(n, [])
+            for other, other_j in same_length:
+                if other == entry:
+                    j = other_j
+                    break
+            else:
+                j = num_new
+                num_new += 1
+                same_length.append((entry, j))
+        old_to_new[i] = j
+    if num_new == len(table):
         return
-    new_table = [None] * len(first)
+    new_table = [None] * num_new
     for i, j in enumerate(old_to_new):
         if j >= 0 and new_table[j] is None:
             new_table[j] = table[i]
@@ -177,7 +201,7 @@ def renumber_computation(computation):
     for c in a3456:
         sub_used[c.arg3] = sub_used[c.arg4] = sub_used[c.arg5] = sub_used[c.arg6] = True
     for pairs in computation.indexes_multi:
-        for s, _ in pairs:
+        for s in {p[0] for p in pairs}:
             if s > 0:
                 sub_used[s] = True
     # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
@@ -207,7 +231,8 @@ def renumber_computation(computation):
                 kept[s] = False
             old_to_new_sub[s] = j
     # 4. apply to submatrices, then matrices.
-    map_submatrix_args(computation, old_to_new_sub, groups)
+    if len(seen) + 1 != num_sub:    # else every submatrix keeps its number
+        map_submatrix_args(computation, old_to_new_sub, groups)
     new_subs = []
     for s in range(num_sub):
         if kept[s]:
@@ -250,5 +275,5 @@ def _remove_unused_indexes_multi(computation):
 def remove_no_ops(computation):
     """Kaldi's RemoveNoOps: drops every kNoOperation command (the permanent,
     marker and label no-ops stay)."""
-    computation.commands = [c for c in computation.commands
-                            if c.command_type != C.kNoOperation]
+    no_op = int(C.kNoOperation)
+    computation.commands = [c for c in computation.commands if c.command_type != no_op]

@@ -15,6 +15,7 @@ import bisect
 
 from ..compile.computation import CommandType as C, MatrixStrideType
 from .analysis import Analyzer
+from .looped import fix_goto_label
 from .renumber import remove_no_ops
 
 
@@ -24,12 +25,14 @@ def move_sizing_commands(nnet, computation):
     analyzer = Analyzer().init(nnet, computation)
     commands = computation.commands
     n = len(commands)
+    alloc_type, set_const = int(C.kAllocMatrix), int(C.kSetConst)
     is_pair = [False] * n
     for i in range(n - 1):
-        a, b = commands[i], commands[i + 1]
-        if (a.command_type == C.kAllocMatrix and b.command_type == C.kSetConst
-                and a.arg1 == b.arg1 and b.alpha == 0.0):
-            is_pair[i] = True
+        a = commands[i]
+        if a.command_type == alloc_type:
+            b = commands[i + 1]
+            if b.command_type == set_const and a.arg1 == b.arg1 and b.alpha == 0.0:
+                is_pair[i] = True
     position = [3 * i for i in range(n)]
     for m in range(1, len(analyzer.matrix_accesses)):
         ma = analyzer.matrix_accesses[m]
@@ -47,11 +50,13 @@ def move_sizing_commands(nnet, computation):
         if (dealloc != -1 and ma.accesses
                 and commands[dealloc].command_type == C.kDeallocMatrix):
             position[dealloc] = 3 * ma.accesses[-1].command_index + 1
-    order = sorted(range(n), key=lambda i: (position[i], i))
+    # Python's sort is stable: equal positions keep their old order.
+    order = sorted(range(n), key=position.__getitem__)
+    goto = int(C.kGotoLabel)
     reordered = []
     for old in order:
-        assert commands[old].command_type != C.kGotoLabel, \
-            "move_sizing_commands cannot run after looped optimization"
+        if commands[old].command_type == goto:
+            raise AssertionError("move_sizing_commands cannot run after looped optimization")
         if old > 0 and is_pair[old - 1]:
             continue            # the zeroing travels with its allocation
         reordered.append(commands[old])
@@ -78,12 +83,15 @@ def remove_unnecessary_allocation(nnet, computation):
     """Replaces (deallocate X, ..., allocate Y of X's size) by a swap."""
     lists = {}
     commands = computation.commands
+    alloc_type, dealloc_type = int(C.kAllocMatrix), int(C.kDeallocMatrix)
+    default_stride = MatrixStrideType.kDefaultStride
     for index, c in enumerate(commands):
-        if c.command_type in (C.kAllocMatrix, C.kDeallocMatrix):
+        t = c.command_type
+        if t == alloc_type or t == dealloc_type:
             m = computation.matrices[computation.submatrices[c.arg1].matrix_index]
-            sign = 1 if m.stride_type == MatrixStrideType.kDefaultStride else -1
+            sign = 1 if m.stride_type == default_stride else -1
             deallocs, allocs = lists.setdefault((m.num_rows, m.num_cols * sign), ([], []))
-            (deallocs if c.command_type == C.kDeallocMatrix else allocs).append(index)
+            (deallocs if t == dealloc_type else allocs).append(index)
     for deallocs, allocs in lists.values():
         for d, a in _command_pairs(deallocs, allocs):
             dealloc, alloc = commands[d], commands[a]
@@ -91,9 +99,4 @@ def remove_unnecessary_allocation(nnet, computation):
             alloc.arg2 = dealloc.arg1
             alloc.command_type = C.kSwapMatrix
     remove_no_ops(computation)
-    _fix_goto_label(computation)
-
-
-def _fix_goto_label(computation):
-    from .looped import fix_goto_label
     fix_goto_label(computation)

@@ -51,22 +51,32 @@ class VariableMergingOptimizer:
         comp = self.computation
         props = [self.nnet.get_component(i).properties()
                  for i in range(self.nnet.num_components())]
+        # Which command types can be merges (as plain ints: this loop visits
+        # every command of every round).
+        copy_type = int(C.kMatrixCopy) if opts.remove_assignments else -1
+        propagate_type = int(C.kPropagate) if opts.propagate_in_place else -1
+        backprop_types = ((int(C.kBackprop), int(C.kBackpropNoModelUpdate))
+                          if opts.backprop_in_place else ())
+        in_place_propagate = P.kPropagateInPlace
+        in_place_backprop = P.kBackpropInPlace
         merged = False
         for command_index, c in enumerate(comp.commands):
-            s1 = s2 = -1
             t = c.command_type
-            if t == C.kMatrixCopy and opts.remove_assignments:
+            if t == copy_type:
                 s1, s2 = c.arg2, c.arg1
-            elif t == C.kPropagate and opts.propagate_in_place:
-                if props[c.arg1] & P.kPropagateInPlace:
-                    s1, s2 = c.arg3, c.arg4
-            elif (t in (C.kBackprop, C.kBackpropNoModelUpdate)
-                  and opts.backprop_in_place):
-                if props[c.arg1] & P.kBackpropInPlace:
-                    s1, s2 = c.arg5, c.arg6
-                    # Never share with the value arguments of the backprop.
-                    if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
-                        s1 = s2 = -1
+            elif t == propagate_type:
+                if not props[c.arg1] & in_place_propagate:
+                    continue
+                s1, s2 = c.arg3, c.arg4
+            elif t in backprop_types:
+                if not props[c.arg1] & in_place_backprop:
+                    continue
+                s1, s2 = c.arg5, c.arg6
+                # Never share with the value arguments of the backprop.
+                if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
+                    continue
+            else:
+                continue
             if s1 > 0 and s2 > 0:
                 left, right = self.may_be_merged(command_index, s1, s2)
                 if left:

@@ -15,8 +15,15 @@ def remove_unnecessary_zeroing(nnet, computation):
     """Turns needless zeroing commands into kNoOperation (they are removed
     later, by the next renumbering or RemoveNoOps)."""
     a = Analyzer().init(nnet, computation)
+    # Only a matrix that some zeroing command touches can have a zeroing as
+    # its first access; looking at those alone skips building the access
+    # lists of all the others.
+    subs = computation.submatrices
+    zeroed = sorted({subs[c.arg1].matrix_index for c in computation.commands
+                     if c.command_type == C.kSetConst and c.alpha == 0.0})
     vfm = []
-    for m, accesses in enumerate(a.matrix_accesses):
+    for m in zeroed:
+        accesses = a.matrix_accesses[m]
         if not accesses.accesses:
             continue
         command = computation.commands[accesses.accesses[0].command_index]
