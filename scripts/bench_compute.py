@@ -163,17 +163,19 @@ def main():
             variants.append((["--batch-size=%d" % args.batch_size],
                              " batch=%d" % args.batch_size))
         for t in threads:
-            if t not in kaldi_times:
-                continue
+            # Without a Kaldi figure at this thread count, compare with Kaldi's
+            # figure at the nearest one (and say so).
+            kt = t if t in kaldi_times else min(kaldi_times, key=lambda k: abs(k - t))
             for extra, label in variants:
                 argv = command(case, workdir, extra)
                 runs = [run_once(argv, t) for _ in range(args.repeat)]
                 ours = statistics.median(r[0] for r in runs)
                 cpu = statistics.median(r[1] for r in runs)
-                kaldi = kaldi_times[t]
+                kaldi = kaldi_times[kt]
                 print("%-14s threads=%d%s: ours %.2f s wall (%.0f frames/s), %.2f s CPU  "
-                      "kaldi %.2f s (%.0f frames/s)  ratio %.2fx (wall)" % (
-                          case, t, label, ours, frames / ours, cpu, kaldi, frames / kaldi,
+                      "kaldi%s %.2f s (%.0f frames/s)  ratio %.2fx (wall)" % (
+                          case, t, label, ours, frames / ours, cpu,
+                          "" if kt == t else "(threads=%d)" % kt, kaldi, frames / kaldi,
                           kaldi / ours), flush=True)
     print("load after: %s" % os.getloadavg().__repr__())
 
