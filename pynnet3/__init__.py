@@ -28,6 +28,8 @@ _EXPORTS = {
     "IoSpecification": ("pynnet3.compile.request", "IoSpecification"),
     "NnetComputation": ("pynnet3.compile.computation", "NnetComputation"),
     "NnetComputer": ("pynnet3.compute.computer", "NnetComputer"),
+    "compute_utterance": ("pynnet3.compute.api", "compute_utterance"),
+    "compute_xvector": ("pynnet3.compute.api", "compute_xvector"),
     "scale_nnet": ("pynnet3.nnet.utils", "scale_nnet"),
     "set_nnet_as_gradient": ("pynnet3.nnet.utils", "set_nnet_as_gradient"),
     "vectorize_nnet": ("pynnet3.nnet.utils", "vectorize_nnet"),

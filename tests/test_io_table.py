@@ -16,8 +16,9 @@ from pynnet3.errors import KaldiFormatError, PynnetError
 from pynnet3.io.table import (RandomAccessTableReader, SequentialTableReader, TableWriter,
                               classify_rspecifier, classify_wspecifier, read_table)
 
-os.environ.setdefault("KALDI_ROOT", "/tmp")
-import kaldi_io  # noqa: E402
+from pynnet3.io.kaldi_io_compat import import_kaldi_io
+
+kaldi_io = import_kaldi_io()
 
 ARCHIVES = (sorted(KALDI_REF.glob("random/case*/inputs.ark"))
             + sorted(KALDI_REF.glob("random/case*/outputs.ark"))
@@ -402,3 +403,66 @@ def test_sequential_reader_closes_its_file():
     assert first[0] == "utt1"
     reader.close()
     assert reader._data is None
+
+
+# -- kaldi-io beside pynnet3; RandomAccessTableReaderMapped; script sizes ---------------
+
+def test_kaldi_io_imports_quietly_and_leaves_path_alone():
+    import subprocess
+    code = ("import os; p = os.environ['PATH']; "
+            "from pynnet3.io.kaldi_io_compat import import_kaldi_io; k = import_kaldi_io(); "
+            "assert os.environ['PATH'] == p and 'KALDI_ROOT' not in os.environ; "
+            "assert hasattr(k, 'read_mat_ark')")
+    env = {k: v for k, v in os.environ.items() if k != "KALDI_ROOT"}
+    env["PYTHONPATH"] = str(TEST_DATA.parent.parent)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and result.stdout == ""
+
+
+def test_kaldi_io_generators_feed_our_tables_and_api(tmp_path):
+    """kaldi_io's (key, matrix) generators are what pynnet3's tables and
+    compute_table take and give."""
+    import pynnet3
+    from pynnet3.compute.api import compute_table
+    data = TEST_DATA.parent / "data" / "compute" / "tdnn_lda"
+    feats = "%s" % (data / "feats.ark")
+    ivecs = dict(read_table("ark:%s" % (data / "online-ivectors.ark")))
+    with TableWriter("ark:%s" % (tmp_path / "copy.ark")) as w:
+        for key, mat in kaldi_io.read_mat_ark(feats):
+            w.write(key, mat)
+    assert (tmp_path / "copy.ark").read_bytes() == open(feats, "rb").read()
+    nnet = pynnet3.Nnet.read(str(data / "model.raw"))
+    ours = dict(compute_table(nnet, kaldi_io.read_mat_ark(feats), online_ivectors=ivecs,
+                              online_ivector_period=10))
+    kaldi = {k: m for k, m in kaldi_io.read_mat_ark(str(data / "compute.default.ark"))}
+    assert list(ours) == list(kaldi)
+    for key, value in kaldi.items():
+        assert np.abs(ours[key] - value).max() <= 1e-3 * max(1.0, np.abs(value).max())
+
+
+def test_random_access_mapped_by_speaker(tmp_path):
+    from pynnet3.io.table import RandomAccessTableReaderMapped
+    with TableWriter("ark:%s" % (tmp_path / "spk.ark")) as w:
+        w.write("s1", np.arange(3, dtype=np.float32))
+        w.write("s2", np.ones(3, dtype=np.float32))
+    (tmp_path / "utt2spk").write_text("u1 s1\nu2 s2\nu3 s1\nu4 s9\n")
+    r = RandomAccessTableReaderMapped("ark:%s" % (tmp_path / "spk.ark"),
+                                      "ark:%s" % (tmp_path / "utt2spk"), "vector")
+    assert np.array_equal(r.value("u3"), np.arange(3, dtype=np.float32))
+    assert r.has_key("u2") and not r.has_key("u4")
+    with pytest.raises(PynnetError, match="Attempting to read key u5, which is not present "
+                                          "in utt2spk map"):
+        r.has_key("u5")
+    r.close()
+    plain = RandomAccessTableReaderMapped("ark:%s" % (tmp_path / "spk.ark"), "", "vector")
+    assert plain.has_key("s2") and not plain.has_key("u1")
+
+
+def test_script_reader_knows_its_size(tmp_path):
+    with TableWriter("ark,scp:%s,%s" % (tmp_path / "a.ark", tmp_path / "a.scp")) as w:
+        for i in range(3):
+            w.write("k%d" % i, np.zeros((2, 2), np.float32))
+    assert SequentialTableReader("scp:%s" % (tmp_path / "a.scp")).num_entries == 3
+    assert SequentialTableReader("ark:%s" % (tmp_path / "a.ark")).num_entries is None

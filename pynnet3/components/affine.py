@@ -369,7 +369,7 @@ class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     # -- computation --------------------------------------------------------
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
-        out[...] = xp.matmul(in_value, xp.asarray(self.linear_params).T)
+        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
         out += xp.asarray(self.bias_params)
         return None
 
@@ -657,7 +657,7 @@ class FixedAffineComponent(ReadSteps, Component):
 
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
-        out[...] = xp.matmul(in_value, xp.asarray(self.linear_params).T)
+        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
         out += xp.asarray(self.bias_params)
         return None
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _fast
 from ..errors import ComputationError
+from . import row_ranges as _row_ranges
 from .base import Component, Field, P, PrecomputedIndexes, array_module
 
 # the C twins of the index hooks below (pynnet3/_fast/component_indexes.pyx), or None when the
@@ -35,9 +36,14 @@ def _int32_pairs(pairs):
 
 
 def add_row_ranges(xp, src, ranges, dst):
-    """dst[i] += sum of src[ranges[i,0]:ranges[i,1]] (Kaldi's AddRowRanges),
-    summing in float64 through a cumulative sum; empty ranges add nothing."""
+    """dst[i] += sum of src[ranges[i,0]:ranges[i,1]] (Kaldi's AddRowRanges);
+    empty ranges add nothing. On NumPy: Kaldi's CPU loop exactly
+    (:mod:`pynnet3.components.row_ranges`, a Cython kernel); on another array
+    module: float64 prefix sums."""
     if dst.shape[0] == 0 or dst.shape[1] == 0:
+        return
+    if xp is np:
+        _row_ranges.add_row_ranges(src, ranges, dst)
         return
     ranges = xp.asarray(ranges)
     cum = xp.zeros((src.shape[0] + 1, src.shape[1]), dtype=np.float64)

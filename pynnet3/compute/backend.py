@@ -205,6 +205,11 @@ class Backend:
             if ranges.single_dest.shape[0] == 0:
                 return
             part = src[ranges.single_src]
+        elif self.xp is np and alpha == 1.0:
+            # Kaldi's CPU loop (a Cython kernel): float32, row by row.
+            from ..components.row_ranges import add_row_ranges
+            add_row_ranges(src, np.stack([ranges.begin, ranges.end], axis=1), dest)
+            return
         else:
             # Prefix sums in float64 keep long ranges accurate.
             xp = self.xp

@@ -33,12 +33,15 @@ A failing command raises :class:`ComputationError` naming the command index and
 the command as Kaldi prints it.
 """
 
+import time
+
 import numpy as np
 
 from ..compile.computation import CommandType
 from ..components.base import ComponentProperty
 from ..errors import ComputationError, PynnetError
 from .backend import get_backend
+from .plan import ExecutionPlan
 
 _IO_COMMANDS = (CommandType.kAcceptInput, CommandType.kProvideOutput)
 
@@ -52,11 +55,17 @@ class NnetComputer:
     ``nnet_to_update``, as Kaldi's const-nnet constructor). ``backend``:
     "numpy", "cupy" or a Backend. ``undefined_fill``: value for kAllocMatrix
     (None leaves memory undefined as Kaldi does; NaN finds reads of undefined
-    memory).
+    memory). ``plan``: the computation's
+    :class:`~pynnet3.compute.plan.ExecutionPlan` to run with; pass the same
+    plan to every computer of a computation so that index tables and
+    matrices are prepared once. If None, a plan is made for this computer
+    that runs every command as written (no zeroing elided). ``debug``: log
+    every command with the values it wrote and its time, as Kaldi's
+    NnetComputeOptions::debug (:mod:`pynnet3.compute.debug`).
     """
 
     def __init__(self, computation, nnet, nnet_to_update=None, backend="numpy",
-                 nnet_to_store_stats=None, undefined_fill=None):
+                 nnet_to_store_stats=None, undefined_fill=None, plan=None, debug=False):
         self.computation = computation
         self.nnet = nnet
         self.nnet_to_update = nnet_to_update
@@ -70,12 +79,20 @@ class NnetComputer:
         self.compressed = {}
         self.memos = {}
         self._empty = self.backend.empty(0, 0)
-        self._slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
-                         slice(s.col_offset, s.col_offset + s.num_cols))
-                        for s in computation.submatrices]
-        self._rows_cache = {}
-        self._multi_cache = {}
-        self._ranges_cache = {}
+        if plan is None:
+            plan = ExecutionPlan(computation, nnet, self.backend, elide_zeroing=False)
+        elif plan.computation is not computation:
+            raise ComputationError("the execution plan given was made for another "
+                                   "computation")
+        self.plan = plan
+        self._debugger = None
+        if debug:
+            from .debug import CommandDebugger
+            self._debugger = CommandDebugger(self)
+        self._slices = plan.slices
+        self._pool = plan.pool
+        self._skip_zeroing = plan.skip_zeroing
+        self._add_as_copy = plan.add_as_copy
         T = CommandType
         self._dispatch = {
             T.kAllocMatrix: self._alloc_matrix,
@@ -116,6 +133,7 @@ class NnetComputer:
                                    % (self.program_counter, num_commands))
         self._check_no_pending_io()
         dispatch = self._dispatch
+        debugger = self._debugger
         while self.program_counter < num_commands:
             c = commands[self.program_counter]
             if c.command_type in _IO_COMMANDS:
@@ -125,7 +143,14 @@ class NnetComputer:
                 if handler is None:
                     raise ComputationError("invalid command type %r here"
                                            % (c.command_type,))
-                handler(c)
+                if debugger is None:
+                    handler(c)
+                else:
+                    pc = self.program_counter
+                    debugger.before(pc)
+                    start = time.perf_counter()
+                    handler(c)
+                    debugger.after(pc, time.perf_counter() - start)
             except Exception as e:  # re-raised with the command that failed
                 raise self._command_error(e) from e
             self.program_counter += 1
@@ -145,7 +170,12 @@ class NnetComputer:
         if shape[1] != info.num_cols:
             raise ComputationError("num-cols mismatch for input '%s': %d in computation-"
                                    "request, %d provided" % (node_name, info.num_cols, shape[1]))
-        self.matrices[m] = self.backend.from_host(matrix)
+        if self._pool is not None and isinstance(matrix, self.backend.xp.ndarray):
+            mat = self._pool.take(info.num_rows, info.num_cols)
+            mat[...] = matrix
+            self.matrices[m] = mat
+        else:
+            self.matrices[m] = self.backend.from_host(matrix)
         # Only an accepted input is no longer pending (a rejected one may be
         # given again).
         self.pending_commands.remove(pending)
@@ -230,24 +260,13 @@ class NnetComputer:
         return self._slices[s][0]
 
     def _rows(self, i):
-        r = self._rows_cache.get(i)
-        if r is None:
-            r = self._rows_cache[i] = self.backend.prepare_rows(self.computation.indexes[i])
-        return r
+        return self.plan.rows(i)
 
     def _multi(self, i):
-        r = self._multi_cache.get(i)
-        if r is None:
-            r = self._multi_cache[i] = self.backend.prepare_multi(
-                self.computation.indexes_multi[i])
-        return r
+        return self.plan.multi(i)
 
     def _ranges(self, i):
-        r = self._ranges_cache.get(i)
-        if r is None:
-            r = self._ranges_cache[i] = self.backend.prepare_ranges(
-                self.computation.indexes_ranges[i])
-        return r
+        return self.plan.ranges(i)
 
     def _check_rows(self, dest, src, num_rows, max_src_row, what):
         if dest.shape[0] != num_rows:
@@ -290,16 +309,26 @@ class NnetComputer:
     def _alloc_matrix(self, c):
         m = self._matrix_of(c.arg1)
         info = self.computation.matrices[m]
-        self.matrices[m] = self.backend.empty(info.num_rows, info.num_cols, self.undefined_fill)
+        if self._pool is not None:
+            self.matrices[m] = self._pool.take(info.num_rows, info.num_cols,
+                                               self.undefined_fill)
+        else:
+            self.matrices[m] = self.backend.empty(info.num_rows, info.num_cols,
+                                                  self.undefined_fill)
 
     def _dealloc_matrix(self, c):
-        self.matrices[self._matrix_of(c.arg1)] = None
+        m = self._matrix_of(c.arg1)
+        if self._pool is not None:
+            self._pool.give(self.matrices[m])
+        self.matrices[m] = None
 
     def _swap_matrix(self, c):
         m1, m2 = self._matrix_of(c.arg1), self._matrix_of(c.arg2)
         self.matrices[m1], self.matrices[m2] = self.matrices[m2], self.matrices[m1]
 
     def _set_const(self, c):
+        if self.program_counter in self._skip_zeroing:
+            return      # the next command overwrites the whole matrix (see plan.py)
         self._sub(c.arg1)[...] = np.float32(c.alpha)
 
     def _propagate(self, c):
@@ -355,6 +384,9 @@ class NnetComputer:
             dest *= np.float32(c.alpha)
 
     def _matrix_add(self, c):
+        if self.program_counter in self._add_as_copy:   # onto zeros (see plan.py)
+            self._matrix_copy(c)
+            return
         dest = self._sub(c.arg1)
         src = self._sub(c.arg2)
         if c.alpha == 1.0:
@@ -372,6 +404,12 @@ class NnetComputer:
             dest *= np.float32(c.alpha)
 
     def _add_rows(self, c):
+        if self.program_counter in self._add_as_copy:   # onto zeros (see plan.py)
+            if c.alpha == 0.0:
+                self._sub(c.arg1)[...] = 0.0
+            else:
+                self._copy_rows(c)
+            return
         dest, src, rows = self._sub(c.arg1), self._sub(c.arg2), self._rows(c.arg3)
         self._check_rows(dest, src, rows.num_rows, rows.max_row, "AddRows")
         self.backend.add_rows(dest, c.alpha, src, rows)

@@ -30,9 +30,8 @@ nnet3-compute asks for frames in order, so chunks start at output frames 0,
 rounded up to a multiple of lcm(f, network modulus), see
 :meth:`SimpleComputationOptions.fixed_frames_per_chunk`).
 :meth:`SimpleNnetComputer.compute_chunk` computes any one chunk;
-:meth:`SimpleNnetComputer.compute_utterance` the whole utterance as ONE chunk,
-which equals nnet3-compute's output whenever its (rounded) frames-per-chunk
-covers the utterance (``frames_per_chunk // f >= ceil(num_frames / f)``).
+:meth:`SimpleNnetComputer.compute_utterance` the whole utterance chunk by
+chunk in that order (nnet3-compute's output).
 ``--apply-exp`` is applied by the caller to the finished matrix
 (:func:`apply_exp`), as nnet3-compute does.
 
@@ -55,13 +54,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compile import ComputationRequest, IoSpecification
-from ..compile import compile as compile_request
 from ..compile.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
+from .compilation import make_compiler
+from .backend import get_backend
 from .computer import NnetComputer
+from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
@@ -152,16 +153,23 @@ class SimpleNnetComputer:
     :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
-    backend ("numpy", "cupy"). Compiled computations are cached per request
-    shape, like Kaldi's CachingOptimizingCompiler, so all chunks and
-    utterances of the same shape compile once.
+    backend ("numpy", "cupy"). ``compiler``: the compiler to use (a
+    CachingOptimizingCompiler, :func:`pynnet3.compute.compilation.make_compiler`;
+    one with Kaldi's default options is made for ``nnet`` if None);
+    computations and their execution plans are kept per chunk shape, so all
+    chunks and utterances of the same shape compile once.
+    ``debug_computation``: log each computation when it is first used
+    (--debug-computation; Kaldi registers it but does nothing with it).
+    ``debug``: run every computation in debug mode, logging each command
+    (Kaldi's --computation.debug, also on with --verbose >= 5).
     """
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "_cache")
+                 "compiler", "debug_computation", "debug", "_cache")
 
-    def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy"):
+    def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
+                 compiler=None, debug_computation=False, debug=False):
         if not is_simple_nnet(nnet):
             raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
                             "an output node 'output', optionally an input node 'ivector')")
@@ -182,6 +190,9 @@ class SimpleNnetComputer:
         left, right = context if context is not None else compute_simple_nnet_context(nnet)
         self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.backend = backend
+        self.compiler = compiler if compiler is not None else make_compiler(nnet)
+        self.debug_computation = debug_computation
+        self.debug = debug
         modulus = nnet.modulus()
         self.frames_per_chunk = self.opts.fixed_frames_per_chunk(modulus)
         if self.frames_per_chunk != self.opts.frames_per_chunk:
@@ -284,26 +295,62 @@ class SimpleNnetComputer:
         return np.ascontiguousarray(features[rows], dtype=np.float32)
 
     # -- computing ------------------------------------------------------------------------------
-    def _computation(self, plan, has_ivector):
-        """The compiled computation for a chunk shape, with times shifted so
-        the first output is at t = 0."""
+    def _computation(self, plan, has_ivector, num_sequences=1):
+        """(computation, execution plan) for a chunk shape, with times
+        shifted so the first output is at t = 0. ``num_sequences`` > 1 asks
+        for that many chunks of this shape at once (n = 0, 1, ...; the rows
+        of each input and of the output are n-major, as Kaldi's
+        NnetBatchComputer orders them)."""
         f = self.opts.frame_subsampling_factor
         input_start = plan.first_input_frame - plan.first_output_frame
-        key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector)
-        computation = self._cache.get(key)
-        if computation is None:
+        key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector,
+               num_sequences)
+        cached = self._cache.get(key)
+        if cached is None:
             request = ComputationRequest()
             request.need_model_derivative = False
             request.store_component_stats = False
-            request.inputs = [IoSpecification.from_t_range(
-                "input", input_start, input_start + plan.num_input_frames)]
+            if num_sequences == 1:
+                request.inputs = [IoSpecification.from_t_range(
+                    "input", input_start, input_start + plan.num_input_frames)]
+            else:
+                request.inputs = [IoSpecification("input", [
+                    Index(n, t, 0) for n in range(num_sequences)
+                    for t in range(input_start, input_start + plan.num_input_frames)])]
             if has_ivector:
-                request.inputs.append(IoSpecification("ivector", [Index(0, 0, 0)]))
+                request.inputs.append(IoSpecification(
+                    "ivector", [Index(n, 0, 0) for n in range(num_sequences)]))
             request.outputs = [IoSpecification(
-                "output", [Index(0, i * f, 0) for i in range(plan.num_subsampled_frames)])]
-            computation = compile_request(self.nnet, request)
-            self._cache[key] = computation
-        return computation
+                "output", [Index(n, i * f, 0) for n in range(num_sequences)
+                           for i in range(plan.num_subsampled_frames)])]
+            computation = self.compiler.compile(request)
+            if self.debug_computation:
+                from ..compile.computation_io import print_computation
+                logger.info("Computation for chunk shape %s:\n%s", key,
+                            print_computation(computation, self.nnet))
+            cached = self._cache[key] = (computation, ExecutionPlan(
+                computation, self.nnet, get_backend(self.backend)))
+        return cached
+
+    def run_computation(self, plan, features, ivectors, num_sequences=1):
+        """Runs the computation of ``plan``'s shape on ``features`` (the
+        chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
+        None); returns the output rows on the host with priors and acoustic
+        scale applied."""
+        computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
+        computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
+                                plan=exec_plan, debug=self.debug)
+        computer.accept_input("input", features)
+        if ivectors is not None:
+            computer.accept_input("ivector", ivectors)
+        computer.run()
+        # A copy on the host; the computer's matrix goes back to the plan's pool.
+        output = computer.backend.to_host(computer.get_output("output"))
+        if self.log_priors is not None:
+            output -= self.log_priors
+        if self.opts.acoustic_scale != 1.0:
+            output *= np.float32(self.opts.acoustic_scale)
+        return output
 
     def compute_chunk(self, features, first_subsampled_frame, num_subsampled_frames,
                       ivector=None, online_ivectors=None, online_ivector_period=0):
@@ -315,31 +362,32 @@ class SimpleNnetComputer:
             raise UsageError("Zero-length utterance")
         plan = self.chunk_plan(features.shape[0], first_subsampled_frame, num_subsampled_frames)
         ivec = self.chunk_ivector(plan, ivector, online_ivectors, online_ivector_period)
-        computation = self._computation(plan, ivec is not None)
-        computer = NnetComputer(computation, self.nnet, backend=self.backend)
-        computer.accept_input("input", self.chunk_features(features, plan))
-        if ivec is not None:
-            computer.accept_input("ivector", ivec.reshape(1, -1))
-        computer.run()
-        output = computer.backend.to_host(computer.get_output_destructive("output"))
-        output = np.array(output, dtype=np.float32)
-        if self.log_priors is not None:
-            output -= self.log_priors
-        if self.opts.acoustic_scale != 1.0:
-            output *= np.float32(self.opts.acoustic_scale)
-        return output
+        return self.run_computation(plan, self.chunk_features(features, plan),
+                                    None if ivec is None else ivec.reshape(1, -1))
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
-        """The whole utterance as one chunk: ceil(num_frames / f) x output_dim.
-        This is nnet3-compute's output when its frames-per-chunk covers the
-        utterance (see :meth:`covers_utterance`); exp is not applied."""
+        """The whole utterance, ceil(num_frames / f) x output_dim, computed
+        chunk by chunk exactly as nnet3-compute does (chunks of
+        :meth:`subsampled_frames_per_chunk` output frames from frame 0, the
+        last one shorter); exp is not applied."""
         features = np.asarray(features, dtype=np.float32)
         if features.ndim != 2 or features.shape[0] == 0:
             raise UsageError("Zero-length utterance" if features.ndim == 2 else
                              "features must be a matrix, got %d dimension(s)" % features.ndim)
-        return self.compute_chunk(features, 0, self.num_subsampled_frames(features.shape[0]),
-                                  ivector, online_ivectors, online_ivector_period)
+        if online_ivectors is not None and online_ivector_period <= 0:
+            raise UsageError("You need to set the --online-ivector-period option!")
+        total = self.num_subsampled_frames(features.shape[0])
+        step = self.subsampled_frames_per_chunk()
+        if step >= total:
+            return self.compute_chunk(features, 0, total, ivector, online_ivectors,
+                                      online_ivector_period)
+        output = np.empty((total, self.output_dim), dtype=np.float32)
+        for start in range(0, total, step):
+            num = min(step, total - start)
+            output[start:start + num] = self.compute_chunk(
+                features, start, num, ivector, online_ivectors, online_ivector_period)
+        return output
 
     def covers_utterance(self, num_frames):
         """True when Kaldi, with these options, computes an utterance of
@@ -349,8 +397,8 @@ class SimpleNnetComputer:
 
 def compute_utterance(nnet, features, opts=None, ivector=None, online_ivectors=None,
                       online_ivector_period=0, priors=None, apply_exp_to_output=False):
-    """One utterance's output as nnet3-compute gives it when its chunk covers
-    the whole utterance. ``nnet`` must already be prepared
+    """One utterance's output as nnet3-compute gives it (chunked as
+    ``opts`` says). ``nnet`` must already be prepared
     (:func:`prepare_nnet_for_compute`). For many utterances build one
     :class:`SimpleNnetComputer` instead (context and compilations are reused)."""
     computer = SimpleNnetComputer(nnet, opts, priors)

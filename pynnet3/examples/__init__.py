@@ -3,7 +3,7 @@
 
 Run it with ``python -m pynnet3.examples [OUTPUT]`` (``scripts/run_example.sh``).
 It reads the shipped model, prints ``nnet3-info``'s header lines for it,
-computes the network's output for every utterance as ``nnet3-compute`` does,
+runs the ``nnet3-compute`` tool on it with the shipped command's options,
 writes the outputs to the table OUTPUT if given (a wspecifier such as
 ``ark:out.ark`` or ``ark,t:-``; a plain path means ``ark:PATH``), and compares
 each utterance with Kaldi's output. Exit status 0 when every utterance agrees
@@ -31,14 +31,16 @@ breaks, not the hidden layers' arithmetic (pynnet3's tests check that against
 Kaldi's random networks).
 """
 
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
 __all__ = ["example_file", "ExampleSetup", "UtteranceResult", "load_example",
-           "compute_example", "main"]
+           "compute_example", "run_nnet3_compute", "main"]
 
 MODEL = "tdnn_lda.raw"
 KALDI_INFO = "tdnn_lda.info.txt"
@@ -119,9 +121,23 @@ def _max_abs_diff(ours, kaldi):
     return float(np.abs(ours.astype(np.float64) - kaldi).max(initial=0.0))
 
 
+def _results(setup, outputs):
+    """UtteranceResults of our outputs (a dict, archive order) against Kaldi's."""
+    from ..errors import PynnetError
+    results = []
+    for utt, output in outputs.items():
+        kaldi = setup.kaldi_output.get(utt)
+        if kaldi is None:
+            raise PynnetError("the shipped Kaldi output has no utterance " + utt)
+        results.append(UtteranceResult(utt, output, _max_abs_diff(output, kaldi),
+                                       float(np.abs(kaldi).max(initial=0.0))))
+    return results
+
+
 def compute_example(setup, computer=None):
     """Our output for every utterance (nnet3-compute's options of the shipped
-    command) and how it compares with Kaldi's; a list of UtteranceResult.
+    command, computed by the engine nnet3-compute runs, chunk by chunk) and
+    how it compares with Kaldi's; a list of UtteranceResult.
     ``setup.nnet`` is prepared for computing (test modes) in place."""
     from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
                                      apply_exp, prepare_nnet_for_compute)
@@ -130,24 +146,27 @@ def compute_example(setup, computer=None):
         prepare_nnet_for_compute(setup.nnet)
         computer = SimpleNnetComputer(
             setup.nnet, SimpleComputationOptions(frames_per_chunk=FRAMES_PER_CHUNK))
-    results = []
+    outputs = {}
     for utt, feats in setup.features.items():
-        if not computer.covers_utterance(feats.shape[0]):
-            raise PynnetError("utterance %s has %d frames, more than one chunk of %d"
-                              % (utt, feats.shape[0], computer.frames_per_chunk))
         if utt not in setup.online_ivectors:
             raise PynnetError("No online iVector available for utterance " + utt)
         output = computer.compute_utterance(
             feats, online_ivectors=setup.online_ivectors[utt],
             online_ivector_period=ONLINE_IVECTOR_PERIOD)
-        if APPLY_EXP:
-            output = apply_exp(output)
-        kaldi = setup.kaldi_output.get(utt)
-        if kaldi is None:
-            raise PynnetError("the shipped Kaldi output has no utterance " + utt)
-        results.append(UtteranceResult(utt, output, _max_abs_diff(output, kaldi),
-                                       float(np.abs(kaldi).max(initial=0.0))))
-    return results
+        outputs[utt] = apply_exp(output) if APPLY_EXP else output
+    return _results(setup, outputs)
+
+
+def run_nnet3_compute(output_wspecifier):
+    """Runs our ``nnet3-compute`` tool (in this process) with the shipped
+    command's options on the shipped files; returns its exit status. Its
+    Kaldi-style log goes to stderr."""
+    from ..bin import nnet3_compute
+    return nnet3_compute.main([
+        "--print-args=false", "--online-ivectors=ark:" + example_file(ONLINE_IVECTORS),
+        "--online-ivector-period=%d" % ONLINE_IVECTOR_PERIOD,
+        "--apply-exp=%s" % str(APPLY_EXP).lower(), "--frames-per-chunk=%d" % FRAMES_PER_CHUNK,
+        example_file(MODEL), "ark:" + example_file(FEATS), output_wspecifier])
 
 
 def _info_header(nnet, context):
@@ -174,7 +193,7 @@ def main(argv=None, out=None):
     from ..compute.utterance import SimpleComputationOptions, SimpleNnetComputer
     from ..compute.utterance import prepare_nnet_for_compute
     from ..errors import PynnetError
-    from ..io.table import TableWriter
+    from ..io.table import TableWriter, read_table
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a in ("-h", "--help") for a in argv) or len(argv) > 1:
         sys.stderr.write(USAGE)
@@ -201,8 +220,13 @@ def main(argv=None, out=None):
         out.write("# nnet3-compute --online-ivector-period=%d --apply-exp=%s "
                   "--frames-per-chunk=%d\n" % (ONLINE_IVECTOR_PERIOD,
                                                str(APPLY_EXP).lower(), FRAMES_PER_CHUNK))
-        setup.nnet = prepared
-        results = compute_example(setup, computer)
+        # The outputs come from the nnet3-compute tool itself.
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = os.path.join(tmp, "output.ark")
+            if run_nnet3_compute("ark:" + archive) != 0:
+                raise PynnetError("nnet3-compute failed on the example (see its log above)")
+            outputs = dict(read_table("ark:" + archive))
+        results = _results(setup, outputs)
         if wspecifier is not None:
             with TableWriter(wspecifier, kind="matrix") as writer:
                 for r in results:

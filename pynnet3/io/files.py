@@ -91,6 +91,13 @@ def write_bytes(wxfilename, data):
             raise PynnetError("command '%s' exited with status %d while writing %s"
                               % (command.strip(), proc.returncode, wxfilename))
         return
+    if _is_special_file(wxfilename):
+        try:
+            with open(wxfilename, "wb") as f:
+                f.writelines(chunks)
+        except OSError as e:
+            raise PynnetError("cannot write %s: %s" % (wxfilename, e.strerror or e)) from None
+        return
     directory = os.path.dirname(os.path.abspath(wxfilename))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=directory)
@@ -111,6 +118,16 @@ def write_bytes(wxfilename, data):
         if isinstance(e, OSError):
             raise PynnetError("cannot write %s: %s" % (wxfilename, e.strerror or e)) from None
         raise
+
+
+def _is_special_file(path):
+    """True for an existing file that is not a regular file (/dev/null, a
+    device, a FIFO): it is written in place, never replaced by a renamed
+    temporary file (which would turn /dev/null into a regular file)."""
+    try:
+        return os.path.exists(path) and not os.path.isfile(path)
+    except (OSError, ValueError):
+        return False
 
 
 def _preallocate(f, chunks):
@@ -189,7 +206,7 @@ class OutputSink:
     :meth:`close`; :meth:`abort` removes it, so a failed run leaves no partial
     file. ``tell()`` is the number of bytes written so far."""
 
-    __slots__ = ("wxfilename", "_file", "_tmp", "_proc", "_pos", "_closed")
+    __slots__ = ("wxfilename", "_file", "_tmp", "_proc", "_pos", "_closed", "_direct")
 
     def __init__(self, wxfilename):
         self.wxfilename = wxfilename
@@ -197,9 +214,17 @@ class OutputSink:
         self._proc = None
         self._pos = 0
         self._closed = False
+        self._direct = False
         name = wxfilename.strip() if wxfilename else ""
         if name in ("", "-"):
             self._file = sys.stdout.buffer
+        elif not name.startswith("|") and _is_special_file(wxfilename):
+            try:
+                self._file = open(wxfilename, "wb")
+            except OSError as e:
+                raise PynnetError("cannot open %s for writing: %s"
+                                  % (wxfilename, e.strerror or e)) from None
+            self._direct = True
         elif name.startswith("|"):
             self._proc = subprocess.Popen(name[1:], shell=True, stdin=subprocess.PIPE)
             self._file = self._proc.stdin
@@ -247,6 +272,8 @@ class OutputSink:
                 os.chmod(self._tmp, 0o666 & ~_umask())
                 os.replace(self._tmp, self.wxfilename)
                 self._tmp = None
+            elif self._direct:
+                self._file.close()
             else:
                 self._file.flush()
         except OSError as e:

@@ -581,11 +581,15 @@ class SequentialTableReader:
                               "scp:file.scp)" % rspecifier)
         self._loader = None
         self._data = None
+        # How many objects the table holds, when known before reading them
+        # (a script file); None for an archive.
+        self.num_entries = None
         if self.kind == "ark":
             self._data, offset = read_buffer(self.rxfilename)
             self._stream = InputStream(self._data, False, self.rxfilename or "-", offset)
         else:
             self._entries = read_script_file(self.rxfilename)
+            self.num_entries = len(self._entries)
             self._loader = _ObjectLoader(self.holder)
 
     def __iter__(self):
@@ -734,6 +738,56 @@ class RandomAccessTableReader:
         data, self._data = self._data, None
         if data is not None and hasattr(data, "close"):
             data.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class RandomAccessTableReaderMapped:
+    """Kaldi's RandomAccessTableReaderMapped: objects looked up by utterance
+    through an optional utterance-to-key map (``utt2spk_rspecifier``, a table
+    of tokens such as ``ark:data/utt2spk``), so that per-speaker objects
+    (i-vectors) are found by utterance. Without the map it is a plain
+    :class:`RandomAccessTableReader`. An utterance missing from the map is an
+    error (Kaldi's wording), a speaker missing from the table is not there."""
+
+    def __init__(self, rspecifier, utt2spk_rspecifier="", kind="matrix"):
+        self.reader = RandomAccessTableReader(rspecifier, kind)
+        self.utt2spk_rspecifier = utt2spk_rspecifier
+        self.map_reader = None
+        if utt2spk_rspecifier:
+            try:
+                self.map_reader = RandomAccessTableReader(utt2spk_rspecifier, "token")
+            except BaseException:
+                self.reader.close()
+                raise
+
+    def _key(self, utt):
+        if self.map_reader is None:
+            return utt
+        if not self.map_reader.has_key(utt):
+            raise PynnetError("Attempting to read key %s, which is not present in utt2spk "
+                              "map or similar map being read from %s"
+                              % (utt, self.utt2spk_rspecifier))
+        return self.map_reader.value(utt)
+
+    def has_key(self, utt):
+        return self.reader.has_key(self._key(utt))
+
+    __contains__ = has_key
+
+    def value(self, utt):
+        return self.reader.value(self._key(utt))
+
+    __getitem__ = value
+
+    def close(self):
+        self.reader.close()
+        if self.map_reader is not None:
+            self.map_reader.close()
 
     def __enter__(self):
         return self

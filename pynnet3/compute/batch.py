@@ -1,0 +1,83 @@
+"""Batched chunk computation: chunks of the same shape from several
+utterances stacked into one computation (sequences n = 0 .. B-1), beyond what
+Kaldi's CPU tools do (Kaldi's nnet3-compute-batch does this on a GPU).
+
+Each utterance is cut into chunks exactly as
+:class:`~pynnet3.compute.utterance.SimpleNnetComputer` cuts it (same chunk
+plans, same edge padding, same i-vector per chunk); chunks with the same
+shape (input range, output count, i-vector or not) from the utterances of a
+batch are computed together, at most ``batch_size`` at a time. Guarantee: the
+output of every utterance equals the unbatched output within float32
+rounding (BLAS sums larger products in another order; every sequence n sees
+only its own rows, as the compiler keeps sequences apart).
+"""
+
+import numpy as np
+
+from ..errors import UsageError
+
+__all__ = ["BatchedSimpleComputer"]
+
+
+class BatchedSimpleComputer:
+    """Collects utterances (:meth:`add`) and computes them ``batch_size`` at
+    a time; finished utterances come back, in the order they were added, as
+    ``(key, output, num_frames)`` from :meth:`add` and :meth:`flush`."""
+
+    __slots__ = ("computer", "batch_size", "_pending")
+
+    def __init__(self, computer, batch_size):
+        if batch_size < 1:
+            raise UsageError("batch size must be >= 1, got %d" % batch_size)
+        self.computer = computer
+        self.batch_size = batch_size
+        self._pending = []
+
+    def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
+        """Queues one utterance (checked now, as Kaldi checks it); returns
+        the utterances finished by this call (a list, often empty)."""
+        features = np.asarray(features, dtype=np.float32)
+        c = self.computer
+        c.check_dims(features, ivector, online_ivectors)
+        if features.shape[0] == 0:
+            raise UsageError("Zero-length utterance")
+        if online_ivectors is not None and online_ivector_period <= 0:
+            raise UsageError("You need to set the --online-ivector-period option!")
+        self._pending.append((key, features, ivector, online_ivectors, online_ivector_period))
+        if len(self._pending) >= self.batch_size:
+            return self.flush()
+        return []
+
+    def flush(self):
+        """Computes every queued utterance; returns them finished, in order."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        c = self.computer
+        step = c.subsampled_frames_per_chunk()
+        outputs = []
+        groups = {}     # chunk shape -> [(utterance, plan, features rows, i-vector)]
+        for u, (_, feats, ivector, online, period) in enumerate(pending):
+            total = c.num_subsampled_frames(feats.shape[0])
+            outputs.append(np.empty((total, c.output_dim), dtype=np.float32))
+            for start in range(0, total, step):
+                plan = c.chunk_plan(feats.shape[0], start, min(step, total - start))
+                ivec = c.chunk_ivector(plan, ivector, online, period)
+                key = (plan.first_input_frame - plan.first_output_frame,
+                       plan.num_input_frames, plan.num_subsampled_frames, ivec is not None)
+                groups.setdefault(key, []).append((u, plan, c.chunk_features(feats, plan),
+                                                   ivec))
+        for tasks in groups.values():
+            for first in range(0, len(tasks), self.batch_size):
+                batch = tasks[first:first + self.batch_size]
+                plan = batch[0][1]
+                feats = np.concatenate([t[2] for t in batch])
+                ivecs = (None if batch[0][3] is None
+                         else np.stack([t[3] for t in batch]).astype(np.float32, copy=False))
+                out = c.run_computation(plan, feats, ivecs, len(batch))
+                rows = plan.num_subsampled_frames
+                for n, (u, p, _, _) in enumerate(batch):
+                    outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
+                        out[n * rows:(n + 1) * rows]
+        return [(key, outputs[u], feats.shape[0])
+                for u, (key, feats, _, _, _) in enumerate(pending)]

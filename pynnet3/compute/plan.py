@@ -1,0 +1,200 @@
+"""ExecutionPlan: what NnetComputer works out once per compiled computation
+and reuses for every run of it (every chunk of the same shape).
+
+- the submatrices as (matrix, row slice, column slice) triples;
+- the index tables (``indexes``, ``indexes_multi``, ``indexes_ranges``)
+  converted to backend arrays, each the first time a command uses it;
+- which kSetConst(0) commands can be skipped: those whose matrix is next
+  touched by a command that overwrites all of it without reading it (a
+  kPropagate of a component without kPropagateAdds into the whole matrix, a
+  kMatrixCopy, a kCopyRows with no -1 row into the whole matrix), or is
+  next deallocated. The unoptimized computation zeroes every matrix it
+  allocates; Kaldi's optimizer removes the same zeroing
+  (RemoveUnnecessaryZeroing). Likewise a kMatrixAdd or kAddRows into the
+  whole of a just-zeroed matrix is run as the copy it amounts to and the
+  zeroing is skipped. Computations with loops (kGotoLabel) keep all their
+  zeroing;
+- a pool of matrices by shape: kAllocMatrix takes a matrix from the pool and
+  kDeallocMatrix gives it back, so after the first run no memory is
+  allocated (and no fresh pages are faulted in) for runs of the same plan.
+  A matrix from the pool holds old values where Kaldi's would be undefined.
+
+Guarantee: running a computation with or without a plan, and with a fresh
+or a reused plan, gives the same numbers. A plan belongs to one computation,
+one network (its component properties) and one backend; it is not
+thread-safe (one NnetComputer at a time per plan).
+"""
+
+from ..compile.computation import CommandType
+from ..components.base import ComponentProperty
+
+__all__ = ["ExecutionPlan", "MatrixPool"]
+
+T = CommandType
+
+# The command arguments that are submatrix indexes, by command type.
+_SUBMATRIX_ARGS = {
+    T.kAllocMatrix: ("arg1",), T.kDeallocMatrix: ("arg1",), T.kSwapMatrix: ("arg1", "arg2"),
+    T.kSetConst: ("arg1",), T.kPropagate: ("arg3", "arg4"),
+    T.kBackprop: ("arg3", "arg4", "arg5", "arg6"),
+    T.kBackpropNoModelUpdate: ("arg3", "arg4", "arg5", "arg6"),
+    T.kMatrixCopy: ("arg1", "arg2"), T.kMatrixAdd: ("arg1", "arg2"),
+    T.kCopyRows: ("arg1", "arg2"), T.kAddRows: ("arg1", "arg2"),
+    T.kCopyRowsMulti: ("arg1",), T.kCopyToRowsMulti: ("arg1",),
+    T.kAddRowsMulti: ("arg1",), T.kAddToRowsMulti: ("arg1",),
+    T.kAddRowRanges: ("arg1", "arg2"), T.kCompressMatrix: ("arg1",),
+    T.kDecompressMatrix: ("arg1",), T.kAcceptInput: ("arg1",), T.kProvideOutput: ("arg1",),
+}
+_MULTI = (T.kCopyRowsMulti, T.kCopyToRowsMulti, T.kAddRowsMulti, T.kAddToRowsMulti)
+
+
+class MatrixPool:
+    """Free matrices by shape, reused by kAllocMatrix."""
+
+    __slots__ = ("backend", "_free")
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._free = {}
+
+    def take(self, num_rows, num_cols, fill=None):
+        free = self._free.get((num_rows, num_cols))
+        if free:
+            mat = free.pop()
+            if fill is not None:
+                mat[...] = fill
+            return mat
+        return self.backend.empty(num_rows, num_cols, fill)
+
+    def give(self, mat):
+        """Returns a matrix to the pool (only whole C-contiguous float32
+        matrices, so a view or a foreign array never enters it)."""
+        if mat is None or mat.base is not None or not mat.flags.c_contiguous:
+            return
+        self._free.setdefault(mat.shape, []).append(mat)
+
+
+class ExecutionPlan:
+    """See the module docstring. ``reuse_matrices``: keep a matrix pool
+    across runs (off: allocate as Kaldi does, one matrix per kAllocMatrix).
+    ``elide_zeroing``: skip the zeroing that is not needed (off: every
+    command runs as written, e.g. for code that looks at matrices between
+    commands)."""
+
+    __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
+                 "rows_cache", "multi_cache", "ranges_cache")
+
+    def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True):
+        self.computation = computation
+        self.backend = backend
+        self.slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
+                        slice(s.col_offset, s.col_offset + s.num_cols))
+                       for s in computation.submatrices]
+        self.rows_cache = {}
+        self.multi_cache = {}
+        self.ranges_cache = {}
+        self.pool = MatrixPool(backend) if reuse_matrices else None
+        if elide_zeroing:
+            self.skip_zeroing, self.add_as_copy = _unneeded_zeroing(computation, nnet)
+        else:
+            self.skip_zeroing = self.add_as_copy = frozenset()
+
+    def rows(self, i):
+        r = self.rows_cache.get(i)
+        if r is None:
+            r = self.rows_cache[i] = self.backend.prepare_rows(self.computation.indexes[i])
+        return r
+
+    def multi(self, i):
+        r = self.multi_cache.get(i)
+        if r is None:
+            r = self.multi_cache[i] = self.backend.prepare_multi(
+                self.computation.indexes_multi[i])
+        return r
+
+    def ranges(self, i):
+        r = self.ranges_cache.get(i)
+        if r is None:
+            r = self.ranges_cache[i] = self.backend.prepare_ranges(
+                self.computation.indexes_ranges[i])
+        return r
+
+
+def _touched_matrices(computation, c):
+    """The matrices a command touches (through any submatrix it names)."""
+    subs = computation.submatrices
+    num_subs = len(subs)
+    out = set()
+    for name in _SUBMATRIX_ARGS.get(c.command_type, ()):
+        s = getattr(c, name)
+        if 0 < s < num_subs:
+            out.add(subs[s].matrix_index)
+    if c.command_type in _MULTI and 0 <= c.arg2 < len(computation.indexes_multi):
+        for s, _ in computation.indexes_multi[c.arg2]:
+            if 0 < s < num_subs:
+                out.add(subs[s].matrix_index)
+    return out
+
+
+def _overwrites_whole(computation, nnet, c, m):
+    """True if command ``c`` writes every element of matrix ``m`` without
+    reading what was there."""
+    subs = computation.submatrices
+    t = c.command_type
+    if t == T.kDeallocMatrix:
+        return True
+    if t == T.kPropagate:
+        out_s, in_s = c.arg4, c.arg3
+        if not (0 <= c.arg1 < len(nnet.components)):
+            return False
+        props = nnet.components[c.arg1].properties()
+        return (subs[out_s].matrix_index == m and computation.is_whole_matrix(out_s)
+                and not props & ComponentProperty.kPropagateAdds
+                and (in_s == 0 or subs[in_s].matrix_index != m))
+    if t in (T.kMatrixCopy, T.kCopyRows):
+        if not (computation.is_whole_matrix(c.arg1) and subs[c.arg1].matrix_index == m
+                and subs[c.arg2].matrix_index != m):
+            return False
+        if t == T.kMatrixCopy:
+            return True
+        # CopyRows with alpha 0 writes nothing; a -1 row is written as zero.
+        return c.alpha != 0.0
+    return False
+
+
+def _adds_whole(computation, c, m):
+    """True if command ``c`` adds into all of matrix ``m`` from another matrix
+    (so that, on a zeroed ``m``, it equals the matching copy)."""
+    subs = computation.submatrices
+    if c.command_type not in (T.kMatrixAdd, T.kAddRows):
+        return False
+    return (computation.is_whole_matrix(c.arg1) and subs[c.arg1].matrix_index == m
+            and subs[c.arg2].matrix_index != m)
+
+
+def _unneeded_zeroing(computation, nnet):
+    """(kSetConst(0) commands that can be skipped, kMatrixAdd / kAddRows
+    commands to run as copies because their zeroing is skipped)."""
+    commands = computation.commands
+    if any(c.command_type == T.kGotoLabel for c in commands):
+        return frozenset(), frozenset()
+    add_as_copy = set()
+    subs = computation.submatrices
+    skip = set()
+    # The next command touching each matrix, found by walking backwards.
+    next_touch = {}
+    for i in range(len(commands) - 1, -1, -1):
+        c = commands[i]
+        touched = _touched_matrices(computation, c)
+        if (c.command_type == T.kSetConst and c.alpha == 0.0 and 0 < c.arg1 < len(subs)
+                and computation.is_whole_matrix(c.arg1)):
+            m = subs[c.arg1].matrix_index
+            j = next_touch.get(m)
+            if j is not None and _overwrites_whole(computation, nnet, commands[j], m):
+                skip.add(i)
+            elif j is not None and _adds_whole(computation, commands[j], m):
+                skip.add(i)
+                add_as_copy.add(j)
+        for m in touched:
+            next_touch[m] = i
+    return frozenset(skip), frozenset(add_as_copy)

@@ -1,0 +1,61 @@
+"""ExecutionPlan: a computation run with a plan that elides unneeded zeroing
+and reuses its matrices gives Kaldi's outputs, also when the plan is reused
+for a second run and the memory it hands out is filled with NaN (so a read
+of memory whose zeroing was wrongly skipped would show)."""
+
+import numpy as np
+import pytest
+
+from pynnet3.compile import compile
+from pynnet3.compile.request import ComputationRequest
+from pynnet3.compute.backend import get_backend
+from pynnet3.compute.computer import NnetComputer
+from pynnet3.compute.plan import ExecutionPlan
+from pynnet3.nnet.nnet import Nnet
+from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+
+from test_computer_kaldi import assert_close, case_dirs, case_id, read_ark
+
+CASES = [c for c in case_dirs() if (c / "request.txt").is_file()][::4]
+
+
+def _forward(plan, computation, nnet, case, gradient):
+    computer = NnetComputer(computation, nnet, nnet_to_update=gradient, plan=plan,
+                            undefined_fill=np.nan)
+    for name, value in read_ark(case / "inputs.ark").items():
+        computer.accept_input(name, value)
+    computer.run()
+    return {name: computer.get_output(name) for name in read_ark(case / "outputs.ark")}
+
+
+@pytest.mark.parametrize("optimize", [False, True], ids=["plain", "optimized"])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_plan_with_elided_zeroing_matches_kaldi(case, optimize):
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    request.need_model_derivative = False
+    for io in request.inputs + request.outputs:
+        io.has_deriv = False
+    computation = compile(nnet, request, optimize=optimize)
+    plan = ExecutionPlan(computation, nnet, get_backend("numpy"))
+    gradient = nnet.copy()
+    scale_nnet(gradient, 0.0)
+    set_nnet_as_gradient(gradient)
+    kaldi = read_ark(case / "outputs.ark")
+    for _ in range(2):                      # the second run reuses the pooled matrices
+        ours = _forward(plan, computation, nnet, case, gradient)
+        for name, value in kaldi.items():
+            assert_close(ours[name], value, "output '%s'" % name)
+
+
+def test_zeroing_is_elided_where_the_next_write_covers_the_matrix():
+    case = next((c for c in CASES if (c / "request.txt").is_file()), None)
+    if case is None:
+        pytest.skip("no reference case")
+    nnet = Nnet.read(str(case / "model.raw"))
+    computation = compile(nnet, ComputationRequest.read(str(case / "request.txt")),
+                          optimize=False)
+    plan = ExecutionPlan(computation, nnet, get_backend("numpy"))
+    kept = ExecutionPlan(computation, nnet, get_backend("numpy"), elide_zeroing=False)
+    assert plan.skip_zeroing and not kept.skip_zeroing and not kept.add_as_copy
+    assert plan.add_as_copy <= set(range(len(computation.commands)))

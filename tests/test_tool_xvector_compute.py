@@ -1,0 +1,73 @@
+"""nnet3-xvector-compute against Kaldi: every variant in
+kaldi-ref/models/xvector/xvector-variants.txt, run as xvector.VARIANT.cmd says,
+writes x-vectors agreeing with Kaldi's xvector.VARIANT.ark (same keys,
+dims, max |ours - kaldi| <= 1e-3 * max(1, max |kaldi|)). A copy of the
+xvector case lives in tests/data/compute/xvector."""
+
+import numpy as np
+import pytest
+
+from pynnet3.bin import nnet3_xvector_compute
+from pynnet3.io.table import TableWriter, read_table
+
+from conftest import KALDI_REF
+from test_tool_nnet3_compute import DATA, assert_matches, run_kaldi_command
+
+_REF = sorted((KALDI_REF / "models" / "xvector").glob("xvector.*.cmd"))
+CASES = _REF or sorted((DATA / "xvector").glob("xvector.*.cmd"))
+
+
+@pytest.mark.parametrize("cmd", CASES, ids=lambda p: p.name[len("xvector."):-len(".cmd")])
+def test_variant_agrees_with_kaldi(cmd, tmp_path, monkeypatch, capsys):
+    status, ours, kaldi_ark, err = run_kaldi_command(cmd, nnet3_xvector_compute, tmp_path,
+                                                      monkeypatch, capsys)
+    assert status == 0, err
+    kaldi = dict(read_table("ark:" + str(kaldi_ark), "vector"))
+    assert_matches(dict(read_table("ark:" + str(ours), "vector")), kaldi, cmd.name)
+    assert "Done %d utterances, failed for 0" % len(kaldi) in err
+
+
+def test_short_utterance_without_padding(tmp_path, capsys):
+    model = DATA / "xvector" / "extract.raw"
+    feats = dict(read_table("ark:%s" % (DATA / "xvector" / "feats.ark")))
+    with TableWriter("ark:%s" % (tmp_path / "f.ark")) as w:
+        for k, v in feats.items():
+            w.write(k, v)
+        w.write("empty", np.zeros((0, next(iter(feats.values())).shape[1]), np.float32))
+    status = nnet3_xvector_compute.main([
+        "--pad-input=false", "--min-chunk-size=100", str(model),
+        "ark:%s" % (tmp_path / "f.ark"), "ark,t:%s" % (tmp_path / "x.ark")])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    short = [k for k, v in feats.items() if v.shape[0] < 100]
+    for utt in short:
+        assert "Minimum chunk size of 100 is greater than the number of rows in " \
+               "utterance: %s" % utt in err
+    assert "Zero-length utterance: empty" in err
+    done = dict(read_table("ark:%s" % (tmp_path / "x.ark"), "vector"))
+    assert sorted(done) == sorted(set(feats) - set(short))
+    assert "failed for %d" % (len(short) + 1) in err
+
+
+def test_cached_compiler_in_and_out(tmp_path, capsys):
+    """--cached-compiler-in reads Kaldi's cache (nothing is compiled again and
+    the x-vectors are Kaldi's); --cached-compiler-out writes Kaldi's file
+    byte for byte, whether the cache was read or built here."""
+    xv = DATA / "xvector"
+    kaldi_cache = xv / "kaldi-compiler-cache.bin"
+    args = [str(xv / "extract.raw"), "ark:%s" % (xv / "feats.ark")]
+    status = nnet3_xvector_compute.main([
+        "--cached-compiler-in=%s" % kaldi_cache,
+        "--cached-compiler-out=%s" % (tmp_path / "a.bin")] + args
+        + ["ark:%s" % (tmp_path / "a.ark")])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    assert "Reading cache from" in err and "0 compilation" in err
+    assert (tmp_path / "a.bin").read_bytes() == kaldi_cache.read_bytes()
+    assert_matches(dict(read_table("ark:%s" % (tmp_path / "a.ark"), "vector")),
+                   dict(read_table("ark:%s" % (xv / "xvector.default.ark"), "vector")),
+                   "cached")
+    status = nnet3_xvector_compute.main(["--cached-compiler-out=%s" % (tmp_path / "b.bin")]
+                                        + args + ["ark:/dev/null"])
+    assert status == 0, capsys.readouterr().err
+    assert (tmp_path / "b.bin").read_bytes() == kaldi_cache.read_bytes()
