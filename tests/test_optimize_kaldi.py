@@ -10,7 +10,8 @@ the switches, so every switch is off on about 1/16 of the cases while the
 suite stays fast), which must give the same numbers.
 
 How many optimized computations print exactly as Kaldi's
-``computation.opt.txt`` is counted; the count may not fall below what the
+``computation.opt.txt``, and how many serialize byte for byte as Kaldi's
+``computation.opt.kaldi``, is counted; the counts may not fall below what the
 optimizer reached when this test was written.
 """
 
@@ -19,7 +20,7 @@ import pytest
 
 from conftest import KALDI_REF
 from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation_io import print_computation
+from pynnet3.compile.computation_io import computation_to_bytes, print_computation
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import case_dirs, case_id, run_and_check
@@ -34,7 +35,8 @@ SWITCHES = ["optimize", "consolidate_model_update", "propagate_in_place",
             "allocate_from_other", "snip_row_ops", "memory_compression_level"]
 
 # random/ + zoo cases of kaldi-ref whose optimized computation prints exactly
-# as Kaldi's computation.opt.txt (measured; must not regress).
+# as Kaldi's computation.opt.txt and is written byte for byte as Kaldi's
+# computation.opt.kaldi (measured: all of them; must not regress).
 MIN_IDENTICAL_KALDI_REF = 256
 
 
@@ -69,23 +71,29 @@ def test_each_optimization_off_gives_the_same_numbers(number, case):
     _check_numbers(case, computation, nnet)
 
 
-def _prints_as_kaldi(case):
+def _as_kaldi(case):
+    """(prints as Kaldi's computation.opt.txt, writes Kaldi's computation.opt.kaldi)."""
     nnet, request = _load(case)
-    ours = print_computation(compile(nnet, request), nnet)
+    computation = compile(nnet, request)
     with open(case / "computation.opt.txt") as f:
-        return ours == f.read()
+        printed = print_computation(computation, nnet) == f.read()
+    kaldi = (case / "computation.opt.kaldi").read_bytes()
+    written = computation_to_bytes(computation, binary=kaldi[:2] == b"\0B") == kaldi
+    return printed, written
 
 
 def test_shipped_cases_print_as_kaldi():
     cases = [c for c in CASES if "computer" in c.parts]
     assert cases
-    different = [case_id(c) for c in cases if not _prints_as_kaldi(c)]
-    assert not different, "optimized computations print differently: %s" % different
+    different = [case_id(c) for c in cases if _as_kaldi(c) != (True, True)]
+    assert not different, "optimized computations print or write differently: %s" % different
 
 
 def test_identical_prints_do_not_regress(kaldi_ref):
     cases = [c for c in CASES if KALDI_REF in c.parents]
-    same = sum(_prints_as_kaldi(c) for c in cases)
-    assert same >= MIN_IDENTICAL_KALDI_REF, (
-        "%d of %d optimized computations print as Kaldi's (was %d)"
-        % (same, len(cases), MIN_IDENTICAL_KALDI_REF))
+    results = [_as_kaldi(c) for c in cases]
+    printed = sum(p for p, _ in results)
+    written = sum(w for _, w in results)
+    assert printed >= MIN_IDENTICAL_KALDI_REF and written >= MIN_IDENTICAL_KALDI_REF, (
+        "of %d optimized computations, %d print and %d write as Kaldi's (were %d)"
+        % (len(cases), printed, written, MIN_IDENTICAL_KALDI_REF))

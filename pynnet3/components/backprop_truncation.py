@@ -189,7 +189,8 @@ class BackpropTruncationComponent(Component):
         pre = BackpropTruncationComponentPrecomputedIndexes.__new__(
             BackpropTruncationComponentPrecomputedIndexes)
         pre.zeroing = zeroing
-        pre.zeroing_sum = float(count)
+        # -Sum() of an all-zero vector is -0.0, which Kaldi writes as "-0".
+        pre.zeroing_sum = float(count) if count else -0.0
         return pre
 
     # -- computation ----------------------------------------------------------------------
