@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 
-from ..compute.utterance import SimpleComputationOptions
+from ..compute.compilation import log_compiler_summary, make_compiler
 from ..decode.api import check_graph_labels, decode_utterance, make_decoder
 from ..decode.config import LatticeFasterDecoderConfig
 from ..decode.determinize import K_DELTA
@@ -22,9 +22,12 @@ from ..decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
 from ..decode.fst import read_fst
 from ..decode.lattice import register_lattice_holder
 from ..errors import UsageError
-from ..io.table import RandomAccessTableReader, SequentialTableReader, TableWriter
+from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
+                        SequentialTableReader, TableWriter)
 from ..nnet.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
+from .nnet3_compute import (optimize_options, register_simple_computation_options,
+                            simple_computation_options)
 
 logger = logging.getLogger("pynnet3")
 
@@ -65,28 +68,6 @@ def register_decoder_options(parser):
                          "determinization.")
 
 
-def register_decodable_options(parser):
-    parser.register_int("extra-left-context", 0, "Number of frames of additional left-context "
-                        "to add on top of the neural net's inherent left context (may be "
-                        "useful in recurrent setups")
-    parser.register_int("extra-right-context", 0, "Number of frames of additional "
-                        "right-context to add on top of the neural net's inherent right "
-                        "context (may be useful in recurrent setups")
-    parser.register_int("extra-left-context-initial", -1, "If >= 0, overrides the "
-                        "--extra-left-context value at the start of an utterance.")
-    parser.register_int("extra-right-context-final", -1, "If >= 0, overrides the "
-                        "--extra-right-context value at the end of an utterance.")
-    parser.register_int("frame-subsampling-factor", 1, "Required if the frame-rate of the "
-                        "output (e.g. in 'chain' models) is less than the frame-rate of the "
-                        "original alignment.")
-    parser.register_float("acoustic-scale", 0.1, "Scaling factor for acoustic log-likelihoods "
-                          "(caution: is a no-op if set in the program nnet3-compute")
-    parser.register_int("frames-per-chunk", 50, "Number of frames in each chunk that is "
-                        "separately evaluated by the neural net.  Measured before any "
-                        "subsampling, if the --frame-subsampling-factor options is used "
-                        "(i.e. counts input frames")
-
-
 def decoder_config(opts):
     config = LatticeFasterDecoderConfig(
         beam=opts.beam, max_active=opts.max_active, min_active=opts.min_active,
@@ -95,16 +76,6 @@ def decoder_config(opts):
         hash_ratio=opts.hash_ratio)
     config.check()
     return config
-
-
-def decodable_options(opts):
-    return SimpleComputationOptions(
-        extra_left_context=opts.extra_left_context,
-        extra_right_context=opts.extra_right_context,
-        extra_left_context_initial=opts.extra_left_context_initial,
-        extra_right_context_final=opts.extra_right_context_final,
-        frame_subsampling_factor=opts.frame_subsampling_factor,
-        frames_per_chunk=opts.frames_per_chunk, acoustic_scale=opts.acoustic_scale)
 
 
 def read_word_symbols(filename):
@@ -126,7 +97,7 @@ def read_word_symbols(filename):
 def main(argv=None):
     parser = ToolParser(USAGE)
     register_decoder_options(parser)
-    register_decodable_options(parser)
+    register_simple_computation_options(parser, acoustic_scale=0.1)
     parser.register_str("word-symbol-table", "", "Symbol table for words [for debug output]")
     parser.register_bool("allow-partial", False,
                          "If true, produce output even if end state was not reached.")
@@ -151,23 +122,23 @@ def main(argv=None):
     if opts.max_mem != 50000000:
         logger.warning("--max-mem=%d is not applied: pynnet3 determinizes lattices "
                        "without Kaldi's memory limit", opts.max_mem)
-    if opts.utt2spk:
-        raise UsageError("--utt2spk is not supported by pynnet3's nnet3-latgen-faster; give "
-                         "per-utterance --ivectors")
     if ":" in fst_in and fst_in.split(":", 1)[0].split(",")[0] in ("ark", "scp"):
         raise UsageError("per-utterance decoding graphs (%s) are not supported; give one "
                          "graph file" % fst_in)
 
     trans_model, am_nnet = read_mdl(model_in)
-    copts = decodable_options(opts)
-    computer = decodable_nnet_computer(am_nnet, copts)
+    compiler = make_compiler(am_nnet.nnet, optimize_options(opts))
+    computer = decodable_nnet_computer(
+        am_nnet, simple_computation_options(opts), compiler=compiler,
+        debug_computation=opts.debug_computation,
+        debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     tid_to_pdf = transition_id_to_pdf_table(trans_model)
     register_lattice_holder()
     word_syms = read_word_symbols(opts.word_symbol_table) if opts.word_symbol_table else None
 
     online_reader = (RandomAccessTableReader(opts.online_ivectors, "matrix")
                      if opts.online_ivectors else None)
-    ivector_reader = (RandomAccessTableReader(opts.ivectors, "vector")
+    ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
                       if opts.ivectors else None)
     writers = []
     try:
@@ -207,7 +178,7 @@ def main(argv=None):
                 online = online_reader.value(utt)
             decodable = DecodableAmNnetSimple(computer, tid_to_pdf, features, ivector, online,
                                               opts.online_ivector_period)
-            result = decode_utterance(decoder, decodable, utt, copts.acoustic_scale,
+            result = decode_utterance(decoder, decodable, utt, opts.acoustic_scale,
                                       opts.allow_partial, trans_model,
                                       config.determinize_lattice, opts.delta,
                                       opts.phone_determinize)
@@ -239,12 +210,13 @@ def main(argv=None):
             w.abort()
         raise
     elapsed = time.time() - start
-    input_frames = frame_count * copts.frame_subsampling_factor
+    input_frames = frame_count * opts.frame_subsampling_factor
     logger.info("Time taken %gs: real-time factor assuming 100 frames/sec is %g", elapsed,
                 elapsed * 100.0 / input_frames if input_frames else 0.0)
     logger.info("Done %d utterances, failed for %d", num_success, num_fail)
     logger.info("Overall log-likelihood per frame is %g over %d frames.",
                 tot_like / frame_count if frame_count else float("nan"), frame_count)
+    log_compiler_summary(compiler)
     return 0 if num_success != 0 else 1
 
 

@@ -7,9 +7,9 @@ transition-id's pdf at that (subsampled) frame, minus the log prior of the
 pdf, times the acoustic scale. Kaldi computes the output in chunks of
 ``frames_per_chunk / frame_subsampling_factor`` output frames as the decoder
 first asks for a frame in a chunk; the decoder asks in order, so the chunks
-start at 0, n, 2n, ... (the last one shorter). :class:`DecodableAmNnetSimple`
-computes exactly those chunks with
-:meth:`pynnet3.compute.utterance.SimpleNnetComputer.compute_chunk` (which
+start at 0, n, 2n, ... (the last one shorter): nnet3-compute's chunks.
+:class:`DecodableAmNnetSimple` computes exactly those chunks with
+:meth:`pynnet3.compute.utterance.SimpleNnetComputer.compute_utterance` (which
 handles the extra contexts, i-vectors and online i-vectors), all at once,
 into one float32 matrix; the scores are the same, only the time at which they
 are computed differs.
@@ -38,14 +38,15 @@ def transition_id_to_pdf_table(trans_model):
     return table
 
 
-def decodable_nnet_computer(am_nnet, opts=None):
+def decodable_nnet_computer(am_nnet, opts=None, **computer_options):
     """A SimpleNnetComputer set up as nnet3-latgen-faster's: the network
     prepared (test mode, collapsed), the model's priors, and ``opts`` (a
-    SimpleComputationOptions; decoders' default acoustic scale is 0.1)."""
+    SimpleComputationOptions; decoders' default acoustic scale is 0.1);
+    ``computer_options`` go to SimpleNnetComputer (compiler, debug flags)."""
     if opts is None:
         opts = SimpleComputationOptions(acoustic_scale=0.1)
     prepare_nnet_for_compute(am_nnet.nnet)
-    return SimpleNnetComputer(am_nnet.nnet, opts, priors=am_nnet.priors)
+    return SimpleNnetComputer(am_nnet.nnet, opts, priors=am_nnet.priors, **computer_options)
 
 
 class DecodableMatrix:
@@ -75,18 +76,9 @@ class DecodableAmNnetSimple(DecodableMatrix):
 
     def __init__(self, computer, tid_to_pdf, features, ivector=None, online_ivectors=None,
                  online_ivector_period=0):
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] == 0:
-            raise UsageError("Zero-length utterance")
-        num_out = computer.num_subsampled_frames(features.shape[0])
-        per_chunk = computer.subsampled_frames_per_chunk()
         if computer.output_dim <= int(np.max(tid_to_pdf)):
             raise UsageError("the network's output dimension %d is too small for the "
                              "transition model's %d pdfs"
                              % (computer.output_dim, int(np.max(tid_to_pdf)) + 1))
-        rows = []
-        for first in range(0, num_out, per_chunk):
-            rows.append(computer.compute_chunk(
-                features, first, min(per_chunk, num_out - first), ivector, online_ivectors,
-                online_ivector_period))
-        super().__init__(np.concatenate(rows), tid_to_pdf)
+        super().__init__(computer.compute_utterance(features, ivector, online_ivectors,
+                                                    online_ivector_period), tid_to_pdf)
