@@ -66,6 +66,14 @@ def test_kernels_match_twin(case, monkeypatch):
         fast.map_submatrix_fields(a, mapping)
         twin.map_submatrix_fields(b, mapping)
         assert a == b
+        used_fast, used_slow = bytearray(n), bytearray(n)
+        fast.scan_indexes_multi(computation.indexes_multi, used_fast)
+        twin.scan_indexes_multi(computation.indexes_multi, used_slow)
+        assert used_fast == used_slow
+        a, b = list(computation.indexes_multi), list(computation.indexes_multi)
+        fast.map_indexes_multi(a, mapping)
+        twin.map_indexes_multi(b, mapping)
+        assert a == b
         assert (_positions(computation.commands, fast.without_no_ops(computation.commands))
                 == _positions(computation.commands, twin.without_no_ops(computation.commands)))
         # Whole renumbering, after duplicating every submatrix record (so
@@ -91,3 +99,7 @@ def test_out_of_range_submatrix_is_an_error():
             impl.scan_commands(computation.commands, bytearray(3))
         with pytest.raises(IndexError, match="submatrix index 5"):
             impl.map_submatrix_fields(computation.commands, [0, 1, 2])
+        with pytest.raises(IndexError, match="submatrix index 5"):
+            impl.scan_indexes_multi([[(-1, -1), (5, 0)]], bytearray(3))
+        with pytest.raises(IndexError, match="submatrix index 5"):
+            impl.map_indexes_multi([[(-1, -1), (5, 0)]], [0, 1, 2])

@@ -153,3 +153,38 @@ def without_no_ops(list commands):
         if <int>c.command_type != kNoOperation:
             out.append(c)
     return out
+
+
+def scan_indexes_multi(list indexes_multi, bytearray sub_used):
+    """Sets ``sub_used[s] = 1`` for every submatrix s > 0 named by a pair
+    (s, row) of any indexes_multi table."""
+    cdef Py_ssize_t n = len(sub_used)
+    cdef object pairs, pair
+    cdef long s, last = 0
+    for pairs in indexes_multi:
+        for pair in pairs:
+            s = pair[0]
+            if s > 0 and s != last:
+                _mark(sub_used, n, s)
+                last = s
+
+
+def map_indexes_multi(list indexes_multi, list mapping):
+    """Replaces, in place, every table's pairs (s, row) with s > 0 by
+    (mapping[s], row)."""
+    cdef vector[long] m
+    cdef Py_ssize_t i, k, n = len(mapping)
+    m.resize(n)
+    for i in range(n):
+        m[i] = mapping[i]
+    cdef list pairs, out
+    cdef tuple pair
+    cdef long s
+    for i in range(len(indexes_multi)):
+        pairs = list(indexes_multi[i])
+        out = [None] * len(pairs)
+        for k in range(len(pairs)):
+            pair = tuple(pairs[k])
+            s = pair[0]
+            out[k] = (_at(m, n, s), pair[1]) if s > 0 else pair
+        indexes_multi[i] = out

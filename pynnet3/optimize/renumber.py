@@ -121,10 +121,7 @@ def renumber_computation(computation):
         used[0] = 1
     multi_users, index_users, range_users, propagates, backprops = \
         _impl.scan_commands(computation.commands, used)
-    for pairs in computation.indexes_multi:
-        for s in {p[0] for p in pairs}:
-            if s > 0:
-                used[s] = 1
+    _impl.scan_indexes_multi(computation.indexes_multi, used)
     sub_used = [u != 0 for u in used]
     # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
     # empty submatrix, always kept.)
@@ -155,9 +152,7 @@ def renumber_computation(computation):
     # 4. apply to submatrices, then matrices.
     if len(seen) + 1 != num_sub:    # else every submatrix keeps its number
         _impl.map_submatrix_fields(computation.commands, old_to_new_sub)
-        multi = computation.indexes_multi
-        for i, pairs in enumerate(multi):
-            multi[i] = [(old_to_new_sub[s] if s > 0 else s, r) for s, r in pairs]
+        _impl.map_indexes_multi(computation.indexes_multi, old_to_new_sub)
     new_subs = []
     for s in range(num_sub):
         if kept[s]:

@@ -89,3 +89,25 @@ def without_no_ops(commands):
     """The commands other than kNoOperation, in order."""
     no_op = int(C.kNoOperation)
     return [c for c in commands if c.command_type != no_op]
+
+
+def scan_indexes_multi(indexes_multi, sub_used):
+    """Sets ``sub_used[s] = 1`` for every submatrix s > 0 named by a pair
+    (s, row) of any indexes_multi table."""
+    for pairs in indexes_multi:
+        for s in {p[0] for p in pairs}:
+            if s > 0:
+                _mark(sub_used, s)
+
+
+def map_indexes_multi(indexes_multi, mapping):
+    """Replaces, in place, every table's pairs (s, row) with s > 0 by
+    (mapping[s], row)."""
+    for i, pairs in enumerate(indexes_multi):
+        out = []
+        for s, r in pairs:
+            if s >= len(mapping):
+                raise IndexError("submatrix index %d out of range (%d submatrices)"
+                                 % (s, len(mapping)))
+            out.append((mapping[s], r) if s > 0 else (s, r))
+        indexes_multi[i] = out
