@@ -65,6 +65,10 @@ def merge_candidates_py(commands, component_properties, remove_assignments,
     return out
 
 
+_EQUAL_COLS = int(MatrixStrideType.kStrideEqualNumCols)
+_COPY = int(C.kMatrixCopy)
+
+
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
 _fast_module = _fast.load("variable_merging")
@@ -89,6 +93,8 @@ class VariableMergingOptimizer:
         # The analysis' variables of a submatrix do not change in a round.
         self._variables_cache = {}
         self._called = False
+        self._allow_left = options.allow_left_merge
+        self._allow_right = options.allow_right_merge
 
     def merge_variables(self):
         """Does every merge this round allows; returns True if any was done."""
@@ -134,37 +140,45 @@ class VariableMergingOptimizer:
 
         Kaldi's conditions, all of which must hold; they are tested cheapest
         first, which cannot change the answer (each only vetoes)."""
-        opts = self.options
-        if not opts.allow_left_merge and not opts.allow_right_merge:
+        allow_left, allow_right = self._allow_left, self._allow_right
+        if not allow_left and not allow_right:
             return False, False
         comp = self.computation
-        sub1 = comp.submatrices[s1]
-        sub2 = comp.submatrices[s2]
+        subs = comp.submatrices
+        sub1 = subs[s1]
+        sub2 = subs[s2]
         m1 = sub1.matrix_index
         m2 = sub2.matrix_index
         if m1 == m2:    # two parts of one matrix
             return False, False
-        mat1 = comp.matrices[m1]
-        mat2 = comp.matrices[m2]
+        mats = comp.matrices
+        mat1 = mats[m1]
+        mat2 = mats[m2]
         whole1 = (sub1.row_offset == 0 and sub1.col_offset == 0
                   and sub1.num_rows == mat1.num_rows and sub1.num_cols == mat1.num_cols)
         whole2 = (sub2.row_offset == 0 and sub2.col_offset == 0
                   and sub2.num_rows == mat2.num_rows and sub2.num_cols == mat2.num_cols)
         # c3, c4: the kept side must be a whole matrix; c6, c7: a matrix
         # whose stride must equal its width can only take in a whole matrix.
-        equal_cols = MatrixStrideType.kStrideEqualNumCols
-        left = (opts.allow_left_merge and whole2
-                and not (mat2.stride_type == equal_cols and not whole1))
-        right = (opts.allow_right_merge and whole1
-                 and not (mat1.stride_type == equal_cols and not whole2))
+        left = (allow_left and whole2
+                and not (mat2.stride_type == _EQUAL_COLS and not whole1))
+        right = (allow_right and whole1
+                 and not (mat1.stride_type == _EQUAL_COLS and not whole2))
         if not left and not right:
             return False, False
         # c5: nothing already merged this round.
         dirty = self.variable_dirty
-        for v in self._variables(s1):
+        cache = self._variables_cache
+        variables = cache.get(s1)
+        if variables is None:
+            variables = self._variables(s1)
+        for v in variables:
             if dirty[v]:
                 return False, False
-        for v in self._variables(s2):
+        variables = cache.get(s2)
+        if variables is None:
+            variables = self._variables(s2)
+        for v in variables:
             if dirty[v]:
                 return False, False
         # c1: not two inputs or two outputs; c2: inputs and outputs whole.
@@ -180,7 +194,7 @@ class VariableMergingOptimizer:
         if analysis.first_nontrivial_access(s2) != command_index:
             return False, False
         c = comp.commands[command_index]
-        if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
+        if c.command_type == _COPY and c.alpha == 1.0:
             ok = (analysis.last_write_access(s1) < command_index
                   and analysis.last_access(s1)
                   < analysis.data_invalidated_command(command_index, s2))
