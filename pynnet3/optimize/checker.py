@@ -39,6 +39,7 @@ import gc
 import logging
 from operator import itemgetter
 
+from .. import _fast
 from ..compile.computation import CommandType
 from ..compile.computation_io import command_string
 from ..components.base import ComponentProperty as P
@@ -59,6 +60,38 @@ kCompressedMatrixUint16 = 4
 # the ExtendMatrices pass may leave the last rows of a matrix partly unused;
 # must not exceed that pass's min_proportion (Kaldi: 0.8)
 _EXTEND_MIN_PROPORTION = 0.8
+
+# Command types as plain ints: the per-command loops compare against these
+# (an IntEnum member is a class-attribute lookup each time).
+_ALLOC, _DEALLOC, _SWAP, _SET_CONST = (int(CT.kAllocMatrix), int(CT.kDeallocMatrix),
+                                       int(CT.kSwapMatrix), int(CT.kSetConst))
+_PROPAGATE, _BACKPROP, _BACKPROP_NO_UPDATE = (int(CT.kPropagate), int(CT.kBackprop),
+                                              int(CT.kBackpropNoModelUpdate))
+_COPY, _ADD, _COPY_ROWS, _ADD_ROWS = (int(CT.kMatrixCopy), int(CT.kMatrixAdd),
+                                      int(CT.kCopyRows), int(CT.kAddRows))
+_MULTI = frozenset(int(t) for t in (CT.kAddRowsMulti, CT.kCopyRowsMulti,
+                                    CT.kAddToRowsMulti, CT.kCopyToRowsMulti))
+_ADD_ROW_RANGES, _COMPRESS, _DECOMPRESS = (int(CT.kAddRowRanges), int(CT.kCompressMatrix),
+                                           int(CT.kDecompressMatrix))
+_ACCEPT, _PROVIDE = int(CT.kAcceptInput), int(CT.kProvideOutput)
+_NO_OPS = frozenset(int(t) for t in (CT.kNoOperation, CT.kNoOperationPermanent,
+                                     CT.kNoOperationMarker, CT.kNoOperationLabel))
+_MARKER, _GOTO = int(CT.kNoOperationMarker), int(CT.kGotoLabel)
+
+
+def command_type_bytes_py(commands):
+    """bytes with one byte per command: its command type when that is an int
+    in [0, 255), else 255 (a type no valid computation has). The twin of
+    ``pynnet3/_fast/checker.pyx``."""
+    return bytes(c.command_type if isinstance(c.command_type, int)
+                 and 0 <= c.command_type < 255 else 255 for c in commands)
+
+
+# Compiled unless the user chose the twins (or it is not built: then
+# pynnet3._fast warns once).
+_fast_module = _fast.load("checker")
+_command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not None
+                       else command_type_bytes_py)
 
 
 class ComputationCheckError(ComputationError):
@@ -95,6 +128,14 @@ class ComputationChecker:
         self.nnet = nnet
         self.computation = computation
         self.a = None
+        self._types = None
+
+    def command_types(self):
+        """The command types, one byte per command (see
+        :func:`command_type_bytes_py`); computed once per check."""
+        if self._types is None:
+            self._types = _command_type_bytes(self.computation.commands)
+        return self._types
 
     def check(self):
         # the checks build many small objects while the computation holds
@@ -156,26 +197,29 @@ class ComputationChecker:
         def valid(s, minimum=1):
             return minimum <= s < num_submatrices
 
+        types = self.command_types()
+        ci = -1
+
+        def fail(detail, submatrix=None):
+            # (reads the loop's current ci: called only within its iteration)
+            self._fail("indexes", detail, ci, submatrix=submatrix)
+
         for ci, c in enumerate(comp.commands):
-            ct = c.command_type
-
-            def fail(detail, submatrix=None, ci=ci):
-                self._fail("indexes", detail, ci, submatrix=submatrix)
-
-            if ct in (CT.kAllocMatrix, CT.kDeallocMatrix):
+            ct = types[ci]
+            if ct == _ALLOC or ct == _DEALLOC:
                 if not whole(c.arg1):
                     fail("submatrix index %d out of range or not a whole matrix" % c.arg1,
                          c.arg1)
-            elif ct == CT.kSetConst:
+            elif ct == _SET_CONST:
                 if not valid(c.arg1):
                     fail("submatrix index %d out of range" % c.arg1)
-            elif ct == CT.kSwapMatrix:
+            elif ct == _SWAP:
                 if not (whole(c.arg1) and whole(c.arg2)):
                     fail("submatrix index out of range or not a whole matrix", c.arg1)
                 a, b = submatrices[c.arg1], submatrices[c.arg2]
                 if a.num_rows != b.num_rows or a.num_cols != b.num_cols:
                     fail("dimension mismatch in kSwapMatrix command", c.arg1)
-            elif ct == CT.kPropagate:
+            elif ct == _PROPAGATE:
                 if not 0 <= c.arg1 < num_components:
                     fail("component index %d out of range" % c.arg1)
                 component = nnet.get_component(c.arg1)
@@ -206,19 +250,19 @@ class ComputationChecker:
                     memo_to_command[c.arg5] = ci
                 if c.arg6 not in (0, 1):
                     fail("store-stats flag must be 0 or 1, is %d" % c.arg6)
-            elif ct in (CT.kBackprop, CT.kBackpropNoModelUpdate):
+            elif ct == _BACKPROP or ct == _BACKPROP_NO_UPDATE:
                 self._check_backprop(ci, c, memo_to_command, num_components,
                                      num_precomputed, valid, fail)
-            elif ct in (CT.kMatrixCopy, CT.kMatrixAdd):
+            elif ct == _COPY or ct == _ADD:
                 if not (valid(c.arg1) and valid(c.arg2)):
                     fail("submatrix indexes out of range in matrix copy/add")
                 a, b = submatrices[c.arg1], submatrices[c.arg2]
                 if a.num_rows != b.num_rows or a.num_cols != b.num_cols:
                     fail("dimension mismatch in matrix copy/add (%dx%d vs %dx%d)"
                          % (a.num_rows, a.num_cols, b.num_rows, b.num_cols), c.arg1)
-                if c.arg1 == c.arg2 and not (ct == CT.kMatrixCopy and c.alpha != 1.0):
+                if c.arg1 == c.arg2 and not (ct == _COPY and c.alpha != 1.0):
                     fail("adding/copying to self", c.arg1)
-            elif ct in (CT.kAddRows, CT.kCopyRows):
+            elif ct == _ADD_ROWS or ct == _COPY_ROWS:
                 if not (valid(c.arg1) and valid(c.arg2) and 0 <= c.arg3 < len(comp.indexes)):
                     fail("index out of range in add-rows/copy-rows command")
                 indexes = comp.indexes[c.arg3]
@@ -233,10 +277,9 @@ class ComputationChecker:
                          % submatrices[c.arg2].num_rows, c.arg2)
                 if c.arg1 == c.arg2:
                     fail("copying to self in add-rows/copy-rows command", c.arg1)
-            elif ct in (CT.kAddRowsMulti, CT.kCopyRowsMulti, CT.kAddToRowsMulti,
-                        CT.kCopyToRowsMulti):
+            elif ct in _MULTI:
                 self._check_multi(ci, c, valid, fail)
-            elif ct == CT.kAddRowRanges:
+            elif ct == _ADD_ROW_RANGES:
                 if not (valid(c.arg1) and valid(c.arg2) and
                         0 <= c.arg3 < len(comp.indexes_ranges)):
                     fail("index out of range in add-row-ranges command")
@@ -251,7 +294,7 @@ class ComputationChecker:
                             or (second > first and first >= 0 and second <= src_rows)):
                         fail("row range %d,%d is invalid in add-row-ranges command"
                              % (first, second), c.arg2)
-            elif ct == CT.kCompressMatrix:
+            elif ct == _COMPRESS:
                 if not whole(c.arg1):
                     fail("submatrix index out of range or not a whole matrix", c.arg1)
                 if not kCompressedMatrixInt8 <= c.arg2 <= kCompressedMatrixUint16:
@@ -261,20 +304,19 @@ class ComputationChecker:
                 if c.alpha < 0.0 or c.alpha > 1000.0 or (
                         c.alpha == 0.0 and c.arg2 != kCompressedMatrixUint8):
                     fail("invalid alpha in kCompressMatrix command", c.arg1)
-            elif ct == CT.kDecompressMatrix:
+            elif ct == _DECOMPRESS:
                 if not whole(c.arg1):
                     fail("submatrix index out of range or not a whole matrix", c.arg1)
-            elif ct in (CT.kAcceptInput, CT.kProvideOutput):
+            elif ct == _ACCEPT or ct == _PROVIDE:
                 if not whole(c.arg1):
                     fail("submatrix index out of range or not a whole matrix", c.arg1)
                 if not (0 <= c.arg2 < nnet.num_nodes()
                         and (nnet.is_input_node(c.arg2) or nnet.is_output_node(c.arg2))):
                     fail("invalid network node %d (not an input or output node)" % c.arg2,
                          c.arg1)
-            elif ct in (CT.kNoOperation, CT.kNoOperationPermanent, CT.kNoOperationMarker,
-                        CT.kNoOperationLabel):
+            elif ct in _NO_OPS:
                 pass
-            elif ct == CT.kGotoLabel:
+            elif ct == _GOTO:
                 label = c.arg1
                 if not (0 <= label < ci
                         and comp.commands[label].command_type == CT.kNoOperationLabel):
@@ -282,7 +324,7 @@ class ComputationChecker:
                 if ci + 1 != num_commands:
                     fail("kGotoLabel is not the last command in the computation")
             else:
-                fail("unknown command type %r" % (ct,))
+                fail("unknown command type %r" % (c.command_type,))
         if memo_to_command:
             ci = min(memo_to_command.values())
             self._fail("indexes", "memo was produced by this command but never consumed",
@@ -374,21 +416,25 @@ class ComputationChecker:
     # -- order ------------------------------------------------------------------------------
     def check_computation_order(self):
         commands = self.computation.commands
-        markers = [i for i, c in enumerate(commands)
-                   if c.command_type == CT.kNoOperationMarker]
-        if not markers:
+        types = self.command_types()
+        end_of_forward = types.rfind(_MARKER)
+        if end_of_forward < 0:
             return
-        end_of_forward = markers[-1]
-        for ci, c in enumerate(commands):
-            ct = c.command_type
-            if ci < end_of_forward and ct in (CT.kBackprop, CT.kBackpropNoModelUpdate):
-                self._fail("order", "backprop occurs before the kNoOperationMarker (c%d) "
-                           "that ends the forward commands" % end_of_forward, ci,
-                           submatrix=c.arg5)
-            if ci > end_of_forward and ct == CT.kPropagate:
-                self._fail("order", "propagate occurs after the kNoOperationMarker (c%d) "
-                           "that ends the forward commands" % end_of_forward, ci,
-                           submatrix=c.arg4)
+        # The first offending command: a backprop before the marker comes
+        # before any propagate after it.
+        backprops = [i for i in (types.find(_BACKPROP, 0, end_of_forward),
+                                 types.find(_BACKPROP_NO_UPDATE, 0, end_of_forward))
+                     if i >= 0]
+        if backprops:
+            ci = min(backprops)
+            self._fail("order", "backprop occurs before the kNoOperationMarker (c%d) "
+                       "that ends the forward commands" % end_of_forward, ci,
+                       submatrix=commands[ci].arg5)
+        ci = types.find(_PROPAGATE, end_of_forward + 1)
+        if ci >= 0:
+            self._fail("order", "propagate occurs after the kNoOperationMarker (c%d) "
+                       "that ends the forward commands" % end_of_forward, ci,
+                       submatrix=commands[ci].arg4)
 
     # -- matrix accesses --------------------------------------------------------------------
     def check_computation_matrix_accesses(self):
@@ -429,8 +475,11 @@ class ComputationChecker:
     # -- compression ------------------------------------------------------------------------
     def check_computation_compression(self):
         commands = self.computation.commands
-        middle = next((i for i, c in enumerate(commands)
-                       if c.command_type == CT.kNoOperationMarker), -1)
+        types = self.command_types()
+        # Only commands that compress or decompress have anything to check.
+        if types.find(_COMPRESS) < 0 and types.find(_DECOMPRESS) < 0:
+            return
+        middle = types.find(_MARKER)
         for m in range(1, len(self.a.matrix_accesses)):
             accesses = self.a.matrix_accesses[m].accesses
             n = len(accesses)

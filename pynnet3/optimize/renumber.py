@@ -7,90 +7,18 @@ duplicate ``indexes`` / ``indexes_multi`` / ``indexes_ranges`` tables.
 reference, keeping the relative order of what survives (so the result is the
 one Kaldi prints); memo indexes are made consecutive in propagate order.
 
-:func:`submatrix_fields` and :func:`map_submatrix_args` (Kaldi's
-IdentifySubmatrixArgs) name and rewrite the command fields that hold
-submatrix indexes; other passes use them too.
+The loops over the command list (which fields hold submatrices: Kaldi's
+IdentifySubmatrixArgs) are in ``pynnet3/_fast/renumber.pyx``, with the twin
+``pynnet3.optimize.renumber_py``.
 """
 
-from ..compile.computation import CommandType as C, SubMatrixInfo
+from .. import _fast
+from ..compile.computation import CommandType, SubMatrixInfo
+from . import renumber_py as _py
 
-# Command types by the fields that hold submatrix indexes (Kaldi's
-# IdentifySubmatrixArgs).
-_ARG1 = frozenset((C.kAllocMatrix, C.kDeallocMatrix, C.kSetConst, C.kAddRowsMulti,
-                   C.kCopyRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti,
-                   C.kAcceptInput, C.kProvideOutput, C.kCompressMatrix,
-                   C.kDecompressMatrix))
-_ARG12 = frozenset((C.kSwapMatrix, C.kMatrixCopy, C.kMatrixAdd, C.kAddRows, C.kCopyRows,
-                    C.kAddRowRanges))
-_ARG34 = frozenset((C.kPropagate,))
-_ARG3456 = frozenset((C.kBackprop, C.kBackpropNoModelUpdate))
-_FIELDS = {}
-for _types, _fields in ((_ARG1, ("arg1",)), (_ARG12, ("arg1", "arg2")),
-                        (_ARG34, ("arg3", "arg4")),
-                        (_ARG3456, ("arg3", "arg4", "arg5", "arg6"))):
-    for _t in _types:
-        _FIELDS[_t] = _fields
-for _t in (C.kNoOperation, C.kNoOperationPermanent, C.kNoOperationMarker,
-           C.kNoOperationLabel, C.kGotoLabel):
-    _FIELDS[_t] = ()
-
-MULTI_TYPES = frozenset((C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyRowsMulti,
-                         C.kCopyToRowsMulti))
-INDEXES_TYPES = frozenset((C.kCopyRows, C.kAddRows))
-
-
-def submatrix_fields(command):
-    """The names of ``command``'s fields that are submatrix indexes."""
-    return _FIELDS[command.command_type]
-
-
-def _group_commands(commands):
-    """The commands split by which fields hold submatrices: (arg1 only,
-    arg1+arg2, arg3+arg4, arg3..arg6); one pass, so that the loops that read
-    or rewrite submatrix references need no per-command field lookup."""
-    a1, a12, a34, a3456 = [], [], [], []
-    for c in commands:
-        t = c.command_type
-        if t in _ARG1:
-            a1.append(c)
-        elif t in _ARG12:
-            a12.append(c)
-        elif t in _ARG34:
-            a34.append(c)
-        elif t in _ARG3456:
-            a3456.append(c)
-    return a1, a12, a34, a3456
-
-
-def map_submatrix_args(computation, mapping, groups=None):
-    """Replaces every submatrix reference s > 0 (in commands and in
-    indexes_multi) by ``mapping[s]`` (a list indexed by old submatrix)."""
-    a1, a12, a34, a3456 = groups or _group_commands(computation.commands)
-    for c in a1:
-        if c.arg1 > 0:
-            c.arg1 = mapping[c.arg1]
-    for c in a12:
-        if c.arg1 > 0:
-            c.arg1 = mapping[c.arg1]
-        if c.arg2 > 0:
-            c.arg2 = mapping[c.arg2]
-    for c in a34:
-        if c.arg3 > 0:
-            c.arg3 = mapping[c.arg3]
-        if c.arg4 > 0:
-            c.arg4 = mapping[c.arg4]
-    for c in a3456:
-        if c.arg3 > 0:
-            c.arg3 = mapping[c.arg3]
-        if c.arg4 > 0:
-            c.arg4 = mapping[c.arg4]
-        if c.arg5 > 0:
-            c.arg5 = mapping[c.arg5]
-        if c.arg6 > 0:
-            c.arg6 = mapping[c.arg6]
-    multi = computation.indexes_multi
-    for i, pairs in enumerate(multi):
-        multi[i] = [(mapping[s] if s > 0 else s, r) for s, r in pairs]
+# The per-command loops: compiled unless the user chose the twins (or the
+# extension is not built: then pynnet3._fast warns once).
+_impl = _fast.load("renumber") or _py
 
 
 def _renumbering(used):
@@ -165,12 +93,13 @@ def _renumber_memos(propagates, backprops):
     propagate_of = {}
     backprop_of = {}
     order = []
+    backprop = int(CommandType.kBackprop)
     for c in propagates:
         if c.arg5 > 0:
             propagate_of[c.arg5] = c
             order.append(c.arg5)
     for c in backprops:
-        if c.command_type == C.kBackprop and c.arg7 > 0:
+        if c.command_type == backprop and c.arg7 > 0:
             backprop_of[c.arg7] = c
     for new, old in enumerate(order, 1):
         propagate_of[old].arg5 = new
@@ -185,25 +114,15 @@ def renumber_computation(computation):
     # 1. indexes_multi entries no command uses.
     _remove_unused_indexes_multi(computation)
     # 2. which submatrices and matrices are referenced.
-    groups = _group_commands(computation.commands)
-    a1, a12, a34, a3456 = groups
     subs = computation.submatrices
     num_sub = len(subs)
-    sub_used = [False] * num_sub
+    used = bytearray(num_sub)
     if num_sub:
-        sub_used[0] = True
-    for c in a1:
-        sub_used[c.arg1] = True
-    for c in a12:
-        sub_used[c.arg1] = sub_used[c.arg2] = True
-    for c in a34:
-        sub_used[c.arg3] = sub_used[c.arg4] = True
-    for c in a3456:
-        sub_used[c.arg3] = sub_used[c.arg4] = sub_used[c.arg5] = sub_used[c.arg6] = True
-    for pairs in computation.indexes_multi:
-        for s in {p[0] for p in pairs}:
-            if s > 0:
-                sub_used[s] = True
+        used[0] = 1
+    multi_users, index_users, range_users, propagates, backprops = \
+        _impl.scan_commands(computation.commands, used)
+    _impl.scan_indexes_multi(computation.indexes_multi, used)
+    sub_used = [u != 0 for u in used]
     # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
     # empty submatrix, always kept.)
     mat_used = [False] * len(computation.matrices)
@@ -232,7 +151,8 @@ def renumber_computation(computation):
             old_to_new_sub[s] = j
     # 4. apply to submatrices, then matrices.
     if len(seen) + 1 != num_sub:    # else every submatrix keeps its number
-        map_submatrix_args(computation, old_to_new_sub, groups)
+        _impl.map_submatrix_fields(computation.commands, old_to_new_sub)
+        _impl.map_indexes_multi(computation.indexes_multi, old_to_new_sub)
     new_subs = []
     for s in range(num_sub):
         if kept[s]:
@@ -247,20 +167,18 @@ def renumber_computation(computation):
         computation.matrix_debug_info = [d for d, u in zip(computation.matrix_debug_info,
                                                            mat_used) if u]
     # 5. index tables.
-    _dedup_tables(computation, "indexes_multi",
-                  [c for c in a1 if c.command_type in MULTI_TYPES], "arg2")
-    _dedup_tables(computation, "indexes",
-                  [c for c in a12 if c.command_type in INDEXES_TYPES], "arg3")
-    _dedup_tables(computation, "indexes_ranges",
-                  [c for c in a12 if c.command_type == C.kAddRowRanges], "arg3")
-    _renumber_memos(a34, a3456)
+    _dedup_tables(computation, "indexes_multi", multi_users, "arg2")
+    _dedup_tables(computation, "indexes", index_users, "arg3")
+    _dedup_tables(computation, "indexes_ranges", range_users, "arg3")
+    _renumber_memos(propagates, backprops)
 
 
 def _remove_unused_indexes_multi(computation):
     table = computation.indexes_multi
     if not table:
         return
-    users = [c for c in computation.commands if c.command_type in MULTI_TYPES]
+    multi_types = _py.MULTI_TYPES
+    users = [c for c in computation.commands if c.command_type in multi_types]
     used = [False] * len(table)
     for c in users:
         used[c.arg2] = True
@@ -275,5 +193,4 @@ def _remove_unused_indexes_multi(computation):
 def remove_no_ops(computation):
     """Kaldi's RemoveNoOps: drops every kNoOperation command (the permanent,
     marker and label no-ops stay)."""
-    no_op = int(C.kNoOperation)
-    computation.commands = [c for c in computation.commands if c.command_type != no_op]
+    computation.commands = _impl.without_no_ops(computation.commands)

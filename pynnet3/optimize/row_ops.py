@@ -24,6 +24,7 @@ left for :func:`pynnet3.optimize.renumber.renumber_computation`, which
 Kaldi's Optimize() calls after these passes when any of them made a change.
 """
 
+from .. import _fast
 from ..compile.computation import Command
 from ..compile.computation import CommandType as C
 from ..errors import ComputationError
@@ -37,26 +38,38 @@ _MAX_SIZE_RATIO = 2
 # ---------------------------------------------------------------------------
 # SnipRowOps
 # ---------------------------------------------------------------------------
-def _leading_trailing(rows, is_noop, what, command_index):
-    """(number of leading no-op rows, number of trailing no-op rows)."""
+_NOOP_TESTS = (lambda i: i < 0,                  # kind 0: indexes
+               lambda pair: pair[0] < 0,         # kind 1: indexes_multi
+               lambda pair: pair[0] == pair[1])  # kind 2: indexes_ranges
+
+
+def leading_trailing_counts_py(rows, kind):
+    """(number of leading no-op rows, number of trailing no-op rows) of
+    ``rows``, where a row is a no-op when (kind 0) the index is negative,
+    (kind 1) the pair's submatrix is negative, (kind 2) the range is empty;
+    the leading count is len(rows) (and the trailing 0) when every row is.
+    The twin of ``pynnet3/_fast/row_ops.pyx``."""
+    is_noop = _NOOP_TESTS[kind]
     n = len(rows)
     lead = 0
     while lead < n and is_noop(rows[lead]):
         lead += 1
     if lead == n:
-        raise ComputationError("command c%d: its %s table has no row that does anything"
-                               % (command_index, what))
+        return n, 0
     trail = 0
     while is_noop(rows[n - 1 - trail]):
         trail += 1
     return lead, trail
 
 
-def _snip(computation, command_index, table_name, table_arg, is_noop):
+def _snip(computation, command_index, table_name, table_arg, kind):
     c = computation.commands[command_index]
     tables = getattr(computation, table_name)
     rows = tables[getattr(c, table_arg)]
-    lead, trail = _leading_trailing(rows, is_noop, table_name, command_index)
+    lead, trail = _leading_trailing_counts(rows, kind)
+    if lead == len(rows):
+        raise ComputationError("command c%d: its %s table has no row that does anything"
+                               % (command_index, table_name))
     if lead == 0 and trail == 0:
         return False
     num_rows = len(rows) - lead - trail
@@ -66,18 +79,6 @@ def _snip(computation, command_index, table_name, table_arg, is_noop):
     return True
 
 
-def _negative_index(i):
-    return i < 0
-
-
-def _negative_pair(pair):
-    return pair[0] < 0
-
-
-def _empty_range(pair):
-    return pair[0] == pair[1]
-
-
 def snip_row_ops(computation):
     """Kaldi's SnipRowOps (see the module docstring); True if it changed
     anything."""
@@ -85,20 +86,21 @@ def snip_row_ops(computation):
     for i, c in enumerate(computation.commands):
         t = c.command_type
         if t == C.kAddRows:
-            changed |= _snip(computation, i, "indexes", "arg3", _negative_index)
+            changed |= _snip(computation, i, "indexes", "arg3", 0)
         elif t in (C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti):
-            changed |= _snip(computation, i, "indexes_multi", "arg2", _negative_pair)
+            changed |= _snip(computation, i, "indexes_multi", "arg2", 1)
         elif t == C.kAddRowRanges:
-            changed |= _snip(computation, i, "indexes_ranges", "arg3", _empty_range)
+            changed |= _snip(computation, i, "indexes_ranges", "arg3", 2)
     return changed
 
 
 # ---------------------------------------------------------------------------
 # ReplaceRowWithMatrixOps
 # ---------------------------------------------------------------------------
-def _consecutive_block(indexes):
+def consecutive_block_py(indexes):
     """If ``indexes`` is -1s, then k, k+1, ..., k+n-1 (n >= 1), then -1s,
-    returns (position of k, k, n); else None."""
+    returns (position of k, k, n); else None. The twin of
+    ``pynnet3/_fast/row_ops.pyx``."""
     size = len(indexes)
     pos = 0
     while pos < size and indexes[pos] < 0:
@@ -114,6 +116,15 @@ def _consecutive_block(indexes):
         if indexes[rest] >= 0:
             return None
     return first_pos, first_value, value - first_value
+
+
+# Compiled unless the user chose the twins (or it is not built: then
+# pynnet3._fast warns once).
+_fast_module = _fast.load("row_ops")
+_consecutive_block = (_fast_module.consecutive_block if _fast_module is not None
+                      else consecutive_block_py)
+_leading_trailing_counts = (_fast_module.leading_trailing_counts if _fast_module is not None
+                            else leading_trailing_counts_py)
 
 
 def replace_row_with_matrix_ops(computation):

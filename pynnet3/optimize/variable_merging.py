@@ -17,10 +17,63 @@ assignment, s1 neither written after nor read after s2 is next written).
 Rounds repeat until nothing merges; each round ends with a renumbering.
 """
 
+from .. import _fast
 from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
 from ..components.base import ComponentProperty as P
 from .analysis import Analyzer, ComputationAnalysis, compute_matrix_to_submatrix
 from .renumber import remove_no_ops, renumber_computation
+
+
+def merge_candidates_py(commands, component_properties, remove_assignments,
+                        propagate_in_place, backprop_in_place, propagate_in_place_bit,
+                        backprop_in_place_bit):
+    """The commands that may be merges, as [(command_index, s1, s2)] in
+    command order, s1 the submatrix whose data stops being needed and s2 the
+    one whose data starts, both > 0: assignments s2 = s1 (kMatrixCopy; with
+    remove_assignments), propagates from s1 to s2 of components that can
+    propagate in place (with propagate_in_place), backprops from output
+    derivative s1 to input derivative s2 of components that can backprop in
+    place and whose value arguments are neither (with backprop_in_place).
+    The twin of ``pynnet3/_fast/variable_merging.pyx``."""
+    copy_type = int(C.kMatrixCopy)
+    propagate_type = int(C.kPropagate)
+    backprop_types = (int(C.kBackprop), int(C.kBackpropNoModelUpdate))
+    out = []
+    for command_index, c in enumerate(commands):
+        t = c.command_type
+        if t == copy_type:
+            if not remove_assignments:
+                continue
+            s1, s2 = c.arg2, c.arg1
+        elif t == propagate_type:
+            if not (propagate_in_place and component_properties[c.arg1]
+                    & propagate_in_place_bit):
+                continue
+            s1, s2 = c.arg3, c.arg4
+        elif t in backprop_types:
+            if not (backprop_in_place and component_properties[c.arg1]
+                    & backprop_in_place_bit):
+                continue
+            s1, s2 = c.arg5, c.arg6
+            # Never share with the value arguments of the backprop.
+            if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
+                continue
+        else:
+            continue
+        if s1 > 0 and s2 > 0:
+            out.append((command_index, s1, s2))
+    return out
+
+
+_EQUAL_COLS = int(MatrixStrideType.kStrideEqualNumCols)
+_COPY = int(C.kMatrixCopy)
+
+
+# Compiled unless the user chose the twins (or it is not built: then
+# pynnet3._fast warns once).
+_fast_module = _fast.load("variable_merging")
+_merge_candidates = (_fast_module.merge_candidates if _fast_module is not None
+                     else merge_candidates_py)
 
 
 class VariableMergingOptimizer:
@@ -40,6 +93,8 @@ class VariableMergingOptimizer:
         # The analysis' variables of a submatrix do not change in a round.
         self._variables_cache = {}
         self._called = False
+        self._allow_left = options.allow_left_merge
+        self._allow_right = options.allow_right_merge
 
     def merge_variables(self):
         """Does every merge this round allows; returns True if any was done."""
@@ -49,42 +104,20 @@ class VariableMergingOptimizer:
         if not opts.optimize:
             return False
         comp = self.computation
-        props = [self.nnet.get_component(i).properties()
+        props = [int(self.nnet.get_component(i).properties())
                  for i in range(self.nnet.num_components())]
-        # Which command types can be merges (as plain ints: this loop visits
-        # every command of every round).
-        copy_type = int(C.kMatrixCopy) if opts.remove_assignments else -1
-        propagate_type = int(C.kPropagate) if opts.propagate_in_place else -1
-        backprop_types = ((int(C.kBackprop), int(C.kBackpropNoModelUpdate))
-                          if opts.backprop_in_place else ())
-        in_place_propagate = P.kPropagateInPlace
-        in_place_backprop = P.kBackpropInPlace
+        candidates = _merge_candidates(
+            comp.commands, props, opts.remove_assignments, opts.propagate_in_place,
+            opts.backprop_in_place, int(P.kPropagateInPlace), int(P.kBackpropInPlace))
         merged = False
-        for command_index, c in enumerate(comp.commands):
-            t = c.command_type
-            if t == copy_type:
-                s1, s2 = c.arg2, c.arg1
-            elif t == propagate_type:
-                if not props[c.arg1] & in_place_propagate:
-                    continue
-                s1, s2 = c.arg3, c.arg4
-            elif t in backprop_types:
-                if not props[c.arg1] & in_place_backprop:
-                    continue
-                s1, s2 = c.arg5, c.arg6
-                # Never share with the value arguments of the backprop.
-                if s1 in (c.arg3, c.arg4) or s2 in (c.arg3, c.arg4):
-                    continue
-            else:
-                continue
-            if s1 > 0 and s2 > 0:
-                left, right = self.may_be_merged(command_index, s1, s2)
-                if left:
-                    self.do_merge(command_index, s1, s2)
-                    merged = True
-                elif right:
-                    self.do_merge(command_index, s2, s1)
-                    merged = True
+        for command_index, s1, s2 in candidates:
+            left, right = self.may_be_merged(command_index, s1, s2)
+            if left:
+                self.do_merge(command_index, s1, s2)
+                merged = True
+            elif right:
+                self.do_merge(command_index, s2, s1)
+                merged = True
         if merged:
             renumber_computation(comp)
             remove_no_ops(comp)
@@ -107,37 +140,45 @@ class VariableMergingOptimizer:
 
         Kaldi's conditions, all of which must hold; they are tested cheapest
         first, which cannot change the answer (each only vetoes)."""
-        opts = self.options
-        if not opts.allow_left_merge and not opts.allow_right_merge:
+        allow_left, allow_right = self._allow_left, self._allow_right
+        if not allow_left and not allow_right:
             return False, False
         comp = self.computation
-        sub1 = comp.submatrices[s1]
-        sub2 = comp.submatrices[s2]
+        subs = comp.submatrices
+        sub1 = subs[s1]
+        sub2 = subs[s2]
         m1 = sub1.matrix_index
         m2 = sub2.matrix_index
         if m1 == m2:    # two parts of one matrix
             return False, False
-        mat1 = comp.matrices[m1]
-        mat2 = comp.matrices[m2]
+        mats = comp.matrices
+        mat1 = mats[m1]
+        mat2 = mats[m2]
         whole1 = (sub1.row_offset == 0 and sub1.col_offset == 0
                   and sub1.num_rows == mat1.num_rows and sub1.num_cols == mat1.num_cols)
         whole2 = (sub2.row_offset == 0 and sub2.col_offset == 0
                   and sub2.num_rows == mat2.num_rows and sub2.num_cols == mat2.num_cols)
         # c3, c4: the kept side must be a whole matrix; c6, c7: a matrix
         # whose stride must equal its width can only take in a whole matrix.
-        equal_cols = MatrixStrideType.kStrideEqualNumCols
-        left = (opts.allow_left_merge and whole2
-                and not (mat2.stride_type == equal_cols and not whole1))
-        right = (opts.allow_right_merge and whole1
-                 and not (mat1.stride_type == equal_cols and not whole2))
+        left = (allow_left and whole2
+                and not (mat2.stride_type == _EQUAL_COLS and not whole1))
+        right = (allow_right and whole1
+                 and not (mat1.stride_type == _EQUAL_COLS and not whole2))
         if not left and not right:
             return False, False
         # c5: nothing already merged this round.
         dirty = self.variable_dirty
-        for v in self._variables(s1):
+        cache = self._variables_cache
+        variables = cache.get(s1)
+        if variables is None:
+            variables = self._variables(s1)
+        for v in variables:
             if dirty[v]:
                 return False, False
-        for v in self._variables(s2):
+        variables = cache.get(s2)
+        if variables is None:
+            variables = self._variables(s2)
+        for v in variables:
             if dirty[v]:
                 return False, False
         # c1: not two inputs or two outputs; c2: inputs and outputs whole.
@@ -153,7 +194,7 @@ class VariableMergingOptimizer:
         if analysis.first_nontrivial_access(s2) != command_index:
             return False, False
         c = comp.commands[command_index]
-        if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
+        if c.command_type == _COPY and c.alpha == 1.0:
             ok = (analysis.last_write_access(s1) < command_index
                   and analysis.last_access(s1)
                   < analysis.data_invalidated_command(command_index, s2))

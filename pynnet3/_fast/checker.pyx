@@ -1,0 +1,26 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# distutils: language = c++
+"""The ComputationChecker's view of the command list in C (twin:
+``command_type_bytes_py`` in ``pynnet3.optimize.checker``).
+
+Several checks only ask where commands of some type are (the last
+forward/backward marker, any compression at all); with the types as one
+bytes object, those questions are ``bytes.find`` calls instead of
+interpreted loops over every command.
+"""
+
+
+def command_type_bytes(list commands):
+    """bytes with one byte per command: its command type when that is an int
+    in [0, 255), else 255 (a type no valid computation has)."""
+    cdef Py_ssize_t n = len(commands), i
+    cdef bytearray out = bytearray(n)
+    cdef unsigned char* p = out
+    cdef object t
+    for i in range(n):
+        t = (<object>commands[i]).command_type
+        if isinstance(t, int) and 0 <= t < 255:
+            p[i] = <unsigned char>(<long>t)
+        else:
+            p[i] = 255
+    return bytes(out)

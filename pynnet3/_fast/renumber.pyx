@@ -1,0 +1,190 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# distutils: language = c++
+"""The per-command loops of RenumberComputation in C (twin:
+``pynnet3.optimize.renumber_py``).
+
+Renumbering runs after every variable-merging round and after the row-op
+passes; on large computations (a quarter million commands) its loops over the
+command list dominate it. Here each command's type is switched on as a C int,
+and the submatrix maps are C arrays, so a command costs a few attribute reads
+instead of interpreted set lookups.
+
+Same results as the twin, field for field (tests/test_optimize_renumber_fast.py
+cross-checks them on the reference computations).
+"""
+
+from libcpp.vector cimport vector
+
+# Kaldi's CommandType values (pynnet3.compile.computation.CommandType).
+cdef enum:
+    kAllocMatrix = 0
+    kDeallocMatrix = 1
+    kSwapMatrix = 2
+    kSetConst = 3
+    kPropagate = 4
+    kBackprop = 5
+    kBackpropNoModelUpdate = 6
+    kMatrixCopy = 7
+    kMatrixAdd = 8
+    kCopyRows = 9
+    kAddRows = 10
+    kCopyRowsMulti = 11
+    kCopyToRowsMulti = 12
+    kAddRowsMulti = 13
+    kAddToRowsMulti = 14
+    kAddRowRanges = 15
+    kCompressMatrix = 16
+    kDecompressMatrix = 17
+    kAcceptInput = 18
+    kProvideOutput = 19
+    kNoOperation = 20
+
+
+cdef inline int _kind(int t):
+    """Which fields hold submatrices: 1 (arg1), 2 (arg1, arg2), 3 (arg3,
+    arg4), 4 (arg3..arg6), 0 (none)."""
+    if (t == kAllocMatrix or t == kDeallocMatrix or t == kSetConst
+            or (kCopyRowsMulti <= t <= kAddToRowsMulti)
+            or t == kAcceptInput or t == kProvideOutput
+            or t == kCompressMatrix or t == kDecompressMatrix):
+        return 1
+    if (t == kSwapMatrix or t == kMatrixCopy or t == kMatrixAdd or t == kAddRows
+            or t == kCopyRows or t == kAddRowRanges):
+        return 2
+    if t == kPropagate:
+        return 3
+    if t == kBackprop or t == kBackpropNoModelUpdate:
+        return 4
+    return 0
+
+
+cdef inline void _mark(bytearray used, Py_ssize_t n, long s) except *:
+    if s < 0 or s >= n:
+        raise IndexError("submatrix index %d out of range (%d submatrices)" % (s, n))
+    used[s] = 1
+
+
+def scan_commands(list commands, bytearray sub_used):
+    """Sets ``sub_used[s] = 1`` for every submatrix s a command field refers
+    to, and returns (multi_users, indexes_users, ranges_users, propagates,
+    backprops): the commands using indexes_multi, indexes, indexes_ranges, and
+    the propagate and backprop commands, each in command order."""
+    cdef list multi = [], indexes = [], ranges = [], props = [], backs = []
+    cdef Py_ssize_t n = len(sub_used)
+    cdef object c
+    cdef int t, k
+    for c in commands:
+        t = c.command_type
+        k = _kind(t)
+        if k == 1:
+            _mark(sub_used, n, c.arg1)
+            if kCopyRowsMulti <= t <= kAddToRowsMulti:
+                multi.append(c)
+        elif k == 2:
+            _mark(sub_used, n, c.arg1)
+            _mark(sub_used, n, c.arg2)
+            if t == kCopyRows or t == kAddRows:
+                indexes.append(c)
+            elif t == kAddRowRanges:
+                ranges.append(c)
+        elif k == 3:
+            _mark(sub_used, n, c.arg3)
+            _mark(sub_used, n, c.arg4)
+            props.append(c)
+        elif k == 4:
+            _mark(sub_used, n, c.arg3)
+            _mark(sub_used, n, c.arg4)
+            _mark(sub_used, n, c.arg5)
+            _mark(sub_used, n, c.arg6)
+            backs.append(c)
+    return multi, indexes, ranges, props, backs
+
+
+def map_submatrix_fields(list commands, list mapping):
+    """Replaces every submatrix field s > 0 of every command by
+    ``mapping[s]``."""
+    cdef vector[long] m
+    cdef Py_ssize_t i, n = len(mapping)
+    m.resize(n)
+    for i in range(n):
+        m[i] = mapping[i]
+    cdef object c
+    cdef int k
+    cdef long s
+    for c in commands:
+        k = _kind(c.command_type)
+        if k == 0:
+            continue
+        if k <= 2:
+            s = c.arg1
+            if s > 0:
+                c.arg1 = _at(m, n, s)
+            if k == 2:
+                s = c.arg2
+                if s > 0:
+                    c.arg2 = _at(m, n, s)
+        else:
+            s = c.arg3
+            if s > 0:
+                c.arg3 = _at(m, n, s)
+            s = c.arg4
+            if s > 0:
+                c.arg4 = _at(m, n, s)
+            if k == 4:
+                s = c.arg5
+                if s > 0:
+                    c.arg5 = _at(m, n, s)
+                s = c.arg6
+                if s > 0:
+                    c.arg6 = _at(m, n, s)
+
+
+cdef inline long _at(vector[long]& m, Py_ssize_t n, long s) except? -2:
+    if s >= n:
+        raise IndexError("submatrix index %d out of range (%d submatrices)" % (s, n))
+    return m[s]
+
+
+def without_no_ops(list commands):
+    """The commands other than kNoOperation, in order."""
+    cdef list out = []
+    cdef object c
+    for c in commands:
+        if <int>c.command_type != kNoOperation:
+            out.append(c)
+    return out
+
+
+def scan_indexes_multi(list indexes_multi, bytearray sub_used):
+    """Sets ``sub_used[s] = 1`` for every submatrix s > 0 named by a pair
+    (s, row) of any indexes_multi table."""
+    cdef Py_ssize_t n = len(sub_used)
+    cdef object pairs, pair
+    cdef long s, last = 0
+    for pairs in indexes_multi:
+        for pair in pairs:
+            s = pair[0]
+            if s > 0 and s != last:
+                _mark(sub_used, n, s)
+                last = s
+
+
+def map_indexes_multi(list indexes_multi, list mapping):
+    """Replaces, in place, every table's pairs (s, row) with s > 0 by
+    (mapping[s], row)."""
+    cdef vector[long] m
+    cdef Py_ssize_t i, k, n = len(mapping)
+    m.resize(n)
+    for i in range(n):
+        m[i] = mapping[i]
+    cdef list pairs, out
+    cdef tuple pair
+    cdef long s
+    for i in range(len(indexes_multi)):
+        pairs = list(indexes_multi[i])
+        out = [None] * len(pairs)
+        for k in range(len(pairs)):
+            pair = tuple(pairs[k])
+            s = pair[0]
+            out[k] = (_at(m, n, s), pair[1]) if s > 0 else pair
+        indexes_multi[i] = out

@@ -1,0 +1,34 @@
+"""The checker's command-type view: the compiled kernel
+(pynnet3/_fast/checker.pyx) gives the same bytes as the Python twin on every
+reference computation (ours unoptimized and optimized, Kaldi's optimized) and
+on commands whose type is out of range or not an int."""
+
+import pytest
+from conftest import KALDI_REF, TEST_DATA
+from test_optimize_renumber_fast import _computations, _id
+
+import pynnet3.components  # noqa: F401  (registers component types)
+from pynnet3.compile.computation import Command, CommandType as CT
+from pynnet3.optimize.checker import command_type_bytes_py
+
+fast = pytest.importorskip("pynnet3._fast.checker")
+
+CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
+         + sorted(KALDI_REF.glob("models/zoo*/request*"))
+         + sorted(TEST_DATA.glob("compile/case*")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_command_types_match_twin(case):
+    for computation in _computations(case):
+        got = fast.command_type_bytes(computation.commands)
+        assert got == command_type_bytes_py(computation.commands)
+        assert list(got) == [int(c.command_type) for c in computation.commands]
+
+
+def test_odd_command_types():
+    commands = [Command(CT.kPropagate), Command(-1), Command(300), Command("x"),
+                Command(CT.kGotoLabel)]
+    expected = bytes([4, 255, 255, 255, 24])
+    assert fast.command_type_bytes(commands) == expected
+    assert command_type_bytes_py(commands) == expected

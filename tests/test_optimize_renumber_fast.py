@@ -1,0 +1,105 @@
+"""Renumbering's per-command loops: the compiled kernels
+(pynnet3/_fast/renumber.pyx) give the same results as the Python twin
+(pynnet3.optimize.renumber_py) on every reference computation (ours
+unoptimized and optimized, Kaldi's optimized), and renumber_computation run
+with either gives the same computation."""
+
+import copy
+
+import pytest
+from conftest import KALDI_REF, TEST_DATA
+
+import pynnet3.components  # noqa: F401  (registers component types)
+from pynnet3.compile import compile as compile_
+from pynnet3.compile.compiler import create_computation
+from pynnet3.compile.computation import Command, CommandType as CT, NnetComputation
+from pynnet3.compile.computation_io import read_computation_file
+from pynnet3.compile.request import ComputationRequest
+from pynnet3.nnet.nnet import Nnet
+from pynnet3.optimize import renumber, renumber_py as twin
+
+fast = pytest.importorskip("pynnet3._fast.renumber")
+
+CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
+         + sorted(KALDI_REF.glob("models/zoo*/request*"))
+         + sorted(TEST_DATA.glob("compile/case*")))
+
+
+def _id(path):
+    return "/".join(path.parts[-2:])
+
+
+def _computations(case):
+    nnet = Nnet.read(str(case / "model.raw"))
+    request = ComputationRequest.read(str(case / "request.txt"))
+    out = [create_computation(nnet, request), compile_(nnet, request)]
+    if (case / "computation.opt.kaldi").exists():
+        out.append(read_computation_file(str(case / "computation.opt.kaldi")))
+    return out
+
+
+def _positions(commands, chosen):
+    where = {id(c): i for i, c in enumerate(commands)}
+    return [where[id(c)] for c in chosen]
+
+
+def _renumber_with(impl, computation, monkeypatch):
+    monkeypatch.setattr(renumber, "_impl", impl)
+    renumber.renumber_computation(computation)
+    renumber.remove_no_ops(computation)
+    return computation
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_kernels_match_twin(case, monkeypatch):
+    for computation in _computations(case):
+        n = len(computation.submatrices)
+        used_fast, used_slow = bytearray(n), bytearray(n)
+        got_fast = fast.scan_commands(computation.commands, used_fast)
+        got_slow = twin.scan_commands(computation.commands, used_slow)
+        assert used_fast == used_slow
+        for a, b in zip(got_fast, got_slow):
+            assert _positions(computation.commands, a) == _positions(computation.commands, b)
+        # An arbitrary (non-identity) map, so every rewritten field shows.
+        mapping = [(7 * s + 3) % (n + 5) for s in range(n)]
+        a, b = copy.deepcopy(computation.commands), copy.deepcopy(computation.commands)
+        fast.map_submatrix_fields(a, mapping)
+        twin.map_submatrix_fields(b, mapping)
+        assert a == b
+        used_fast, used_slow = bytearray(n), bytearray(n)
+        fast.scan_indexes_multi(computation.indexes_multi, used_fast)
+        twin.scan_indexes_multi(computation.indexes_multi, used_slow)
+        assert used_fast == used_slow
+        a, b = list(computation.indexes_multi), list(computation.indexes_multi)
+        fast.map_indexes_multi(a, mapping)
+        twin.map_indexes_multi(b, mapping)
+        assert a == b
+        assert (_positions(computation.commands, fast.without_no_ops(computation.commands))
+                == _positions(computation.commands, twin.without_no_ops(computation.commands)))
+        # Whole renumbering, after duplicating every submatrix record (so
+        # that the duplicates must collapse and every reference moves).
+        doubled = copy.deepcopy(computation)
+        doubled.submatrices = doubled.submatrices + doubled.submatrices[1:]
+        half = len(computation.submatrices) - 1
+        shifted = [0] + [s + half for s in range(1, n)]
+        twin.map_submatrix_fields(doubled.commands, shifted)
+        x = _renumber_with(fast, copy.deepcopy(doubled), monkeypatch)
+        y = _renumber_with(twin, copy.deepcopy(doubled), monkeypatch)
+        # (Precomputed-index objects have no equality; renumbering leaves
+        # them alone.)
+        x.component_precomputed_indexes = y.component_precomputed_indexes = None
+        assert x == y
+
+
+def test_out_of_range_submatrix_is_an_error():
+    computation = NnetComputation()
+    computation.commands = [Command(CT.kSetConst, 5, alpha=0.0)]
+    for impl in (fast, twin):
+        with pytest.raises(IndexError, match="submatrix index 5"):
+            impl.scan_commands(computation.commands, bytearray(3))
+        with pytest.raises(IndexError, match="submatrix index 5"):
+            impl.map_submatrix_fields(computation.commands, [0, 1, 2])
+        with pytest.raises(IndexError, match="submatrix index 5"):
+            impl.scan_indexes_multi([[(-1, -1), (5, 0)]], bytearray(3))
+        with pytest.raises(IndexError, match="submatrix index 5"):
+            impl.map_indexes_multi([[(-1, -1), (5, 0)]], [0, 1, 2])
