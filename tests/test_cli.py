@@ -251,16 +251,16 @@ def test_log_lines(capsys):
 
 
 def test_errors_become_one_error_line(capsys):
-    assert _tool(["format"]) == 1
+    assert _tool(["format"]) == 255
     lines = _lines(capsys.readouterr().err)
     assert len(lines) == 2
     assert re.fullmatch(r"ERROR \(demo-tool\[5\.5\]:_tool\(\):test_cli\.py:\d+\) a\.raw "
                         r"\(byte offset 12\): expected token <Nnet3>, got 'x'", lines[1])
-    assert _tool(["bug"]) == 1
+    assert _tool(["bug"]) == 255
     lines = _lines(capsys.readouterr().err)
     assert len(lines) == 2 and "internal error (a bug in pynnet3" in lines[1] \
         and "KeyError" in lines[1]
-    assert _tool(["--nope", "x"]) == 1
+    assert _tool(["--nope", "x"]) == 255
     err = capsys.readouterr().err
     assert re.search(r"\nERROR \(demo-tool\[5\.5\]:parse\(\):_cli\.py:\d+\) Invalid option "
                      r"--nope\n$", err)
@@ -329,13 +329,13 @@ def test_nnet3_am_copy_learning_rate_and_scale(tmp_path):
 def test_nnet3_am_copy_errors(tmp_path, capsys):
     from pynnet3.bin.nnet3_am_copy import main
     model = MDL_DIRS[0]
-    assert main([str(model / "kaldi-am-copy.raw.raw"), str(tmp_path / "o")]) == 1
+    assert main([str(model / "kaldi-am-copy.raw.raw"), str(tmp_path / "o")]) == 255
     err = _lines(capsys.readouterr().err)
     assert len(err) == 2 and "expected token <TransitionModel>" in err[1]
     assert not (tmp_path / "o").exists()
     assert main([str(model / "final.mdl")]) == 1
     assert main(["--no-such-option=true", str(model / "final.mdl"), str(tmp_path / "o")]) \
-        == 1
+        == 255
 
 
 def test_tools_run_as_programs(tmp_path):
@@ -352,7 +352,7 @@ def test_tools_run_as_programs(tmp_path):
     assert proc.stderr.decode().startswith("nnet3-am-copy --raw=true ")
     proc = subprocess.run([sys.executable, "-m", "pynnet3.bin.nnet3_am_info", "/no/such.mdl"],
                           capture_output=True, env=env)
-    assert proc.returncode == 1
+    assert proc.returncode == 255
     assert b"Traceback" not in proc.stderr
     assert proc.stderr.decode().split("\n")[1].startswith("ERROR (nnet3-am-info[5.5]:")
 
@@ -388,7 +388,7 @@ def test_nnet3_am_copy_structural_options(tmp_path, capsys):
     capsys.readouterr()
 
     # Renaming the output leaves no 'simple' network: an error, as in Kaldi.
-    assert main(["--edits=rename-node old-name=output new-name=foo", src, str(out)]) == 1
+    assert main(["--edits=rename-node old-name=output new-name=foo", src, str(out)]) == 255
     assert "simple" in capsys.readouterr().err
 
 

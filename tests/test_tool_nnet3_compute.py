@@ -75,7 +75,7 @@ def test_variant_agrees_with_kaldi(cmd, batch, tmp_path, monkeypatch, capsys):
     if not kaldi_ark.is_file():
         log = cmd.with_suffix(".log").read_text()
         assert "ERROR" in log
-        assert status == 1, err
+        assert status == 255, err
         assert "ERROR (nnet3-compute" in err and "Not all outputs were computable" in err
         assert not ours.exists()
         return
@@ -165,7 +165,7 @@ def test_ivectors_by_speaker(lda, capsys):
     status, err = _run(["--ivectors=ark:%s" % (lda / "spk.ark"),
                         "--utt2spk=ark:%s" % (lda / "utt2spk")] + args
                        + ["ark:%s" % (lda / "c.ark")], capsys)
-    assert status == 1
+    assert status == 255
     assert "Attempting to read key utt2, which is not present in utt2spk map" in err
     assert not (lda / "c.ark").exists()
 
@@ -178,19 +178,19 @@ def test_bad_inputs(lda, capsys):
         w.write("utt1", np.zeros((20, 12), np.float32))
     status, err = _run(_online(lda) + [lda / "model.raw", "ark:%s" % (lda / "bad.ark"),
                                        "ark:%s" % out], capsys)
-    assert status == 1
+    assert status == 255
     assert "Neural net expects 'input' features with dimension 13 but you provided 12" in err
     assert not out.exists()
     # An unreadable model.
     (lda / "junk.raw").write_bytes(b"\0Bjunk")
     status, err = _run(_online(lda) + [lda / "junk.raw", feats, "ark:%s" % out], capsys)
-    assert status == 1 and "ERROR (nnet3-compute" in err and not out.exists()
+    assert status == 255 and "ERROR (nnet3-compute" in err and not out.exists()
     status, err = _run(_online(lda) + [lda / "missing.raw", feats, "ark:%s" % out], capsys)
-    assert status == 1 and "missing.raw" in err and not out.exists()
+    assert status == 255 and "missing.raw" in err and not out.exists()
     # A bad rspecifier.
     status, err = _run(_online(lda) + [lda / "model.raw", "feats.ark", "ark:%s" % out],
                        capsys)
-    assert status == 1 and "rspecifier" in err and not out.exists()
+    assert status == 255 and "rspecifier" in err and not out.exists()
     # An empty utterance is skipped with Kaldi's warning; with nothing done, exit 1.
     with TableWriter("ark:%s" % (lda / "empty.ark")) as w:
         w.write("utt1", np.zeros((0, 13), np.float32))
@@ -202,13 +202,13 @@ def test_bad_inputs(lda, capsys):
     # --use-gpu takes only Kaldi's values.
     status, err = _run(["--use-gpu=maybe"] + _online(lda) + [lda / "model.raw", feats,
                                                              "ark:%s" % out], capsys)
-    assert status == 1 and "--use-gpu=yes|no|optional|wait" in err
+    assert status == 255 and "--use-gpu=yes|no|optional|wait" in err
 
 
 def test_use_priors_needs_an_mdl(lda, capsys):
     status, err = _run(["--use-priors=true"] + _online(lda) + [
         lda / "model.raw", "ark:%s" % (lda / "feats.ark"), "ark:%s" % (lda / "o.ark")], capsys)
-    assert status == 1 and "ERROR (nnet3-compute" in err
+    assert status == 255 and "ERROR (nnet3-compute" in err
     assert not (lda / "o.ark").exists()
 
 

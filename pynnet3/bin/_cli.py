@@ -41,8 +41,8 @@ What the parser does, as Kaldi's ParseOptions:
   the top of every Kaldi log), ``--help`` (usage to stderr, exit 0; ``-h``
   before the positional arguments does the same), ``--verbose=N``;
 - an unknown option prints the usage and ``Command line was: ...``, then an
-  ``ERROR`` line; a wrong number of positional arguments prints the usage and
-  exits with status 1, as Kaldi's tools do.
+  ``ERROR`` line (exit status 255); a wrong number of positional arguments
+  prints the usage and exits with status 1, as Kaldi's tools do.
 
 Logging: library code uses the standard :mod:`logging` module
 (``logging.getLogger(__name__)``); inside a tool, all records go to stderr
@@ -51,11 +51,11 @@ as Kaldi's lines ``LOG (prog[5.5]:func():file.py:line) message``,
 ``log.log(vlog_level(n), ...)`` when ``--verbose`` >= n.
 
 Errors: a :class:`PynnetError` escaping ``main`` becomes one ``ERROR`` line
-naming the function, module and line that raised it, and exit status 1
-(Kaldi's tools exit 255 there; recipes only test for non-zero, and 1 is our
-documented contract). Any other exception is a bug in pynnet3: one ``ERROR``
-line saying so (the traceback follows with ``--verbose>=1`` or
-``PYNNET3_TRACEBACK=1``), exit 1. Ctrl-C exits 130 and a
+naming the function, module and line that raised it, and exit status 255,
+as Kaldi's tools (a KALDI_ERROR makes their main() return -1). Any other
+exception is a bug in pynnet3: one ``ERROR`` line saying so (the traceback
+follows with ``--verbose>=1`` or ``PYNNET3_TRACEBACK=1``), exit 255. A tool
+that finished but processed nothing returns 1, as Kaldi's do. Ctrl-C exits 130 and a
 closed output pipe 141, both quietly.
 """
 
@@ -73,7 +73,7 @@ from ..errors import PynnetError, UsageError
 
 KALDI_VERSION = "5.5"
 EXIT_USAGE = 1          # wrong number of arguments (Kaldi: exit(1))
-EXIT_ERROR = 1          # any error (Kaldi exits 255; our contract is 1, like a usage error)
+EXIT_ERROR = 255        # any error: KALDI_ERROR makes Kaldi's main() return -1
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
