@@ -313,3 +313,18 @@ def test_progress_bar_only_on_a_terminal():
     bar.step()
     bar.close()
     assert silent.getvalue() == ""
+
+
+def test_kaldi_bad_case_wrong_feature_dim(kaldi_ref, tmp_path, capsys):
+    """kaldi-ref bad/wrong-feat-dim (a 7-dimensional feature archive for
+    models/tdnn_lda, whose network expects 13): Kaldi's ERROR message, Kaldi's
+    exit status, no archive left behind."""
+    bad = kaldi_ref / "bad"
+    out = tmp_path / "out.ark"
+    status, err = _run([kaldi_ref / "models" / "tdnn_lda" / "model.raw",
+                        "ark:%s" % (bad / "wrong-dim-feats.ark"), "ark:%s" % out], capsys)
+    kaldi_error = [line for line in (bad / "wrong-feat-dim.stderr").read_text().splitlines()
+                   if line.startswith("ERROR")][0]
+    assert status == int((bad / "wrong-feat-dim.exit").read_text()) == 255
+    assert kaldi_error.split(") ", 1)[1] in err
+    assert not out.exists()
