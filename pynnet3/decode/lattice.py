@@ -128,53 +128,7 @@ class Lattice:
     def connect(self):
         """OpenFst's Connect: removes states not on a path from the start to a
         final state; the others keep their relative order."""
-        n = self.num_states
-        if self.start is None:
-            self.arcs, self.final = [], []
-            return self
-        access = [False] * n
-        stack = [self.start]
-        access[self.start] = True
-        while stack:
-            s = stack.pop()
-            for arc in self.arcs[s]:
-                if not access[arc[4]]:
-                    access[arc[4]] = True
-                    stack.append(arc[4])
-        preds = [[] for _ in range(n)]
-        for s in range(n):
-            for arc in self.arcs[s]:
-                preds[arc[4]].append(s)
-        coaccess = [False] * n
-        stack = [s for s in range(n) if self.final[s] is not None]
-        for s in stack:
-            coaccess[s] = True
-        while stack:
-            s = stack.pop()
-            for p in preds[s]:
-                if not coaccess[p]:
-                    coaccess[p] = True
-                    stack.append(p)
-        keep = [access[s] and coaccess[s] for s in range(n)]
-        if all(keep):
-            return self
-        new_id = [-1] * n
-        k = 0
-        for s in range(n):
-            if keep[s]:
-                new_id[s] = k
-                k += 1
-        arcs, final = [], []
-        for s in range(n):
-            if keep[s]:
-                arcs.append([(a[0], a[1], a[2], a[3], new_id[a[4]]) for a in self.arcs[s]
-                             if keep[a[4]]])
-                final.append(self.final[s])
-        self.arcs, self.final = arcs, final
-        self.start = new_id[self.start] if keep[self.start] else None
-        if self.start is None:
-            self.arcs, self.final = [], []
-        return self
+        return _connect(self)
 
     def scale(self, scale):
         """Kaldi's ScaleLattice with a 2x2 matrix ((a, b), (c, d)): each
@@ -318,23 +272,7 @@ class CompactLattice:
 
     def connect(self):
         """OpenFst's Connect (see :meth:`Lattice.connect`)."""
-        n = self.num_states
-        keep = _connected_states(self)
-        if all(keep):
-            return self
-        new_id = [-1] * n
-        k = 0
-        for s in range(n):
-            if keep[s]:
-                new_id[s] = k
-                k += 1
-        self.arcs = [[a[:4] + (new_id[a[4]],) for a in self.arcs[s] if keep[a[4]]]
-                     for s in range(n) if keep[s]]
-        self.final = [self.final[s] for s in range(n) if keep[s]]
-        self.start = new_id[self.start] if self.start is not None and keep[self.start] else None
-        if self.start is None:
-            self.arcs, self.final = [], []
-        return self
+        return _connect(self)
 
     def scale(self, scale):
         """Kaldi's ScaleLattice on the weights (strings unchanged)."""
@@ -502,6 +440,29 @@ class CompactLattice:
                 parts.append(struct.pack("<ii", label, label) + weight(x, y, string)
                              + struct.pack("<i", t))
         return b"".join(parts)
+
+
+def _connect(lat):
+    """Removes, in place, the states of ``lat`` (either lattice kind) that are
+    not both accessible and coaccessible, renumbering the others in order;
+    returns ``lat``."""
+    n = lat.num_states
+    keep = _connected_states(lat)
+    if all(keep):
+        return lat
+    new_id = [-1] * n
+    k = 0
+    for s in range(n):
+        if keep[s]:
+            new_id[s] = k
+            k += 1
+    lat.arcs = [[a[:4] + (new_id[a[4]],) for a in lat.arcs[s] if keep[a[4]]]
+                for s in range(n) if keep[s]]
+    lat.final = [lat.final[s] for s in range(n) if keep[s]]
+    lat.start = new_id[lat.start] if lat.start is not None and keep[lat.start] else None
+    if lat.start is None:
+        lat.arcs, lat.final = [], []
+    return lat
 
 
 def _connected_states(lat):
