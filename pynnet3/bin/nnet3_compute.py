@@ -77,6 +77,21 @@ def register_simple_computation_options(parser, acoustic_scale=0.1):
     register_options(parser, "optimization", NnetOptimizeOptions())
 
 
+def register_ivector_options(parser):
+    """The i-vector options nnet3-compute and nnet3-latgen-faster share
+    (``--ivectors``, ``--utt2spk``, ``--online-ivectors``, ``--online-ivector-period``)."""
+    parser.register_str("ivectors", "", "Rspecifier for iVectors as vectors (i.e. not "
+                        "estimated online); per utterance by default, or per speaker if you "
+                        "provide the --utt2spk option.")
+    parser.register_str("utt2spk", "", "Rspecifier for utt2spk option used to get ivectors "
+                        "per speaker")
+    parser.register_str("online-ivectors", "", "Rspecifier for iVectors estimated online, as "
+                        "matrices.  If you supply this, you must set the "
+                        "--online-ivector-period option.")
+    parser.register_int("online-ivector-period", 0, "Number of frames between iVectors in "
+                        "matrices supplied to the --online-ivectors option")
+
+
 def optimize_options(opts):
     """The NnetOptimizeOptions given as ``--optimization.*``."""
     return options_from(opts, "optimization", NnetOptimizeOptions())
@@ -131,16 +146,7 @@ def main(argv=None):
     parser = ToolParser(USAGE)
     # nnet3-compute does no acoustic scaling by default.
     register_simple_computation_options(parser, acoustic_scale=1.0)
-    parser.register_str("ivectors", "", "Rspecifier for iVectors as vectors (i.e. not "
-                        "estimated online); per utterance by default, or per speaker if "
-                        "you provide the --utt2spk option.")
-    parser.register_str("utt2spk", "", "Rspecifier for utt2spk option used to get "
-                        "ivectors per speaker")
-    parser.register_str("online-ivectors", "", "Rspecifier for iVectors estimated online, "
-                        "as matrices.  If you supply this, you must set the "
-                        "--online-ivector-period option.")
-    parser.register_int("online-ivector-period", 0, "Number of frames between iVectors in "
-                        "matrices supplied to the --online-ivectors option")
+    register_ivector_options(parser)
     parser.register_bool("apply-exp", False, "If true, apply exp function to output")
     parser.register_str("use-gpu", "yes", "yes|no|optional|wait, only has effect if "
                         "compiled with CUDA")

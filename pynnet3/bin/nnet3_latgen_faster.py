@@ -26,8 +26,8 @@ from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
 from ..nnet.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
-from .nnet3_compute import (optimize_options, register_simple_computation_options,
-                            simple_computation_options)
+from .nnet3_compute import (optimize_options, register_ivector_options,
+                            register_simple_computation_options, simple_computation_options)
 
 logger = logging.getLogger("pynnet3")
 
@@ -101,16 +101,7 @@ def main(argv=None):
     parser.register_str("word-symbol-table", "", "Symbol table for words [for debug output]")
     parser.register_bool("allow-partial", False,
                          "If true, produce output even if end state was not reached.")
-    parser.register_str("ivectors", "", "Rspecifier for iVectors as vectors (i.e. not "
-                        "estimated online); per utterance by default, or per speaker if you "
-                        "provide the --utt2spk option.")
-    parser.register_str("utt2spk", "", "Rspecifier for utt2spk option used to get ivectors "
-                        "per speaker")
-    parser.register_str("online-ivectors", "", "Rspecifier for iVectors estimated online, as "
-                        "matrices.  If you supply this, you must set the "
-                        "--online-ivector-period option.")
-    parser.register_int("online-ivector-period", 0, "Number of frames between iVectors in "
-                        "matrices supplied to the --online-ivectors option")
+    register_ivector_options(parser)
     opts, args = parser.parse(argv, num_args=(4, 6))
     model_in, fst_in, feature_rspecifier, lattice_wspecifier = args[:4]
     words_wspecifier = args[4] if len(args) > 4 else ""
