@@ -111,9 +111,9 @@ def _renumber_memos(propagates, backprops):
 def renumber_computation(computation):
     """Kaldi's RenumberComputation: removes unused matrices, submatrices and
     index tables and duplicates among them, in Kaldi's order of steps."""
-    # 1. indexes_multi entries no command uses.
-    _remove_unused_indexes_multi(computation)
-    # 2. which submatrices and matrices are referenced.
+    # 2a. which submatrices the commands' fields refer to; this also lists
+    # the commands that use indexes_multi (the scan does not read their
+    # indexes_multi field, which step 1 may change).
     subs = computation.submatrices
     num_sub = len(subs)
     used = bytearray(num_sub)
@@ -121,6 +121,9 @@ def renumber_computation(computation):
         used[0] = 1
     multi_users, index_users, range_users, propagates, backprops = \
         _impl.scan_commands(computation.commands, used)
+    # 1. indexes_multi entries no command uses.
+    _remove_unused_indexes_multi(computation, multi_users)
+    # 2b. which submatrices the remaining indexes_multi entries refer to.
     _impl.scan_indexes_multi(computation.indexes_multi, used)
     # 3. old -> new maps; identical submatrices collapse onto the first.
     # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
@@ -143,12 +146,12 @@ def renumber_computation(computation):
     _renumber_memos(propagates, backprops)
 
 
-def _remove_unused_indexes_multi(computation):
+def _remove_unused_indexes_multi(computation, users):
+    """Drops the indexes_multi entries none of ``users`` (every command that
+    uses indexes_multi) refers to."""
     table = computation.indexes_multi
     if not table:
         return
-    multi_types = _py.MULTI_TYPES
-    users = [c for c in computation.commands if c.command_type in multi_types]
     used = [False] * len(table)
     for c in users:
         used[c.arg2] = True
