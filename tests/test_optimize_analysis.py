@@ -63,6 +63,8 @@ def assert_same_analysis(nnet, computation):
     assert list(quick.command_attributes) == slow.command_attributes
     assert [list(x) for x in quick.variable_accesses] == slow.variable_accesses
     assert list(quick.matrix_accesses) == slow.matrix_accesses
+    assert (fast.compute_matrix_to_submatrix(computation)
+            == twin.compute_matrix_to_submatrix(computation))
     assert (fast.matrix_access_summary(quick.matrix_accesses)
             == twin.matrix_access_summary(slow.matrix_accesses))
     types = command_type_bytes_py(computation.commands)

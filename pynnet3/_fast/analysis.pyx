@@ -765,6 +765,22 @@ def rewritten_variable_candidates(AccessLists variable_accesses):
     return out
 
 
+def compute_matrix_to_submatrix(computation):
+    """Kaldi's ComputeMatrixToSubmatrix: per matrix, the submatrices of it in
+    increasing order ([0] is empty); see the twin in analysis_py."""
+    cdef list submatrices = computation.submatrices
+    cdef Py_ssize_t num_matrices = len(computation.matrices), s
+    cdef list result = [[] for _ in range(num_matrices)]
+    cdef long m
+    for s in range(1, len(submatrices)):
+        m = (<object>submatrices[s]).matrix_index
+        if not 0 <= m < num_matrices:
+            raise IndexError("submatrix %d names matrix %d (%d matrices)"
+                             % (s, m, num_matrices))
+        (<list>result[m]).append(s)
+    return result
+
+
 cdef class Analyzer:
     """Kaldi's Analyzer: init(nnet, computation) fills variables,
     command_attributes, variable_accesses and matrix_accesses."""

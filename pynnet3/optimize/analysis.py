@@ -66,7 +66,7 @@ from .. import _fast
 from . import analysis_py as _py
 from .analysis_py import (  # noqa: F401  (the same in both implementations)
     Access, AccessType, AnalysisError, CommandAttributes, MatrixAccesses, MatrixAccessSummary,
-    compute_matrix_to_submatrix, get_commands_of_type, get_max_memory_use,
+    get_commands_of_type, get_max_memory_use,
     indexes_multi_to_submatrix_indexes, kReadAccess, kReadWriteAccess, kWriteAccess,
     print_command_attributes, print_matrix_accesses)
 from .analysis_py import __all__  # noqa: F401
@@ -81,5 +81,6 @@ compute_command_attributes = _impl.compute_command_attributes
 compute_variable_accesses = _impl.compute_variable_accesses
 compute_matrix_accesses = _impl.compute_matrix_accesses
 matrix_access_summary = _impl.matrix_access_summary
+compute_matrix_to_submatrix = _impl.compute_matrix_to_submatrix
 undefined_variable_candidates = _impl.undefined_variable_candidates
 rewritten_variable_candidates = _impl.rewritten_variable_candidates
