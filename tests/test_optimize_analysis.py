@@ -16,6 +16,7 @@ from pynnet3.compile.request import ComputationRequest
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize import analysis, analysis_py as twin
+from pynnet3.optimize.checker import command_type_bytes_py
 
 fast = pytest.importorskip("pynnet3._fast.analysis")
 
@@ -62,6 +63,16 @@ def assert_same_analysis(nnet, computation):
     assert list(quick.command_attributes) == slow.command_attributes
     assert [list(x) for x in quick.variable_accesses] == slow.variable_accesses
     assert list(quick.matrix_accesses) == slow.matrix_accesses
+    assert (fast.compute_matrix_to_submatrix(computation)
+            == twin.compute_matrix_to_submatrix(computation))
+    assert (fast.matrix_access_summary(quick.matrix_accesses)
+            == twin.matrix_access_summary(slow.matrix_accesses))
+    types = command_type_bytes_py(computation.commands)
+    compress = int(CT.kCompressMatrix)
+    assert (fast.undefined_variable_candidates(quick.variable_accesses, types, compress)
+            == twin.undefined_variable_candidates(slow.variable_accesses, types, compress))
+    assert (fast.rewritten_variable_candidates(quick.variable_accesses)
+            == twin.rewritten_variable_candidates(slow.variable_accesses))
     slow_a = twin.ComputationAnalysis(computation, slow)
     quick_a = fast.ComputationAnalysis(computation, quick)
     num_commands = len(computation.commands)
@@ -180,6 +191,16 @@ def test_toy_computation_answers(impl):
     m2 = a.matrix_accesses[2]
     assert (m2.allocate_command, m2.is_input, m2.is_output) == (0, True, True)
     assert list(m2.accesses) == [(0, W), (3, R), (4, RW), (6, R)]
+    summary = impl.matrix_access_summary(a.matrix_accesses)
+    assert summary == twin.MatrixAccessSummary(
+        allocate_command=[-1, 1, 0], deallocate_command=[-1, 7, -1],
+        first_access=[-1, 2, 0], second_access=[-1, 3, 3], last_access=[-1, 5, 6],
+        is_input=[False, False, True], is_output=[False, False, True])
+    # v2 and m2 are read-written after a read; every variable is first written
+    assert impl.rewritten_variable_candidates(a.variable_accesses) == [2, 4]
+    types = command_type_bytes_py(comp.commands)
+    assert impl.undefined_variable_candidates(a.variable_accesses, types,
+                                              int(CT.kCompressMatrix)) == []
     ca = impl.ComputationAnalysis(comp, a)
     assert ca.first_access(s3) == 2
     assert ca.first_nontrivial_access(s3) == 3
@@ -191,6 +212,20 @@ def test_toy_computation_answers(impl):
     assert ca.data_invalidated_command(5, s3) == 7          # the deallocation
     assert ca.first_nontrivial_matrix_access(1) == 3
     assert ca.last_matrix_access(1) == 5
+
+
+@pytest.mark.parametrize("impl", [twin, fast], ids=["python", "cython"])
+def test_undefined_candidates_without_the_zeroing(impl):
+    comp, _ = _toy()
+    comp.commands[2].command_type = CT.kNoOperation
+    a = impl.Analyzer().init(_Nnet([0x001 | 0x008]), comp)
+    types = command_type_bytes_py(comp.commands)
+    # v1 is never accessed now; v3 is first read-written (by the kMatrixAdd, c5)
+    assert impl.undefined_variable_candidates(a.variable_accesses, types,
+                                              int(CT.kCompressMatrix)) == [1, 3]
+    # a first access by a command of the exempt type does not count
+    assert impl.undefined_variable_candidates(a.variable_accesses, types,
+                                              int(CT.kMatrixAdd)) == [1]
 
 
 @pytest.mark.parametrize("impl", [twin, fast], ids=["python", "cython"])

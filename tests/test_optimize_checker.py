@@ -216,7 +216,9 @@ def test_checker_on_the_python_analysis(case, monkeypatch):
             broken.append(b)
     compiled = [_verdict(nnet, b) for b in broken]
     assert any(v is not None for v in compiled)
-    monkeypatch.setattr(checker, "Analyzer", analysis_py.Analyzer)
+    for name in ("Analyzer", "matrix_access_summary", "undefined_variable_candidates",
+                 "rewritten_variable_candidates"):
+        monkeypatch.setattr(checker, name, getattr(analysis_py, name))
     check_computation(nnet, comp, check_rewrite=True)
     check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
     assert [_verdict(nnet, b) for b in broken] == compiled

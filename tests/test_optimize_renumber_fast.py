@@ -12,7 +12,8 @@ from conftest import KALDI_REF, TEST_DATA
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.compile import compile as compile_
 from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import Command, CommandType as CT, NnetComputation
+from pynnet3.compile.computation import (Command, CommandType as CT, NnetComputation,
+                                         SubMatrixInfo)
 from pynnet3.compile.computation_io import read_computation_file
 from pynnet3.compile.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
@@ -76,6 +77,20 @@ def test_kernels_match_twin(case, monkeypatch):
         assert a == b
         assert (_positions(computation.commands, fast.without_no_ops(computation.commands))
                 == _positions(computation.commands, twin.without_no_ops(computation.commands)))
+        # Submatrix renumbering: with what the commands use, with every third
+        # submatrix dropped, and with every record doubled (all duplicates).
+        subs = computation.submatrices
+        num_matrices = len(computation.matrices)
+        used = bytearray(n)
+        used[0] = 1
+        twin.scan_commands(computation.commands, used)
+        twin.scan_indexes_multi(computation.indexes_multi, used)
+        thinned = bytearray(u if s % 3 else 0 for s, u in enumerate(used))
+        thinned[0] = 1
+        for subs_, used_ in ((subs, used), (subs, thinned),
+                             (subs + subs[1:], used + used[1:])):
+            got = fast.renumber_submatrices(subs_, used_, num_matrices)
+            assert got == twin.renumber_submatrices(subs_, used_, num_matrices)
         # Whole renumbering, after duplicating every submatrix record (so
         # that the duplicates must collapse and every reference moves).
         doubled = copy.deepcopy(computation)
@@ -103,3 +118,18 @@ def test_out_of_range_submatrix_is_an_error():
             impl.scan_indexes_multi([[(-1, -1), (5, 0)]], bytearray(3))
         with pytest.raises(IndexError, match="submatrix index 5"):
             impl.map_indexes_multi([[(-1, -1), (5, 0)]], [0, 1, 2])
+
+
+def test_renumber_submatrices_by_hand():
+    a = SubMatrixInfo(1, 0, 2, 0, 3)
+    b = SubMatrixInfo(3, 1, 1, 0, 3)
+    subs = [SubMatrixInfo(0, 0, 0, 0, 0), a, SubMatrixInfo(2, 0, 4, 0, 4),
+            SubMatrixInfo(1, 0, 2, 0, 3), b, SubMatrixInfo(1, 0, 2, 0, 3)]
+    used = bytearray([1, 1, 0, 1, 1, 0])
+    for impl in (fast, twin):
+        new_subs, old_to_new, matrix_used = impl.renumber_submatrices(subs, used, 4)
+        # m2 is only named by the unused s2: m3 becomes m2; s3 is a copy of s1
+        assert matrix_used == [True, True, False, True]
+        assert old_to_new == [0, 1, -1, 1, 2, -1]
+        assert new_subs == [subs[0], a, SubMatrixInfo(2, 1, 1, 0, 3)]
+        assert new_subs[1] is a

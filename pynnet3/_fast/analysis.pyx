@@ -17,7 +17,8 @@ from libcpp.vector cimport vector
 
 from pynnet3.compile.computation import SubMatrixInfo
 from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
-                                          CommandAttributes, MatrixAccesses)
+                                          CommandAttributes, MatrixAccesses,
+                                          MatrixAccessSummary)
 
 # Kaldi's CommandType values (pynnet3.compile.computation.CommandType)
 DEF kAllocMatrix = 0
@@ -696,6 +697,88 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
             m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
             out.is_output[m] = 1
     return out
+
+
+def matrix_access_summary(MatrixAccessesList matrix_accesses):
+    """The MatrixAccessSummary of ``matrix_accesses``, read from the C arrays
+    (no Access object is made); see the twin in analysis_py."""
+    cdef int n = matrix_accesses.num_matrices, m, b, e
+    cdef AccessLists acc = matrix_accesses.accesses
+    cdef list first = [-1] * n, second = [-1] * n, last = [-1] * n
+    cdef list is_input = [False] * n, is_output = [False] * n
+    for m in range(n):
+        b = acc.start[m]
+        e = acc.start[m + 1]
+        if e > b:
+            first[m] = acc.cmd[b]
+            last[m] = acc.cmd[e - 1]
+            if e > b + 1:
+                second[m] = acc.cmd[b + 1]
+        if matrix_accesses.is_input[m]:
+            is_input[m] = True
+        if matrix_accesses.is_output[m]:
+            is_output[m] = True
+    return MatrixAccessSummary(matrix_accesses.allocate_command,
+                               matrix_accesses.deallocate_command, first, second, last,
+                               is_input, is_output)
+
+
+def undefined_variable_candidates(AccessLists variable_accesses, bytes command_types,
+                                  int compress_type):
+    """The variables the checker's undefined-data check has to look at
+    (never accessed, or first accessed other than by a pure write and not by
+    a command of type ``compress_type``); see the twin in analysis_py."""
+    cdef AccessLists va = variable_accesses
+    cdef const unsigned char* types = command_types
+    cdef Py_ssize_t num_types = len(command_types)
+    cdef int v, p, ci
+    cdef list out = []
+    for v in range(va.num_items):
+        p = va.start[v]
+        if p == va.start[v + 1]:
+            out.append(v)
+            continue
+        ci = va.cmd[p]
+        if va.kind[p] != W and not (ci < num_types and types[ci] == compress_type):
+            out.append(v)
+    return out
+
+
+def rewritten_variable_candidates(AccessLists variable_accesses):
+    """The variables the checker's rewrite check has to look at (never
+    accessed, or written after a pure read); see the twin in analysis_py."""
+    cdef AccessLists va = variable_accesses
+    cdef int v, p
+    cdef bint read
+    cdef list out = []
+    for v in range(va.num_items):
+        if va.start[v] == va.start[v + 1]:
+            out.append(v)
+            continue
+        read = False
+        for p in range(va.start[v], va.start[v + 1]):
+            if va.kind[p] == R:
+                read = True
+            elif read:
+                out.append(v)
+                break
+    return out
+
+
+def compute_matrix_to_submatrix(computation):
+    """Kaldi's ComputeMatrixToSubmatrix: per matrix, the submatrices of it in
+    increasing order ([0] is empty); see the twin in analysis_py."""
+    cdef list submatrices = computation.submatrices
+    cdef Py_ssize_t num_matrices = len(computation.matrices), s
+    cdef list result = [[] for _ in range(num_matrices)]
+    cdef long m
+    for s in range(1, len(submatrices)):
+        m = (<object>submatrices[s]).matrix_index
+        if not 0 <= m < num_matrices:
+            raise IndexError("submatrix %d names matrix %d (%d matrices)"
+                             % (s, m, num_matrices))
+        (<list>result[m]).append(s)
+    return result
 
 
 cdef class Analyzer:

@@ -13,7 +13,10 @@ Same results as the twin, field for field (tests/test_optimize_renumber_fast.py
 cross-checks them on the reference computations).
 """
 
+from libc.stdint cimport uint64_t
 from libcpp.vector cimport vector
+
+from pynnet3.compile.computation import SubMatrixInfo
 
 # Kaldi's CommandType values (pynnet3.compile.computation.CommandType).
 cdef enum:
@@ -188,3 +191,93 @@ def map_indexes_multi(list indexes_multi, list mapping):
             s = pair[0]
             out[k] = (_at(m, n, s), pair[1]) if s > 0 else pair
         indexes_multi[i] = out
+
+
+cdef inline uint64_t _hash5(const int* k):
+    cdef uint64_t h = 0
+    cdef int i
+    for i in range(5):
+        h = (h ^ <uint64_t><unsigned int>k[i]) * <uint64_t>1099511628211
+    return h ^ (h >> 29)
+
+
+def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
+    """Steps 2 to 4 of renumbering for the submatrix and matrix lists: the
+    surviving submatrices, each old submatrix's new number and which matrices
+    are used (see the twin in renumber_py). Identical submatrices are found
+    with an open-addressing hash table over their five fields."""
+    cdef Py_ssize_t num_sub = len(submatrices)
+    if len(used) < num_sub:
+        raise ValueError("used has %d entries for %d submatrices" % (len(used), num_sub))
+    cdef vector[int] fields
+    fields.resize(5 * num_sub)
+    cdef Py_ssize_t s, t
+    cdef int m
+    cdef object info
+    cdef list matrix_used = [False] * num_matrices
+    if num_matrices:
+        matrix_used[0] = True
+    cdef vector[int] old_to_new_matrix
+    old_to_new_matrix.assign(num_matrices, -1)
+    for s in range(num_sub):
+        info = submatrices[s]
+        m = info.matrix_index
+        fields[5 * s] = m
+        fields[5 * s + 1] = info.row_offset
+        fields[5 * s + 2] = info.num_rows
+        fields[5 * s + 3] = info.col_offset
+        fields[5 * s + 4] = info.num_cols
+        if s > 0 and used[s]:
+            if not 0 <= m < num_matrices:
+                raise IndexError("submatrix %d names matrix %d (%d matrices)"
+                                 % (s, m, num_matrices))
+            matrix_used[m] = True
+    cdef int n = 0
+    for m in range(num_matrices):
+        if matrix_used[m]:
+            old_to_new_matrix[m] = n
+            n += 1
+    cdef Py_ssize_t cap = 16
+    while cap < 2 * num_sub:
+        cap *= 2
+    cdef vector[Py_ssize_t] table
+    table.assign(cap, -1)
+    cdef vector[int] new_number
+    new_number.assign(num_sub, -1)
+    cdef list old_to_new = [-1] * num_sub
+    cdef list new_submatrices = []
+    cdef int num_distinct = 0, j
+    cdef uint64_t h
+    cdef const int* k
+    cdef bint found
+    for s in range(num_sub):
+        info = submatrices[s]
+        if s == 0:
+            m = 0
+        else:
+            if not used[s]:
+                continue
+            k = &fields[5 * s]
+            h = _hash5(k) & <uint64_t>(cap - 1)
+            found = False
+            while table[h] != -1:
+                t = table[h]
+                if (fields[5 * t] == k[0] and fields[5 * t + 1] == k[1]
+                        and fields[5 * t + 2] == k[2] and fields[5 * t + 3] == k[3]
+                        and fields[5 * t + 4] == k[4]):
+                    found = True
+                    break
+                h = (h + 1) & <uint64_t>(cap - 1)
+            if found:
+                old_to_new[s] = new_number[t]
+                continue
+            table[h] = s
+            num_distinct += 1
+            new_number[s] = num_distinct
+            old_to_new[s] = num_distinct
+            m = old_to_new_matrix[k[0]]
+        new_submatrices.append(info if m == fields[5 * s] else SubMatrixInfo(
+            m, fields[5 * s + 1], fields[5 * s + 2], fields[5 * s + 3], fields[5 * s + 4]))
+    if num_sub:
+        old_to_new[0] = 0
+    return new_submatrices, old_to_new, matrix_used

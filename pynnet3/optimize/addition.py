@@ -10,6 +10,7 @@ no scale.
 
 from ..compile.computation import CommandType as C
 from .analysis import Analyzer, ComputationAnalysis
+from .computation_edit import commands_of_types
 
 _COPY_OF = {C.kMatrixAdd: C.kMatrixCopy, C.kAddRows: C.kCopyRows,
             C.kAddRowsMulti: C.kCopyRowsMulti, C.kAddToRowsMulti: C.kCopyToRowsMulti}
@@ -19,10 +20,10 @@ def convert_addition_to_assignment(nnet, computation):
     """Rewrites adding commands into copies where that is exact."""
     analyzer = Analyzer().init(nnet, computation)
     analysis = ComputationAnalysis(computation, analyzer)
-    for index, c in enumerate(computation.commands):
-        copy_type = _COPY_OF.get(c.command_type)
-        if copy_type is None:
-            continue
+    commands = computation.commands
+    for index in commands_of_types(computation, _COPY_OF):
+        c = commands[index]
+        copy_type = _COPY_OF[c.command_type]
         written = analyzer.command_attributes[index].submatrices_written
         assert written, "adding command %d writes nothing" % index
         if all(analysis.first_nontrivial_access(s) == index for s in written):

@@ -34,6 +34,13 @@ API (Kaldi's names in snake_case; semantics exactly Kaldi's)::
         .first_nontrivial_access(s)   .first_access(s)   .last_access(s)
         .last_write_access(s)         .data_invalidated_command(c, s)
         .first_nontrivial_matrix_access(m)               .last_matrix_access(m)
+    matrix_access_summary(matrix_accesses)    -> MatrixAccessSummary: per matrix lists
+                          allocate_command, deallocate_command, first_access,
+                          second_access, last_access (-1 if none), is_input, is_output
+    undefined_variable_candidates(variable_accesses, command_type_bytes, compress_type)
+    rewritten_variable_candidates(variable_accesses)
+                          -> the variables (in order) the checker's undefined-data
+                          and rewrite checks must look at; the rest pass them
     compute_matrix_to_submatrix(computation)  -> per matrix, its submatrix indexes
     get_commands_of_type(computation, command_type) -> [command index]
     get_max_memory_use(computation)           -> peak bytes (Kaldi's GetMaxMemoryUse)
@@ -58,8 +65,8 @@ objects of the two (a compiled ComputationAnalysis needs a compiled Analyzer).
 from .. import _fast
 from . import analysis_py as _py
 from .analysis_py import (  # noqa: F401  (the same in both implementations)
-    Access, AccessType, AnalysisError, CommandAttributes, MatrixAccesses,
-    compute_matrix_to_submatrix, get_commands_of_type, get_max_memory_use,
+    Access, AccessType, AnalysisError, CommandAttributes, MatrixAccesses, MatrixAccessSummary,
+    get_commands_of_type, get_max_memory_use,
     indexes_multi_to_submatrix_indexes, kReadAccess, kReadWriteAccess, kWriteAccess,
     print_command_attributes, print_matrix_accesses)
 from .analysis_py import __all__  # noqa: F401
@@ -73,3 +80,7 @@ ComputationAnalysis = _impl.ComputationAnalysis
 compute_command_attributes = _impl.compute_command_attributes
 compute_variable_accesses = _impl.compute_variable_accesses
 compute_matrix_accesses = _impl.compute_matrix_accesses
+matrix_access_summary = _impl.matrix_access_summary
+compute_matrix_to_submatrix = _impl.compute_matrix_to_submatrix
+undefined_variable_candidates = _impl.undefined_variable_candidates
+rewritten_variable_candidates = _impl.rewritten_variable_candidates

@@ -46,7 +46,8 @@ __all__ = [
     "ComputationAnalysis", "compute_command_attributes", "compute_variable_accesses",
     "compute_matrix_accesses", "compute_matrix_to_submatrix", "get_commands_of_type",
     "get_max_memory_use", "print_command_attributes", "print_matrix_accesses",
-    "indexes_multi_to_submatrix_indexes",
+    "indexes_multi_to_submatrix_indexes", "MatrixAccessSummary", "matrix_access_summary",
+    "undefined_variable_candidates", "rewritten_variable_candidates",
 ]
 
 
@@ -488,6 +489,76 @@ def compute_matrix_accesses(nnet, computation, variables, command_attributes):
             m = _whole_matrix_of(computation, c, command.arg1)
             result[m].is_output = True
     return result
+
+
+class MatrixAccessSummary(NamedTuple):
+    """Per matrix (one list entry each, index 0 included), the parts of its
+    MatrixAccesses that passes ask about most: the allocating and freeing
+    commands, the commands of its first, second and last access (-1 where
+    there is none), and whether it is an input or an output."""
+
+    allocate_command: list
+    deallocate_command: list
+    first_access: list
+    second_access: list
+    last_access: list
+    is_input: list
+    is_output: list
+
+
+def matrix_access_summary(matrix_accesses):
+    """The MatrixAccessSummary of ``matrix_accesses`` (an Analyzer's). Passes
+    that visit every matrix read these lists instead of building each
+    matrix's list of Access objects."""
+    first, second, last = [], [], []
+    for ma in matrix_accesses:
+        acc = ma.accesses
+        n = len(acc)
+        first.append(acc[0].command_index if n else -1)
+        second.append(acc[1].command_index if n > 1 else -1)
+        last.append(acc[-1].command_index if n else -1)
+    return MatrixAccessSummary(
+        [ma.allocate_command for ma in matrix_accesses],
+        [ma.deallocate_command for ma in matrix_accesses], first, second, last,
+        [bool(ma.is_input) for ma in matrix_accesses],
+        [bool(ma.is_output) for ma in matrix_accesses])
+
+
+def undefined_variable_candidates(variable_accesses, command_types, compress_type):
+    """The variables, in order, that the checker's undefined-data check has
+    to look at: those never accessed, and those whose first access is not a
+    pure write and is made by a command whose type (``command_types[c]``, one
+    byte per command) is not ``compress_type``."""
+    out = []
+    for v, accesses in enumerate(variable_accesses):
+        if not accesses:
+            out.append(v)
+            continue
+        first = accesses[0]
+        ci = first.command_index
+        if first.access_type != kWriteAccess and not (
+                ci < len(command_types) and command_types[ci] == compress_type):
+            out.append(v)
+    return out
+
+
+def rewritten_variable_candidates(variable_accesses):
+    """The variables, in order, that the checker's rewrite check has to look
+    at: those never accessed, and those written (or read and written) after a
+    pure read."""
+    out = []
+    for v, accesses in enumerate(variable_accesses):
+        if not accesses:
+            out.append(v)
+            continue
+        read = False
+        for x in accesses:
+            if x.access_type == kReadAccess:
+                read = True
+            elif read:
+                out.append(v)
+                break
+    return out
 
 
 class Analyzer:

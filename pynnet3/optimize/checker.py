@@ -44,7 +44,9 @@ from ..compile.computation import CommandType
 from ..compile.computation_io import command_string
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
-from .analysis import AnalysisError, Analyzer, kReadAccess, kWriteAccess
+from .analysis import (AnalysisError, Analyzer, kReadAccess, kWriteAccess,
+                       matrix_access_summary, rewritten_variable_candidates,
+                       undefined_variable_candidates)
 
 CT = CommandType
 _log = logging.getLogger("pynnet3")
@@ -90,8 +92,8 @@ def command_type_bytes_py(commands):
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
 _fast_module = _fast.load("checker")
-_command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not None
-                       else command_type_bytes_py)
+command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not None
+                      else command_type_bytes_py)
 
 
 class ComputationCheckError(ComputationError):
@@ -134,7 +136,7 @@ class ComputationChecker:
         """The command types, one byte per command (see
         :func:`command_type_bytes_py`); computed once per check."""
         if self._types is None:
-            self._types = _command_type_bytes(self.computation.commands)
+            self._types = command_type_bytes(self.computation.commands)
         return self._types
 
     def check(self):
@@ -446,31 +448,29 @@ class ComputationChecker:
         # kaldi-ref has one.
         global _warned_only_constant
         commands = self.computation.commands
-        for m in range(1, len(self.a.matrix_accesses)):
-            ma = self.a.matrix_accesses[m]
-            accesses = ma.accesses
-            if ma.allocate_command == -1:
+        summary = matrix_access_summary(self.a.matrix_accesses)
+        for m in range(1, len(summary.first_access)):
+            allocate = summary.allocate_command[m]
+            first = summary.first_access[m]
+            if allocate == -1:
                 self._fail("matrix-accesses", "matrix m%d is not initialized" % m,
-                           accesses[0].command_index if accesses else None, m)
-            if not accesses:
-                self._fail("matrix-accesses", "matrix m%d is never accessed" % m,
-                           ma.allocate_command, m)
-            if accesses[0].command_index < ma.allocate_command:
+                           first if first != -1 else None, m)
+            if first == -1:
+                self._fail("matrix-accesses", "matrix m%d is never accessed" % m, allocate, m)
+            if first < allocate:
                 self._fail("matrix-accesses", "matrix m%d is accessed before it is "
-                           "initialized (by command c%d)" % (m, ma.allocate_command),
-                           accesses[0].command_index, m)
-            if (len(accesses) == 1 and self.config.check_unused_variables
+                           "initialized (by command c%d)" % (m, allocate), first, m)
+            if (summary.second_access[m] == -1 and self.config.check_unused_variables
                     and not _warned_only_constant
-                    and commands[accesses[0].command_index].command_type == CT.kSetConst):
+                    and commands[first].command_type == CT.kSetConst):
                 _warned_only_constant = True
                 _log.warning("Matrix m%d is only set to a constant value (command c%d), but "
-                             "then never accessed.  Will warn only once.", m,
-                             accesses[0].command_index)
-            if ma.deallocate_command != -1 and \
-                    accesses[-1].command_index >= ma.deallocate_command:
+                             "then never accessed.  Will warn only once.", m, first)
+            deallocate = summary.deallocate_command[m]
+            last = summary.last_access[m]
+            if deallocate != -1 and last >= deallocate:
                 self._fail("matrix-accesses", "matrix m%d is accessed after it is destroyed "
-                           "(by command c%d)" % (m, ma.deallocate_command),
-                           accesses[-1].command_index, m)
+                           "(by command c%d)" % (m, deallocate), last, m)
 
     # -- compression ------------------------------------------------------------------------
     def check_computation_compression(self):
@@ -521,7 +521,11 @@ class ComputationChecker:
         a = self.a
         comp = self.computation
         check_unused = self.config.check_unused_variables
-        for v, accesses in enumerate(a.variable_accesses):
+        variable_accesses = a.variable_accesses
+        # Only these variables can fail; the rest are first written.
+        for v in undefined_variable_candidates(variable_accesses, self.command_types(),
+                                               _COMPRESS):
+            accesses = variable_accesses[v]
             if not accesses:
                 if not check_unused:
                     continue
@@ -544,7 +548,10 @@ class ComputationChecker:
     # -- rewrite ----------------------------------------------------------------------------
     def check_computation_rewrite(self):
         a = self.a
-        for v, accesses in enumerate(a.variable_accesses):
+        variable_accesses = a.variable_accesses
+        # Only these variables can fail; the rest are never written after a read.
+        for v in rewritten_variable_candidates(variable_accesses):
+            accesses = variable_accesses[v]
             if not accesses:
                 if self.config.check_unused_variables:
                     self._fail("rewrite", "variable %d = %s is never used"

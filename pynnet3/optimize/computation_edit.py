@@ -7,8 +7,23 @@ renumbered here (a pass calls :func:`renumber_computation` afterwards, which
 drops what became unused).
 """
 
+import re
+
 from ..compile.computation import SubMatrixInfo
 from ..errors import ComputationError
+from .checker import command_type_bytes
+
+
+def commands_of_types(computation, command_types):
+    """Indexes, in order, of the commands whose type is one of
+    ``command_types``. The types are scanned as bytes (one compiled pass over
+    the commands, then a regular-expression search), so a pass that only
+    touches a few kinds of commands does not visit every command in Python."""
+    if not command_types:
+        return []
+    types = command_type_bytes(computation.commands)
+    pattern = b"[" + b"".join(b"\\x%02x" % int(t) for t in command_types) + b"]"
+    return [m.start() for m in re.finditer(pattern, types)]
 
 
 def new_sub_matrix(computation, base_submatrix, row_offset, num_rows, col_offset, num_cols):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..compile.computation import CommandType as C, SubMatrixInfo
 from ..nnet.index import kNoTime
-from .computation_edit import get_whole_submatrices
+from .computation_edit import commands_of_types, get_whole_submatrices
 from .renumber import renumber_computation
 
 # Kaldi's threshold is a BaseFloat; the comparison is done in float32.
@@ -30,18 +30,22 @@ def extend_matrices(computation):
     mats = computation.matrices
     orig_num_rows = [m.num_rows for m in mats]
     is_io = [False] * len(mats)
-    io_types = (int(C.kProvideOutput), int(C.kAcceptInput))
-    swap = int(C.kSwapMatrix)
-    for c in computation.commands:
+    commands = computation.commands
+    swap, copy_type = int(C.kSwapMatrix), int(C.kMatrixCopy)
+    copies = []
+    for i in commands_of_types(computation, (C.kSwapMatrix, C.kProvideOutput,
+                                             C.kAcceptInput, C.kMatrixCopy)):
+        c = commands[i]
         t = c.command_type
-        if t in io_types:
-            is_io[subs[c.arg1].matrix_index] = True
-        elif t == swap:
+        if t == swap:
             raise AssertionError("extend_matrices must run before any kSwapMatrix exists")
+        if t == copy_type:
+            copies.append(c)
+        else:
+            is_io[subs[c.arg1].matrix_index] = True
     changed = False
-    copy_type = int(C.kMatrixCopy)
-    for c in computation.commands:
-        if not (c.command_type == copy_type and c.alpha == 1.0):
+    for c in copies:
+        if c.alpha != 1.0:
             continue
         dest, src = subs[c.arg1], subs[c.arg2]
         if src.matrix_index == dest.matrix_index or is_io[dest.matrix_index]:
@@ -78,7 +82,9 @@ def _fix_computation(computation, orig_num_rows):
     whole = get_whole_submatrices(computation)
     sizing = (int(C.kAllocMatrix), int(C.kDeallocMatrix))
     set_const = int(C.kSetConst)
-    for c in computation.commands:
+    commands = computation.commands
+    for i in commands_of_types(computation, (C.kAllocMatrix, C.kDeallocMatrix, C.kSetConst)):
+        c = commands[i]
         t = c.command_type
         if t in sizing:
             c.arg1 = whole[subs[c.arg1].matrix_index]

@@ -25,7 +25,7 @@ import logging
 
 from ..compile.computation import Command
 from ..compile.computation import CommandType as C
-from .analysis import Analyzer, kReadAccess
+from .analysis import Analyzer, kReadAccess, matrix_access_summary
 from .computation_edit import get_whole_submatrices, insert_commands
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,15 @@ class MemoryCompressionOptimizer:
     def optimize(self):
         self.analyzer = Analyzer()
         self.analyzer.init(self.nnet, self.computation)
+        # Only a matrix accessed on both sides of the marker, and not an
+        # output, can be compressed; the summary finds those without building
+        # every matrix's access list.
+        summary = matrix_access_summary(self.analyzer.matrix_accesses)
+        middle = self.middle_command
+        first, last, is_output = summary.first_access, summary.last_access, summary.is_output
         for m in range(1, len(self.computation.matrices)):
-            self.process_matrix(m)
+            if not is_output[m] and first[m] != -1 and first[m] < middle <= last[m]:
+                self.process_matrix(m)
         if self.compress_info:
             self.modify_computation()
 

@@ -13,7 +13,7 @@ IdentifySubmatrixArgs) are in ``pynnet3/_fast/renumber.pyx``, with the twin
 """
 
 from .. import _fast
-from ..compile.computation import CommandType, SubMatrixInfo
+from ..compile.computation import CommandType
 from . import renumber_py as _py
 
 # The per-command loops: compiled unless the user chose the twins (or the
@@ -111,9 +111,9 @@ def _renumber_memos(propagates, backprops):
 def renumber_computation(computation):
     """Kaldi's RenumberComputation: removes unused matrices, submatrices and
     index tables and duplicates among them, in Kaldi's order of steps."""
-    # 1. indexes_multi entries no command uses.
-    _remove_unused_indexes_multi(computation)
-    # 2. which submatrices and matrices are referenced.
+    # 2a. which submatrices the commands' fields refer to; this also lists
+    # the commands that use indexes_multi (the scan does not read their
+    # indexes_multi field, which step 1 may change).
     subs = computation.submatrices
     num_sub = len(subs)
     used = bytearray(num_sub)
@@ -121,46 +121,19 @@ def renumber_computation(computation):
         used[0] = 1
     multi_users, index_users, range_users, propagates, backprops = \
         _impl.scan_commands(computation.commands, used)
+    # 1. indexes_multi entries no command uses.
+    _remove_unused_indexes_multi(computation, multi_users)
+    # 2b. which submatrices the remaining indexes_multi entries refer to.
     _impl.scan_indexes_multi(computation.indexes_multi, used)
-    sub_used = [u != 0 for u in used]
+    # 3. old -> new maps; identical submatrices collapse onto the first.
     # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
     # empty submatrix, always kept.)
-    mat_used = [False] * len(computation.matrices)
-    if mat_used:
-        mat_used[0] = True
-    for s in range(1, num_sub):
-        if sub_used[s]:
-            mat_used[subs[s].matrix_index] = True
-    # 3. old -> new maps; identical submatrices collapse onto the first.
-    old_to_new_matrix, _ = _renumbering(mat_used)
-    old_to_new_sub = [-1] * num_sub
-    kept = list(sub_used)
-    if num_sub:
-        old_to_new_sub[0] = 0
-    seen = {}
-    for s in range(1, num_sub):
-        if sub_used[s]:
-            info = subs[s]
-            key = (info.matrix_index, info.row_offset, info.num_rows, info.col_offset,
-                   info.num_cols)
-            j = seen.get(key)
-            if j is None:
-                j = seen[key] = len(seen) + 1
-            else:
-                kept[s] = False
-            old_to_new_sub[s] = j
+    new_subs, old_to_new_sub, mat_used = _impl.renumber_submatrices(
+        subs, used, len(computation.matrices))
     # 4. apply to submatrices, then matrices.
-    if len(seen) + 1 != num_sub:    # else every submatrix keeps its number
+    if len(new_subs) != num_sub:    # else every submatrix keeps its number
         _impl.map_submatrix_fields(computation.commands, old_to_new_sub)
         _impl.map_indexes_multi(computation.indexes_multi, old_to_new_sub)
-    new_subs = []
-    for s in range(num_sub):
-        if kept[s]:
-            info = subs[s]
-            m = old_to_new_matrix[info.matrix_index] if s else 0
-            # A renumbered record is a new one: records may be shared.
-            new_subs.append(info if m == info.matrix_index else SubMatrixInfo(
-                m, info.row_offset, info.num_rows, info.col_offset, info.num_cols))
     computation.submatrices = new_subs
     computation.matrices = [m for m, u in zip(computation.matrices, mat_used) if u]
     if computation.matrix_debug_info:
@@ -173,12 +146,12 @@ def renumber_computation(computation):
     _renumber_memos(propagates, backprops)
 
 
-def _remove_unused_indexes_multi(computation):
+def _remove_unused_indexes_multi(computation, users):
+    """Drops the indexes_multi entries none of ``users`` (every command that
+    uses indexes_multi) refers to."""
     table = computation.indexes_multi
     if not table:
         return
-    multi_types = _py.MULTI_TYPES
-    users = [c for c in computation.commands if c.command_type in multi_types]
     used = [False] * len(table)
     for c in users:
         used[c.arg2] = True

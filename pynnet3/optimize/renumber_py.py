@@ -8,7 +8,7 @@ compression), arg1 and arg2 (swap, copy, add, kCopyRows, kAddRows,
 kAddRowRanges), arg3 and arg4 (kPropagate), arg3..arg6 (the backprops).
 """
 
-from ..compile.computation import CommandType as C
+from ..compile.computation import CommandType as C, SubMatrixInfo
 
 ARG1 = frozenset(int(t) for t in (
     C.kAllocMatrix, C.kDeallocMatrix, C.kSetConst, C.kAddRowsMulti, C.kCopyRowsMulti,
@@ -111,3 +111,50 @@ def map_indexes_multi(indexes_multi, mapping):
                                  % (s, len(mapping)))
             out.append((mapping[s], r) if s > 0 else (s, r))
         indexes_multi[i] = out
+
+
+def renumber_submatrices(submatrices, used, num_matrices):
+    """Steps 2 to 4 of renumbering for the submatrix and matrix lists.
+    ``used`` (one byte per submatrix) says which submatrices something refers
+    to; submatrix 0, the empty one, is always kept. Returns (new_submatrices,
+    old_to_new, matrix_used): the surviving submatrices in order (used ones,
+    the first of each group of identical ones, each naming its matrix's new
+    number; an unchanged record is kept as the same object), each old
+    submatrix's new number (-1 if unused; identical ones share the first's),
+    and which matrices a used submatrix lies in (matrix 0 always)."""
+    num_sub = len(submatrices)
+    matrix_used = [False] * num_matrices
+    if num_matrices:
+        matrix_used[0] = True
+    for s in range(1, num_sub):
+        if used[s]:
+            matrix_used[submatrices[s].matrix_index] = True
+    old_to_new_matrix = []
+    n = 0
+    for u in matrix_used:
+        old_to_new_matrix.append(n if u else -1)
+        n += u
+    old_to_new = [-1] * num_sub
+    new_submatrices = []
+    seen = {}
+    for s in range(num_sub):
+        info = submatrices[s]
+        if s == 0:
+            m = 0
+        else:
+            if not used[s]:
+                continue
+            key = (info.matrix_index, info.row_offset, info.num_rows, info.col_offset,
+                   info.num_cols)
+            j = seen.get(key)
+            if j is not None:
+                old_to_new[s] = j
+                continue
+            j = seen[key] = len(seen) + 1
+            old_to_new[s] = j
+            m = old_to_new_matrix[info.matrix_index]
+        new_submatrices.append(info if m == info.matrix_index else SubMatrixInfo(
+            m, info.row_offset, info.num_rows, info.col_offset, info.num_cols))
+    if num_sub:
+        old_to_new[0] = 0
+    return new_submatrices, old_to_new, matrix_used

@@ -14,7 +14,8 @@ becomes one kSwapMatrix at the allocation, reusing the freed memory.
 import bisect
 
 from ..compile.computation import CommandType as C, MatrixStrideType
-from .analysis import Analyzer
+from .analysis import Analyzer, matrix_access_summary
+from .computation_edit import commands_of_types
 from .looped import fix_goto_label
 from .renumber import remove_no_ops
 
@@ -27,36 +28,33 @@ def move_sizing_commands(nnet, computation):
     n = len(commands)
     alloc_type, set_const = int(C.kAllocMatrix), int(C.kSetConst)
     is_pair = [False] * n
-    for i in range(n - 1):
-        a = commands[i]
-        if a.command_type == alloc_type:
-            b = commands[i + 1]
+    for i in commands_of_types(computation, (C.kAllocMatrix,)):
+        if i + 1 < n:
+            a, b = commands[i], commands[i + 1]
             if b.command_type == set_const and a.arg1 == b.arg1 and b.alpha == 0.0:
                 is_pair[i] = True
     position = [3 * i for i in range(n)]
-    for m in range(1, len(analyzer.matrix_accesses)):
-        ma = analyzer.matrix_accesses[m]
-        alloc = ma.allocate_command
-        if alloc != -1 and commands[alloc].command_type == C.kAllocMatrix:
-            first = -1
-            if ma.accesses:
-                first = ma.accesses[0].command_index
-                if first == alloc + 1 and is_pair[alloc]:
-                    first = ma.accesses[1].command_index if len(ma.accesses) > 1 else -1
+    summary = matrix_access_summary(analyzer.matrix_accesses)
+    dealloc_type = int(C.kDeallocMatrix)
+    for m in range(1, len(summary.first_access)):
+        first = summary.first_access[m]
+        alloc = summary.allocate_command[m]
+        if alloc != -1 and commands[alloc].command_type == alloc_type:
+            if first == alloc + 1 and is_pair[alloc]:
+                first = summary.second_access[m]
             if first != -1:
                 assert first > alloc
                 position[alloc] = 3 * first - 1
-        dealloc = ma.deallocate_command
-        if (dealloc != -1 and ma.accesses
-                and commands[dealloc].command_type == C.kDeallocMatrix):
-            position[dealloc] = 3 * ma.accesses[-1].command_index + 1
+        dealloc = summary.deallocate_command[m]
+        last = summary.last_access[m]
+        if dealloc != -1 and last != -1 and commands[dealloc].command_type == dealloc_type:
+            position[dealloc] = 3 * last + 1
+    if commands_of_types(computation, (C.kGotoLabel,)):
+        raise AssertionError("move_sizing_commands cannot run after looped optimization")
     # Python's sort is stable: equal positions keep their old order.
     order = sorted(range(n), key=position.__getitem__)
-    goto = int(C.kGotoLabel)
     reordered = []
     for old in order:
-        if commands[old].command_type == goto:
-            raise AssertionError("move_sizing_commands cannot run after looped optimization")
         if old > 0 and is_pair[old - 1]:
             continue            # the zeroing travels with its allocation
         reordered.append(commands[old])
@@ -83,15 +81,15 @@ def remove_unnecessary_allocation(nnet, computation):
     """Replaces (deallocate X, ..., allocate Y of X's size) by a swap."""
     lists = {}
     commands = computation.commands
-    alloc_type, dealloc_type = int(C.kAllocMatrix), int(C.kDeallocMatrix)
+    dealloc_type = int(C.kDeallocMatrix)
     default_stride = MatrixStrideType.kDefaultStride
-    for index, c in enumerate(commands):
-        t = c.command_type
-        if t == alloc_type or t == dealloc_type:
-            m = computation.matrices[computation.submatrices[c.arg1].matrix_index]
-            sign = 1 if m.stride_type == default_stride else -1
-            deallocs, allocs = lists.setdefault((m.num_rows, m.num_cols * sign), ([], []))
-            (deallocs if t == dealloc_type else allocs).append(index)
+    mats, subs = computation.matrices, computation.submatrices
+    for index in commands_of_types(computation, (C.kAllocMatrix, C.kDeallocMatrix)):
+        c = commands[index]
+        m = mats[subs[c.arg1].matrix_index]
+        sign = 1 if m.stride_type == default_stride else -1
+        deallocs, allocs = lists.setdefault((m.num_rows, m.num_cols * sign), ([], []))
+        (deallocs if c.command_type == dealloc_type else allocs).append(index)
     for deallocs, allocs in lists.values():
         for d, a in _command_pairs(deallocs, allocs):
             dealloc, alloc = commands[d], commands[a]

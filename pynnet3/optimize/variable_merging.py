@@ -20,7 +20,8 @@ Rounds repeat until nothing merges; each round ends with a renumbering.
 from .. import _fast
 from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
 from ..components.base import ComponentProperty as P
-from .analysis import Analyzer, ComputationAnalysis, compute_matrix_to_submatrix
+from .analysis import (Analyzer, ComputationAnalysis, compute_matrix_to_submatrix,
+                       matrix_access_summary)
 from .renumber import remove_no_ops, renumber_computation
 
 
@@ -90,6 +91,9 @@ class VariableMergingOptimizer:
         # Kaldi asks a fresh ComputationAnalysis each time; it holds no state
         # of its own (it reads the computation live), so one serves the round.
         self.analysis = ComputationAnalysis(computation, self.analyzer)
+        # Per-matrix facts as plain lists: asking matrix_accesses[m] would
+        # build every asked matrix's list of Access objects.
+        self.summary = matrix_access_summary(self.analyzer.matrix_accesses)
         # The analysis' variables of a submatrix do not change in a round.
         self._variables_cache = {}
         self._called = False
@@ -182,12 +186,12 @@ class VariableMergingOptimizer:
             if dirty[v]:
                 return False, False
         # c1: not two inputs or two outputs; c2: inputs and outputs whole.
-        a1 = self.analyzer.matrix_accesses[m1]
-        a2 = self.analyzer.matrix_accesses[m2]
-        if (a1.is_input and a2.is_input) or (a1.is_output and a2.is_output):
+        is_input = self.summary.is_input
+        is_output = self.summary.is_output
+        in1, in2, out1, out2 = is_input[m1], is_input[m2], is_output[m1], is_output[m2]
+        if (in1 and in2) or (out1 and out2):
             return False, False
-        if (a1.is_input or a1.is_output or a2.is_input or a2.is_output) and not (
-                whole1 and whole2):
+        if (in1 or out1 or in2 or out2) and not (whole1 and whole2):
             return False, False
         # The access pattern.
         analysis = self.analysis
@@ -221,16 +225,16 @@ class VariableMergingOptimizer:
         if c.command_type == C.kMatrixCopy and c.alpha == 1.0:
             c.command_type = C.kNoOperation
             c.arg1 = c.arg2 = -1
-        accesses = self.analyzer.matrix_accesses
+        summary = self.summary
         # One deallocation survives: the discarded matrix's if it has one
         # (i.e. it is not an output), else the kept one's.
-        if accesses[m_discard].deallocate_command != -1:
-            commands[accesses[m_discard].deallocate_command].command_type = C.kNoOperation
+        if summary.deallocate_command[m_discard] != -1:
+            commands[summary.deallocate_command[m_discard]].command_type = C.kNoOperation
         else:
-            commands[accesses[m_keep].deallocate_command].command_type = C.kNoOperation
+            commands[summary.deallocate_command[m_keep]].command_type = C.kNoOperation
         # One allocation survives; a kAcceptInput must stay where it is.
-        alloc_keep = commands[accesses[m_keep].allocate_command]
-        alloc_discard = commands[accesses[m_discard].allocate_command]
+        alloc_keep = commands[summary.allocate_command[m_keep]]
+        alloc_discard = commands[summary.allocate_command[m_discard]]
         if alloc_discard.command_type == C.kAcceptInput:
             alloc_keep.command_type = C.kNoOperation
             zeroed = m_keep
@@ -238,7 +242,8 @@ class VariableMergingOptimizer:
             alloc_discard.command_type = C.kNoOperation
             zeroed = m_discard
         # ... and the zeroing that followed the allocation that went.
-        first = commands[accesses[zeroed].accesses[0].command_index]
+        assert summary.first_access[zeroed] != -1, "merged matrix m%d has no access" % zeroed
+        first = commands[summary.first_access[zeroed]]
         if first.command_type == C.kSetConst and first.alpha == 0.0:
             first.command_type = C.kNoOperation
         if comp.matrices[m_discard].stride_type == MatrixStrideType.kStrideEqualNumCols:

@@ -9,6 +9,7 @@ derivatives that derivative-time limits made always zero).
 
 from ..compile.computation import CommandType as C
 from .analysis import Analyzer, kWriteAccess
+from .computation_edit import commands_of_types
 
 
 def remove_unnecessary_zeroing(nnet, computation):
@@ -19,8 +20,10 @@ def remove_unnecessary_zeroing(nnet, computation):
     # its first access; looking at those alone skips building the access
     # lists of all the others.
     subs = computation.submatrices
-    zeroed = sorted({subs[c.arg1].matrix_index for c in computation.commands
-                     if c.command_type == C.kSetConst and c.alpha == 0.0})
+    commands = computation.commands
+    zeroed = sorted({subs[commands[i].arg1].matrix_index
+                     for i in commands_of_types(computation, (C.kSetConst,))
+                     if commands[i].alpha == 0.0})
     vfm = []
     for m in zeroed:
         accesses = a.matrix_accesses[m]
