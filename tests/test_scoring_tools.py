@@ -1,13 +1,18 @@
-"""compute-wer and align-text (steps/scoring/score_kaldi_wer.sh's tools):
+"""compute-wer, align-text and compute-wer-bootci (steps/scoring/score_kaldi_wer.sh's tools):
 expected outputs derived by hand from Kaldi's src/bin/compute-wer.cc,
 src/bin/align-text.cc and util/edit-distance-inl.h (there is no kaldi-ref
 output for these tools)."""
 
+import ctypes
+import ctypes.util
 import os
 import subprocess
 
-from pynnet3.bin import align_text, compute_wer
+import pytest
+
+from pynnet3.bin import align_text, compute_wer, compute_wer_bootci
 from pynnet3.decode.edit_distance import levenshtein_alignment, levenshtein_edit_distance
+from pynnet3.decode.glibc_rand import GlibcRand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -134,3 +139,71 @@ def test_align_text_errors(tmp_path, capsys):
     ref, hyp = _tables(tmp_path, "u1 a\n", "u2 a\n")
     assert align_text.main([ref, hyp, "ark,t:%s" % out]) == 1
     assert "Done 0 sentences, failed for 1" in capsys.readouterr().err
+
+
+# -- compute-wer-bootci -----------------------------------------------------------
+
+def test_glibc_rand_sequence():
+    # glibc's rand() after srand(1) (or no srand at all) starts so:
+    assert GlibcRand().rand_block(5) == [1804289383, 846930886, 1681692777, 1714636915,
+                                         1957747793]
+    g = GlibcRand(0)                    # glibc treats seed 0 as 1
+    assert g.rand() == 1804289383
+    assert g.rand_int(4, 4) == 4        # Kaldi's RandInt draws nothing here
+    assert g.rand_int(0, 9) == 846930886 % 10
+
+
+def test_glibc_rand_agrees_with_libc():
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    if not hasattr(libc, "gnu_get_libc_version"):
+        pytest.skip("the C library is not glibc")
+    for seed in (1, 7, 12345, 2**31 + 7, 2**32 - 1):
+        libc.srand(ctypes.c_uint(seed))
+        expected = [libc.rand() for _ in range(3000)]
+        ours = GlibcRand(seed)
+        assert ours.rand_block(1000) + [ours.rand() for _ in range(1000)] + \
+            ours.rand_block(1000) == expected
+
+
+def _bootci(tmp_path, capsys, *args):
+    status = compute_wer_bootci.main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out.splitlines(), captured.err
+
+
+def test_compute_wer_bootci_one_replication(tmp_path, capsys):
+    # One replication draws rand() % 3 three times: 1, 1, 0, i.e. u2, u2, u1:
+    # (2 + 2 + 2) errors over (2 + 2 + 3) words.
+    ref, hyp = _tables(tmp_path, REF, HYP + "u3 f\n")
+    status, out, _ = _bootci(tmp_path, capsys, "--replications=1", ref, hyp)
+    assert status == 0
+    assert out == ["Set1: %WER 85.71 95% Conf Interval [ 85.71, 85.71 ]"]
+
+
+def test_compute_wer_bootci_two_sets(tmp_path, capsys):
+    # Expected figures from a scratch C++ program doing Kaldi's bootstrap
+    # (glibc rand(), float sums) on the same per-utterance counts.
+    ref, hyp = _tables(tmp_path, REF, HYP + "u3 f\n")
+    (tmp_path / "hyp2").write_text("u1 a b c\nu2 d\nu3 g\n")
+    hyp2 = "ark:%s" % (tmp_path / "hyp2")
+    status, out, _ = _bootci(tmp_path, capsys, ref, hyp, hyp2)
+    assert status == 0
+    assert out == ["Set1: %WER 64.25 95% Conf Interval [ 26.23, 102.27 ]",
+                   "Set2: %WER 38.63 95% Conf Interval [ -8.02, 85.28 ]",
+                   "Probability of Set2 improving Set1: 73.75"]
+    # With u2 missing from the second set: "present" drops u2 from both,
+    # "all" counts all of u2's words as errors of the second set.
+    (tmp_path / "hyp2").write_text("u1 a b c\nu3 g\n")
+    _, out, _ = _bootci(tmp_path, capsys, "--mode=present", ref, hyp, hyp2)
+    assert out == ["Set1: %WER 42.23 95% Conf Interval [ -6.02, 90.48 ]",
+                   "Set2: %WER 37.28 95% Conf Interval [ -36.13, 110.69 ]",
+                   "Probability of Set2 improving Set1: 75.19"]
+    _, out, _ = _bootci(tmp_path, capsys, "--mode=all", ref, hyp, hyp2)
+    assert out == ["Set1: %WER 64.25 95% Conf Interval [ 26.23, 102.27 ]",
+                   "Set2: %WER 55.56 95% Conf Interval [ -7.18, 118.30 ]",
+                   "Probability of Set2 improving Set1: 58.91"]
+    status, out, err = _bootci(tmp_path, capsys, ref, hyp, hyp2)
+    assert status == 255 and out == []
+    assert err.rstrip().endswith("No hypothesis for key u2 in both transcripts comparison "
+                                 "is not possible.")
+    assert compute_wer_bootci.main([ref]) == 1
