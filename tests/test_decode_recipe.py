@@ -18,7 +18,7 @@ TOOLS = {"nnet3-latgen-faster": "nnet3_latgen_faster", "lattice-scale": "lattice
          "lattice-add-penalty": "lattice_add_penalty",
          "lattice-best-path": "lattice_best_path", "lattice-copy": "lattice_copy",
          "lattice-1best": "lattice_1best", "compute-wer": "compute_wer",
-         "align-text": "align_text"}
+         "align-text": "align_text", "compute-wer-bootci": "compute_wer_bootci"}
 
 
 def make_tool_dir(path):
@@ -85,3 +85,7 @@ def test_recipe_decode_and_score(tmp_path):
         "utt3 %s %s " % (w["utt3"], w["utt3"]),
         "utt4 %s %s " % (w["utt4"], w["utt4"])]
     assert "Done 4 sentences, failed for 1" in (exp / "log" / "stats1.log").read_text()
+    # Bootstrap over (errors, words) = (1, 2), (1, 1), (0, 1), (0, 1); the
+    # figures are those of a scratch C++ re-run of Kaldi's bootstrap.
+    assert (exp / "scoring" / "wer_bootci").read_text() == \
+        "Set1: %WER 39.18 95% Conf Interval [ 3.26, 75.10 ]\n"

@@ -4,7 +4,8 @@
 # parts in parallel jobs into gzipped lattices, then score every LM weight
 # with lattice-scale | lattice-add-penalty | lattice-best-path, and, given a
 # reference text, score each LM weight with compute-wer and align the best
-# one with align-text as steps/scoring/score_kaldi_wer.sh does.
+# one with align-text and compute-wer-bootci as steps/scoring/score_kaldi_wer.sh
+# does.
 # Usage: decode_recipe.sh <nj> <model> <graphdir> <feats.scp> <online-ivectors-rspecifier> <dir> [<ref-text>]
 set -euo pipefail
 nj=$1; model=$2; graphdir=$3; feats_scp=$4; ivectors=$5; dir=$6; ref_text=${7:-}
@@ -44,4 +45,6 @@ if [ -n "$ref_text" ]; then
   cat $dir/scoring/$best_lmwt.txt | \
     align-text --special-symbol='***' ark:$ref_text ark:- ark,t:- > $dir/scoring/per_utt_align \
     2> $dir/log/stats1.log
+  compute-wer-bootci --mode=present ark:$ref_text ark:$dir/scoring/$best_lmwt.txt \
+    > $dir/scoring/wer_bootci 2> $dir/log/wer_bootci.log
 fi
