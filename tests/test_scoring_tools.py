@@ -136,6 +136,13 @@ def test_align_text_errors(tmp_path, capsys):
     assert "In text1, the utterance u1 contains the special symbol '<eps>'. This is not " \
         "allowed." in capsys.readouterr().err
     assert not out.exists()
+    # Byte 255 (Latin-1's non-breaking space) is not part of a token.
+    (tmp_path / "ref").write_text("u1 a b\n")
+    (tmp_path / "hyp").write_bytes(b"u1 a b\xff\n")
+    assert align_text.main([ref, hyp, "ark,t:%s" % out]) == 255
+    assert "In text2, the utterance u1 contains unprintable characters." \
+        in capsys.readouterr().err
+    assert not out.exists()
     ref, hyp = _tables(tmp_path, "u1 a\n", "u2 a\n")
     assert align_text.main([ref, hyp, "ark,t:%s" % out]) == 1
     assert "Done 0 sentences, failed for 1" in capsys.readouterr().err

@@ -33,8 +33,14 @@ Example scoring script: egs/wsj/s5/steps/score_kaldi.sh
 """
 
 
+def _is_printable_token(token):
+    """Kaldi's IsToken, which also rejects byte 255 (a non-breaking space in
+    Latin-1); tables decode such a stray byte as the surrogate U+DCFF."""
+    return is_token(token) and "\udcff" not in token
+
+
 def _check(which, key, tokens, special_symbol):
-    if not all(is_token(t) for t in tokens):
+    if not all(_is_printable_token(t) for t in tokens):
         raise PynnetError("In %s, the utterance %s contains unprintable characters. That "
                           "means there is a problem with the text (such as incorrect "
                           "encoding)." % (which, key))
