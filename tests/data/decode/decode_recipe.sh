@@ -2,10 +2,13 @@
 # A decode.sh-like recipe (steps/nnet3/decode.sh + steps/score_kaldi.sh's
 # best-path scoring, reduced to what they run): split the data, decode the
 # parts in parallel jobs into gzipped lattices, then score every LM weight
-# with lattice-scale | lattice-add-penalty | lattice-best-path.
-# Usage: decode_recipe.sh <nj> <model> <graphdir> <feats.scp> <online-ivectors-rspecifier> <dir>
+# with lattice-scale | lattice-add-penalty | lattice-best-path, and, given a
+# reference text, score each LM weight with compute-wer and align the best
+# one with align-text and compute-wer-bootci as steps/scoring/score_kaldi_wer.sh
+# does.
+# Usage: decode_recipe.sh <nj> <model> <graphdir> <feats.scp> <online-ivectors-rspecifier> <dir> [<ref-text>]
 set -euo pipefail
-nj=$1; model=$2; graphdir=$3; feats_scp=$4; ivectors=$5; dir=$6
+nj=$1; model=$2; graphdir=$3; feats_scp=$4; ivectors=$5; dir=$6; ref_text=${7:-}
 mkdir -p $dir/split$nj $dir/log $dir/scoring
 num_utts=$(wc -l < $feats_scp)
 for n in $(seq $nj); do
@@ -32,3 +35,16 @@ for lmwt in 9 10 11; do
          { printf "%s", $1; for (i = 2; i <= NF; i++) printf " %s", w[$i]; printf "\n" }' \
     > $dir/scoring/$lmwt.txt 2> $dir/log/score.$lmwt.log
 done
+if [ -n "$ref_text" ]; then
+  for lmwt in 9 10 11; do
+    cat $dir/scoring/$lmwt.txt | \
+      compute-wer --text --mode=present ark:$ref_text ark,p:- >& $dir/wer_$lmwt
+  done
+  best_lmwt=$(for lmwt in 9 10 11; do grep WER $dir/wer_$lmwt /dev/null; done | \
+    sort -n -k2 | head -n 1 | cut -d: -f1 | sed 's/.*wer_//')
+  cat $dir/scoring/$best_lmwt.txt | \
+    align-text --special-symbol='***' ark:$ref_text ark:- ark,t:- > $dir/scoring/per_utt_align \
+    2> $dir/log/stats1.log
+  compute-wer-bootci --mode=present ark:$ref_text ark:$dir/scoring/$best_lmwt.txt \
+    > $dir/scoring/wer_bootci 2> $dir/log/wer_bootci.log
+fi
