@@ -2,7 +2,7 @@
 # pynnet3's tools in place of Kaldi's: nnet3-compute, nnet3-xvector-compute,
 # nnet3-copy, nnet3-am-copy, nnet3-info, nnet3-am-info, nnet3-init,
 # nnet3-latgen-faster, lattice-copy, lattice-scale, lattice-add-penalty,
-# lattice-best-path, lattice-1best.
+# lattice-best-path, lattice-1best, compute-wer, align-text, compute-wer-bootci.
 #
 #   . /path/to/pynnet3/scripts/path.sh
 #
