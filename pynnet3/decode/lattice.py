@@ -497,25 +497,23 @@ def _connected_states(lat):
     return [access[s] and co[s] for s in range(n)]
 
 
-def read_lattice_text(data, pos, source):
-    """(lattice, position after it) from Kaldi's text form at ``pos`` (a
-    newline, the FST lines, an empty line)."""
+def _read_fst_text(data, pos, source, fst, label_fields, parse_weight, one):
+    """Kaldi's text form of a lattice of either kind at ``pos`` (a newline,
+    the FST lines, an empty line) into the empty ``fst``: final lines
+    ``s [w]``, arc lines ``src dst LABELS [w]`` with ``label_fields`` labels
+    (2 for a Lattice, 1 for a CompactLattice); a missing weight is ``one``.
+    Returns (fst, position after it)."""
     n = len(data)
     if pos < n and data[pos:pos + 1] == b"\n":
         pos += 1
-    lat = Lattice()
+    arc_fields = 2 + label_fields
 
     def state(s):
-        if s >= lat.num_states:
-            lat.add_states(s + 1 - lat.num_states)
+        missing = s + 1 - fst.num_states
+        if missing > 0:
+            fst.arcs.extend([] for _ in range(missing))
+            fst.final.extend([None] * missing)
         return s
-
-    def weight(text, where):
-        try:
-            a, b = text.split(",")
-            return (_f32(_parse_float(a)), _f32(_parse_float(b)))
-        except ValueError:
-            raise KaldiFormatError("bad lattice weight '%s'" % text, source, where) from None
 
     while pos < n:
         end = data.find(b"\n", pos)
@@ -529,34 +527,40 @@ def read_lattice_text(data, pos, source):
         try:
             if len(fields) in (1, 2):
                 s = state(int(fields[0]))
-                lat.final[s] = weight(fields[1], where) if len(fields) == 2 else (0.0, 0.0)
-            elif len(fields) in (4, 5):
+                fst.final[s] = parse_weight(fields[1], where) if len(fields) == 2 else one
+            elif len(fields) in (arc_fields, arc_fields + 1):
                 s, t = state(int(fields[0])), state(int(fields[1]))
-                w = weight(fields[4], where) if len(fields) == 5 else (0.0, 0.0)
-                lat.arcs[s].append((int(fields[2]), int(fields[3])) + w + (t,))
+                w = parse_weight(fields[arc_fields], where) \
+                    if len(fields) == arc_fields + 1 else one
+                labels = tuple(int(f) for f in fields[2:arc_fields])
+                fst.arcs[s].append(labels + w + (t,))
             else:
                 raise ValueError
         except ValueError:
-            raise KaldiFormatError("bad lattice line '%s'" % line, source, where) from None
-        if lat.start is None:
-            lat.start = int(fields[0])
-    return lat, min(pos, n)
+            raise KaldiFormatError("bad %s line '%s'" % (
+                "lattice" if label_fields == 2 else "compact-lattice", line),
+                source, where) from None
+        if fst.start is None:
+            fst.start = int(fields[0])
+    return fst, min(pos, n)
+
+
+def read_lattice_text(data, pos, source):
+    """(lattice, position after it) from Kaldi's text form at ``pos`` (a
+    newline, the FST lines, an empty line)."""
+    def weight(text, where):
+        try:
+            a, b = text.split(",")
+            return (_f32(_parse_float(a)), _f32(_parse_float(b)))
+        except ValueError:
+            raise KaldiFormatError("bad lattice weight '%s'" % text, source, where) from None
+
+    return _read_fst_text(data, pos, source, Lattice(), 2, weight, (0.0, 0.0))
 
 
 def read_compact_lattice_text(data, pos, source):
     """(compact lattice, position after it) from Kaldi's text form (acceptor
     lines ``src dst label [w1,w2,t1_t2_...]`` and ``s [w1,w2,...]``)."""
-    n = len(data)
-    if pos < n and data[pos:pos + 1] == b"\n":
-        pos += 1
-    clat = CompactLattice()
-
-    def state(s):
-        while s >= clat.num_states:
-            clat.arcs.append([])
-            clat.final.append(None)
-        return s
-
     def weight(text, where):
         try:
             a, b, c = text.split(",")
@@ -566,31 +570,7 @@ def read_compact_lattice_text(data, pos, source):
             raise KaldiFormatError("bad compact-lattice weight '%s'" % text, source,
                                    where) from None
 
-    while pos < n:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            end = n
-        line = bytes(data[pos:end]).decode()
-        where, pos = pos, end + 1
-        fields = line.split()
-        if not fields:
-            break
-        try:
-            if len(fields) in (1, 2):
-                s = state(int(fields[0]))
-                clat.final[s] = weight(fields[1], where) if len(fields) == 2 else (0.0, 0.0, ())
-            elif len(fields) in (3, 4):
-                s, t = state(int(fields[0])), state(int(fields[1]))
-                w = weight(fields[3], where) if len(fields) == 4 else (0.0, 0.0, ())
-                clat.arcs[s].append((int(fields[2]),) + w + (t,))
-            else:
-                raise ValueError
-        except ValueError:
-            raise KaldiFormatError("bad compact-lattice line '%s'" % line, source,
-                                   where) from None
-        if clat.start is None:
-            clat.start = int(fields[0])
-    return clat, min(pos, n)
+    return _read_fst_text(data, pos, source, CompactLattice(), 1, weight, (0.0, 0.0, ()))
 
 
 def read_compact_lattice_binary(data, pos, source):
