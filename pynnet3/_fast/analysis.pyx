@@ -20,28 +20,7 @@ from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
                                           CommandAttributes, MatrixAccesses,
                                           MatrixAccessSummary)
 
-# Kaldi's CommandType values (pynnet3.compile.computation.CommandType)
-DEF kAllocMatrix = 0
-DEF kDeallocMatrix = 1
-DEF kSwapMatrix = 2
-DEF kSetConst = 3
-DEF kPropagate = 4
-DEF kBackprop = 5
-DEF kBackpropNoModelUpdate = 6
-DEF kMatrixCopy = 7
-DEF kMatrixAdd = 8
-DEF kCopyRows = 9
-DEF kAddRows = 10
-DEF kCopyRowsMulti = 11
-DEF kCopyToRowsMulti = 12
-DEF kAddRowsMulti = 13
-DEF kAddToRowsMulti = 14
-DEF kAddRowRanges = 15
-DEF kCompressMatrix = 16
-DEF kDecompressMatrix = 17
-DEF kAcceptInput = 18
-DEF kProvideOutput = 19
-DEF kGotoLabel = 24
+from pynnet3._fast.command_types cimport *
 
 # ComponentProperty bits
 DEF kUpdatableComponent = 0x002

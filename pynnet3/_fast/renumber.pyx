@@ -18,29 +18,7 @@ from libcpp.vector cimport vector
 
 from pynnet3.compile.computation import SubMatrixInfo
 
-# Kaldi's CommandType values (pynnet3.compile.computation.CommandType).
-cdef enum:
-    kAllocMatrix = 0
-    kDeallocMatrix = 1
-    kSwapMatrix = 2
-    kSetConst = 3
-    kPropagate = 4
-    kBackprop = 5
-    kBackpropNoModelUpdate = 6
-    kMatrixCopy = 7
-    kMatrixAdd = 8
-    kCopyRows = 9
-    kAddRows = 10
-    kCopyRowsMulti = 11
-    kCopyToRowsMulti = 12
-    kAddRowsMulti = 13
-    kAddToRowsMulti = 14
-    kAddRowRanges = 15
-    kCompressMatrix = 16
-    kDecompressMatrix = 17
-    kAcceptInput = 18
-    kProvideOutput = 19
-    kNoOperation = 20
+from pynnet3._fast.command_types cimport *
 
 
 cdef inline int _kind(int t):

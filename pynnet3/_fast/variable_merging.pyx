@@ -10,11 +10,7 @@ command types and arguments the round does not change before reaching them,
 so they can be listed up front.
 """
 
-cdef enum:
-    kPropagate = 4
-    kBackprop = 5
-    kBackpropNoModelUpdate = 6
-    kMatrixCopy = 7
+from pynnet3._fast.command_types cimport *
 
 
 def merge_candidates(list commands, list component_properties, bint remove_assignments,
