@@ -18,18 +18,7 @@ from pynnet3.nnet.utils import is_simple_nnet
 from pynnet3.compile.request import ComputationRequest
 from pynnet3.errors import NnetError
 from pynnet3.nnet.nnet import Nnet
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
-
-
-def _id(path):
-    return "/".join(path.parts[-2:])
-
-
-def _load(case):
-    return Nnet.read(str(case / "model.raw")), ComputationRequest.read(str(case / "request.txt"))
+from reference_cases import COMPILE_CASES as CASES, case_id as _id, load_case as _load
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)

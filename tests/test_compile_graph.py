@@ -3,28 +3,17 @@
 reference case, and uncomputable requests fail with a clear error."""
 
 import pytest
-from conftest import KALDI_REF, TEST_DATA
+from conftest import TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.compile.graph_py import ComputationGraphBuilder
 from pynnet3.compile.request import ComputationRequest, IoSpecification
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.index import Index
-from pynnet3.nnet.nnet import Nnet
+
+from reference_cases import COMPILE_CASES as CASES, case_id as _id, load_case as _load
 
 fast_graph = pytest.importorskip("pynnet3._fast.graph")
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
-
-
-def _id(path):
-    return "/".join(path.parts[-2:])
-
-
-def _load(case):
-    return Nnet.read(str(case / "model.raw")), ComputationRequest.read(str(case / "request.txt"))
 
 
 def _state(builder):

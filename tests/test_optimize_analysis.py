@@ -5,7 +5,7 @@ computation (ours unoptimized and optimized, Kaldi's optimized); and a hand-made
 computation gives the answers Kaldi's definitions imply."""
 
 import pytest
-from conftest import KALDI_REF, TEST_DATA
+from conftest import KALDI_REF
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.compile import compile as compile_
@@ -17,16 +17,9 @@ from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize import analysis, analysis_py as twin
 from pynnet3.optimize.checker import command_type_bytes_py
+from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
 fast = pytest.importorskip("pynnet3._fast.analysis")
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
-
-
-def _id(path):
-    return "/".join(path.parts[-2:])
 
 
 def _computations(case):

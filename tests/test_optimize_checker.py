@@ -13,23 +13,12 @@ from pynnet3.compile import compile as compile_
 from pynnet3.compile.compiler import create_computation
 from pynnet3.compile.computation import Command, CommandType as CT
 from pynnet3.compile.computation_io import command_string, read_computation_file
-from pynnet3.compile.request import ComputationRequest
+
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.checker import (CheckComputationOptions, ComputationCheckError,
                                       ComputationChecker, check_computation)
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
-
-
-def _id(path):
-    return "/".join(path.parts[-2:])
-
-
-def _load(case):
-    return Nnet.read(str(case / "model.raw")), ComputationRequest.read(str(case / "request.txt"))
+from reference_cases import COMPILE_CASES as CASES, case_id as _id, load_case as _load
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)

@@ -4,18 +4,15 @@ reference computation (ours unoptimized and optimized, Kaldi's optimized) and
 on commands whose type is out of range or not an int."""
 
 import pytest
-from conftest import KALDI_REF, TEST_DATA
+
 from test_optimize_renumber_fast import _computations, _id
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.compile.computation import Command, CommandType as CT
 from pynnet3.optimize.checker import command_type_bytes_py
+from reference_cases import COMPILE_CASES as CASES
 
 fast = pytest.importorskip("pynnet3._fast.checker")
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)

@@ -7,19 +7,16 @@ three merging options."""
 import itertools
 
 import pytest
-from conftest import KALDI_REF, TEST_DATA
+
 from test_optimize_renumber_fast import _computations, _id
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.components.base import ComponentProperty as P
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.variable_merging import merge_candidates_py
+from reference_cases import COMPILE_CASES as CASES
 
 fast = pytest.importorskip("pynnet3._fast.variable_merging")
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)

@@ -7,7 +7,7 @@ with either gives the same computation."""
 import copy
 
 import pytest
-from conftest import KALDI_REF, TEST_DATA
+
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.compile import compile as compile_
@@ -18,16 +18,9 @@ from pynnet3.compile.computation_io import read_computation_file
 from pynnet3.compile.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize import renumber, renumber_py as twin
+from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
 fast = pytest.importorskip("pynnet3._fast.renumber")
-
-CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))
-         + sorted(KALDI_REF.glob("models/zoo*/request*"))
-         + sorted(TEST_DATA.glob("compile/case*")))
-
-
-def _id(path):
-    return "/".join(path.parts[-2:])
 
 
 def _computations(case):
