@@ -11,15 +11,11 @@
 - Each kind of collapse (dropout, batch-norm into affine/linear/tdnn, affine
   into affine, affine with fixed scale) on small networks: names, types,
   parameters, Descriptors, and what is left alone.
-- The emulated BLAS products agree with exact products to float32 accuracy
-  in every code path, and the fused multiply-add rounds once; sgemm has the
-  bits of the oracle's OpenBLAS (Haswell kernels, two threads) on products
-  that take its serial and threaded drivers.
+(The OpenBLAS arithmetic the collapser uses is tested in
+test_numerics_openblas.py.)
 """
 
-import hashlib
 import shlex
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -29,8 +25,7 @@ from pynnet3.bin import nnet3_am_copy, nnet3_copy
 from pynnet3.compile import ComputationRequest, IoSpecification, compile
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.errors import NnetError
-from pynnet3.nnet import collapse
-from pynnet3.nnet.collapse import CollapseModelConfig, collapse_model, sgemm_nn, sgemv_add
+from pynnet3.nnet.collapse import CollapseModelConfig, collapse_model
 from pynnet3.nnet.index import Index
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import (num_parameters, set_batchnorm_test_mode,
@@ -362,149 +357,3 @@ def test_existing_component_of_the_same_name_is_reused():
     assert collapsed.component_names == ["a.b"]
     assert _node_component(collapsed, "b1") == _node_component(collapsed, "b2") == "a.b"
     _assert_same_outputs(nnet, collapsed, np.random.default_rng(3))
-
-
-# -- the arithmetic ---------------------------------------------------------------------------
-
-def _exact_fma32(a, b, c):
-    """round-to-nearest-even float32 of the exact a*b + c."""
-    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
-    lo = np.float32(float(exact))
-    best = None
-    for cand in (np.nextafter(lo, np.float32(-np.inf)), lo, np.nextafter(lo, np.float32(np.inf))):
-        err = abs(Fraction(float(cand)) - exact)
-        key = (err, int(np.array(cand).view(np.int32)) & 1)
-        if best is None or key < best[0]:
-            best = (key, cand)
-    return best[1]
-
-
-def test_fma32_rounds_once():
-    # 1+2^-23 + (1+2^-18) * 2^-24 (1-2^-18): just below a float32 tie, on it in double.
-    a = np.float32(1 + 2.0 ** -18)
-    b = np.float32(2.0 ** -24 * (1 - 2.0 ** -18))
-    c = np.float32(1 + 2.0 ** -23)
-    assert collapse._fma32(a, b, c) == np.float32(1 + 2.0 ** -23)
-    assert collapse._fma32(-a, b, -c) == -np.float32(1 + 2.0 ** -23)
-    rng = np.random.default_rng(4)
-    a, b, c = (rng.standard_normal(300).astype(np.float32) for _ in range(3))
-    ours = collapse._fma32(a, b, c)
-    assert all(o == _exact_fma32(x, y, z) for o, x, y, z in zip(ours, a, b, c))
-
-
-def _lcg_matrix(rows, cols, seed):
-    """Float32 values in [-1, 1) from an integer hash: the same bits on every
-    platform and NumPy version (the stored digests below depend on them)."""
-    i = np.arange(rows * cols, dtype=np.uint64) + np.uint64(seed) * np.uint64(1000003)
-    x = (i * np.uint64(2654435761) + np.uint64(12345)) % np.uint64(2 ** 32)
-    return ((x >> np.uint64(8)).astype(np.float64) / 2.0 ** 23 - 1.0) \
-        .astype(np.float32).reshape(rows, cols)
-
-
-def _block_diagonal(blocks, size, seed):
-    b = np.zeros((blocks * size, blocks * size), np.float32)
-    for t in range(blocks):
-        b[t * size:(t + 1) * size, t * size:(t + 1) * size] = _lcg_matrix(size, size, seed + t)
-    return b
-
-
-# sha256 (first 16 hex digits) of the float32 bytes of A B as OpenBLAS 0.3.21
-# (Debian's DYNAMIC_ARCH build, Haswell kernels, OPENBLAS_NUM_THREADS=2)
-# computed it on the oracle's machine class: serial and threaded drivers,
-# one and several row blocks, k split in 1-4 blocks, a block-diagonal B.
-_SGEMM_DIGESTS = [
-    (64, 49, 49, False, "e5838a8d61d655a4"),
-    (5, 40, 37, False, "e6594c058190328e"),
-    (7, 33, 18, False, "27f9babfc2b6b508"),
-    (3, 20, 21, False, "fd7e69b4b31c6a86"),
-    (2, 3, 1, False, "296e620f1597b4fa"),
-    (64, 147, 147, True, "ded15baf12551fb3"),
-    (100, 20, 100, False, "28cd112a70036092"),
-    (24, 30, 341, False, "be2f40f4efbb78f8"),
-    (1, 300, 700, False, "88dfc05c4db0d251"),
-    (30, 700, 60, False, "699beee068e6e5c6"),
-    (17, 1000, 64, False, "7c25366887e1b5ea"),
-    (500, 300, 3, False, "864b8130d675091e"),
-    (2, 900, 200, False, "b570cb6e2f8cf436"),
-]
-
-
-@pytest.mark.parametrize("m,k,n,block_diagonal,digest", _SGEMM_DIGESTS,
-                         ids=["%dx%dx%d" % case[:3] for case in _SGEMM_DIGESTS])
-def test_sgemm_nn_has_openblas_haswell_bits(m, k, n, block_diagonal, digest):
-    a = _lcg_matrix(m, k, 1)
-    b = _block_diagonal(3, k // 3, 2) if block_diagonal else _lcg_matrix(k, n, 2)
-    ours = sgemm_nn(a, b)
-    assert ours.dtype == np.float32 and ours.shape == (m, n)
-    exact = a.astype(np.float64) @ b.astype(np.float64)
-    bound = 4e-7 * k * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
-    assert (np.abs(ours - exact) <= bound).all()
-    assert hashlib.sha256(ours.astype("<f4").tobytes()).hexdigest()[:16] == digest
-
-
-def test_sgemm_nn_pairs_accumulators_where_the_haswell_kernel_does():
-    # 64 x 49 times 49 x 49 (tdnn_lda's LDA collapse) runs serially in one kernel
-    # call: rows in five groups of 12 and one of 4; in the groups of 12 the first
-    # and the last 8-column blocks of the left 6 rows are summed in two
-    # accumulators (even and odd k), in the group of 4 every full 8-column block.
-    paired = np.zeros((64, 49), bool)
-    for call in collapse._serial_kernel_calls(49, 64):
-        collapse._mark_paired(paired, *call)
-    expected = np.zeros((64, 49), bool)
-    for r in range(0, 60, 12):
-        expected[r:r + 6, 0:8] = expected[r:r + 6, 40:48] = True
-    expected[60:64, 0:48] = True
-    assert (paired == expected).all()
-    a, b = _lcg_matrix(64, 49, 1), _lcg_matrix(49, 49, 2)
-    single, two = collapse._fma_chains(a, b)
-    ours = sgemm_nn(a, b)
-    assert (ours[~paired] == single[~paired]).all() and (ours[paired] == two[paired]).all()
-    assert (single[paired] != two[paired]).any()
-
-
-@pytest.mark.parametrize("m,n", [(49, 64), (1, 1), (3, 500), (200, 2), (341, 24), (700, 1),
-                                 (60, 30), (16, 12), (23, 13), (641, 95), (7, 2000)])
-def test_sgemm_drivers_cover_every_element_once(m, n):
-    for calls in (collapse._serial_kernel_calls(m, n), collapse._threaded_kernel_calls(m, n)):
-        if calls is None:
-            continue
-        seen = np.zeros((n, m), int)
-        for ms, mlen, ns, nlen in calls:
-            seen[ns:ns + nlen, ms:ms + mlen] += 1
-        assert (seen == 1).all()
-
-
-@pytest.mark.parametrize("rows,cols", [(64, 49), (5, 4), (7, 8), (6, 8), (9, 13),
-                                       (3, 30), (3000, 6), (20, 4100), (301, 50)])
-def test_sgemv_add_is_a_float32_product(rows, cols):
-    rng = np.random.default_rng(rows * 10000 + cols)
-    mat = rng.standard_normal((rows, cols)).astype(np.float32)
-    x = rng.standard_normal(cols).astype(np.float32)
-    y = rng.standard_normal(rows).astype(np.float32)
-    y_before = y.copy()
-    ours = sgemv_add(mat, x, y)
-    assert (y == y_before).all()    # a new vector is returned
-    exact = y.astype(np.float64) + mat.astype(np.float64) @ x.astype(np.float64)
-    bound = 4e-7 * (cols + 1) * (np.abs(y) + np.abs(mat).astype(np.float64) @ np.abs(x))
-    assert ours.dtype == np.float32 and ours.shape == (rows,)
-    assert (np.abs(ours - exact) <= bound).all()
-
-
-# The same for y + M x (sgemv): 4x4 row groups, pairs and single rows, narrow
-# widths, 1-3 tail columns, column blocks over 4096 and two threads.
-_SGEMV_DIGESTS = [
-    (64, 49, "8653705d25665d8a"), (5, 4, "433621696b426f1e"), (7, 8, "8826526d42a57b8b"),
-    (6, 8, "1d2a47637ab64f4d"), (9, 13, "0c40705c9e2a01e1"), (3, 30, "4b6cf56dbdfc90c4"),
-    (3000, 6, "186802af58052596"), (20, 4100, "ec529d3e70b9ac48"),
-    (301, 50, "47374506f5ff07a5"), (13, 3, "4ed1ede6efbae419"), (11, 2, "b4258d5dc9e141eb"),
-]
-
-
-@pytest.mark.parametrize("rows,cols,digest", _SGEMV_DIGESTS,
-                         ids=["%dx%d" % case[:2] for case in _SGEMV_DIGESTS])
-def test_sgemv_add_has_openblas_haswell_bits(rows, cols, digest):
-    mat = _lcg_matrix(rows, cols, 1)
-    x = _lcg_matrix(1, cols, 2)[0]
-    y = _lcg_matrix(1, rows, 3)[0]
-    ours = sgemv_add(mat, x, y)
-    assert hashlib.sha256(ours.astype("<f4").tobytes()).hexdigest()[:16] == digest
