@@ -21,13 +21,15 @@ import logging
 import sys
 import time
 
+from ..compute.backend import KaldiExactBackend
 from ..compute.compilation import log_compiler_summary, make_compiler
-from ..compute.device import select_backend
+from ..compute.device import USE_GPU_VALUES, select_backend
 from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer, apply_exp,
                                  prepare_nnet_for_compute)
 from ..errors import UsageError
 from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
+from ..numerics.openblas_plan import ORACLE_THREADS
 from ..optimize.options import NnetOptimizeOptions
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
@@ -92,6 +94,34 @@ def register_ivector_options(parser):
                         "matrices supplied to the --online-ivectors option")
 
 
+def register_arithmetic_options(parser):
+    """pynnet3's choice of arithmetic, shared by the tools that run a network
+    (read back with :func:`compute_backend`)."""
+    parser.register_bool("kaldi-exact-arithmetic", False, "pynnet3 only: compute the "
+                         "network with Kaldi's CPU arithmetic, bit for bit (OpenBLAS 0.3.21's "
+                         "Haswell summation order, the C library's expf/logf); slower than "
+                         "the default BLAS arithmetic, which agrees with Kaldi within float "
+                         "rounding. Runs on the CPU.")
+    parser.register_int("kaldi-exact-blas-threads", ORACLE_THREADS, "pynnet3 only: with "
+                        "--kaldi-exact-arithmetic, the OpenBLAS thread count whose order to "
+                        "reproduce (OpenBLAS uses as many threads as cores unless "
+                        "OPENBLAS_NUM_THREADS says otherwise; the order depends on it)")
+
+
+def compute_backend(opts, use_gpu=None):
+    """The backend the tool runs the network on: Kaldi's exact CPU
+    arithmetic with --kaldi-exact-arithmetic, else what ``use_gpu``
+    (--use-gpu, where the tool has it) selects."""
+    if opts.kaldi_exact_blas_threads < 1:
+        raise UsageError("--kaldi-exact-blas-threads must be >= 1, got %d"
+                         % opts.kaldi_exact_blas_threads)
+    if opts.kaldi_exact_arithmetic:
+        if use_gpu is not None and use_gpu not in USE_GPU_VALUES:
+            select_backend(use_gpu)             # the usual error for a bad value
+        return KaldiExactBackend(opts.kaldi_exact_blas_threads)
+    return select_backend(use_gpu) if use_gpu is not None else "numpy"
+
+
 def optimize_options(opts):
     """The NnetOptimizeOptions given as ``--optimization.*``."""
     return options_from(opts, "optimization", NnetOptimizeOptions())
@@ -147,6 +177,7 @@ def main(argv=None):
     # nnet3-compute does no acoustic scaling by default.
     register_simple_computation_options(parser, acoustic_scale=1.0)
     register_ivector_options(parser)
+    register_arithmetic_options(parser)
     parser.register_bool("apply-exp", False, "If true, apply exp function to output")
     parser.register_str("use-gpu", "yes", "yes|no|optional|wait, only has effect if "
                         "compiled with CUDA")
@@ -159,9 +190,13 @@ def main(argv=None):
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, matrix_wspecifier = args
     summary = _Summary()
-    backend = select_backend(opts.use_gpu)
+    backend = compute_backend(opts, opts.use_gpu)
     if opts.batch_size < 1:
         raise UsageError("--batch-size must be >= 1, got %d" % opts.batch_size)
+    if opts.batch_size > 1 and opts.kaldi_exact_arithmetic:
+        raise UsageError("--batch-size > 1 cannot be combined with --kaldi-exact-arithmetic "
+                         "(Kaldi computes one chunk at a time; batched products sum in "
+                         "another order)")
 
     nnet, priors = read_network(nnet_rxfilename, opts.use_priors)
     prepare_nnet_for_compute(nnet)
@@ -189,7 +224,7 @@ def main(argv=None):
 
         def finish(utt, output, num_frames):
             if opts.apply_exp:
-                output = apply_exp(output)
+                output = apply_exp(output, opts.kaldi_exact_arithmetic)
             writer.write(utt, output)
             summary.frame_count += num_frames
             summary.num_success += 1

@@ -26,8 +26,9 @@ from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
 from ..nnet.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
-from .nnet3_compute import (optimize_options, register_ivector_options,
-                            register_simple_computation_options, simple_computation_options)
+from .nnet3_compute import (compute_backend, optimize_options, register_arithmetic_options,
+                            register_ivector_options, register_simple_computation_options,
+                            simple_computation_options)
 
 logger = logging.getLogger("pynnet3")
 
@@ -102,6 +103,7 @@ def main(argv=None):
     parser.register_bool("allow-partial", False,
                          "If true, produce output even if end state was not reached.")
     register_ivector_options(parser)
+    register_arithmetic_options(parser)
     opts, args = parser.parse(argv, num_args=(4, 6))
     model_in, fst_in, feature_rspecifier, lattice_wspecifier = args[:4]
     words_wspecifier = args[4] if len(args) > 4 else ""
@@ -121,6 +123,7 @@ def main(argv=None):
     compiler = make_compiler(am_nnet.nnet, optimize_options(opts))
     computer = decodable_nnet_computer(
         am_nnet, simple_computation_options(opts), compiler=compiler,
+        backend=compute_backend(opts),
         debug_computation=opts.debug_computation,
         debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     tid_to_pdf = transition_id_to_pdf_table(trans_model)

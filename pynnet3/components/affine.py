@@ -169,6 +169,16 @@ def row_sum(xp, mat):
     return mat.sum(axis=0, dtype=xp.float32)
 
 
+def affine_propagate_kaldi_exact(kaldi, bias, linear, in_value, out):
+    """Kaldi's affine Propagate with Kaldi's arithmetic: every row of ``out``
+    set to the bias (CopyRowsFromVec), then ``out.AddMatMat(1.0, in,
+    kNoTrans, linear, kTrans, 1.0)``, so each block of the product is added
+    onto the bias (not the bias onto the finished product)."""
+    out[...] = bias
+    kaldi.add_mat_mat(out, 1.0, in_value, False, linear, True, 1.0)
+    return None
+
+
 class ParameterArrays:
     """Scale/Add/Vectorize/... for components whose parameters are a fixed
     list of float32 arrays (``param_attrs``, in Kaldi's Vectorize order:
@@ -372,6 +382,12 @@ class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
         out += xp.asarray(self.bias_params)
         return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        return affine_propagate_kaldi_exact(kaldi, self.bias_params, self.linear_params,
+                                            in_value, out)
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
@@ -587,6 +603,13 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         out += xp.matmul(in_value, xp.asarray(self.params).T)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: out.AddMatMat(1.0, in, kNoTrans, params, kTrans, 1.0).
+        kaldi.add_mat_mat(out, 1.0, in_value, False, self.params, True, 1.0)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(out_deriv)
@@ -661,6 +684,12 @@ class FixedAffineComponent(ReadSteps, Component):
         out += xp.asarray(self.bias_params)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        return affine_propagate_kaldi_exact(kaldi, self.bias_params, self.linear_params,
+                                            in_value, out)
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         if in_deriv is not None:
@@ -670,5 +699,5 @@ class FixedAffineComponent(ReadSteps, Component):
 
 __all__ = ["AffineComponent", "NaturalGradientAffineComponent", "LinearComponent",
            "FixedAffineComponent", "ParameterArrays", "ReadSteps", "randn", "gaussian", "f32",
-           "add_scaled", "load_config_matrix", "load_config_vector",
+           "affine_propagate_kaldi_exact", "add_scaled", "load_config_matrix", "load_config_vector",
            "check_natural_gradient_options", "read_legacy_is_gradient"]

@@ -320,6 +320,20 @@ class Component(TaggedObject):
         """Computes into ``out`` (adds if kPropagateAdds); returns a memo or None."""
         raise NotImplementedError(self.type_name)
 
+    # Kaldi-exact arithmetic (pynnet3.compute.backend.KaldiExactBackend):
+    # whether propagate_kaldi_exact gives Kaldi's CPU bits for this component
+    # as it is configured (a property where that depends on its state).
+    kaldi_exact = False
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        """What :meth:`propagate` computes, with Kaldi's CPU float32
+        operations in Kaldi's order, done through ``kaldi`` (a
+        :class:`pynnet3.numerics.kaldi_cpu.KaldiCpu`), so that the bits are
+        Kaldi's when ``kaldi_exact`` is true. Components whose propagate
+        already performs Kaldi's operations (copies, single roundings) keep
+        this default, which runs propagate, and only set ``kaldi_exact``."""
+        return self.propagate(indexes, in_value, out)
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         """Computes ``in_deriv`` (when not None; adds if kBackpropAdds) and, when

@@ -439,6 +439,15 @@ class RectifiedLinearComponent(NonlinearComponent):
         out[...] = array_module_of(in_value).maximum(in_value, _F32(0.0))
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: CopyFromMat, then ApplyFloor(0): x < 0 ? 0 : x (-0 stays).
+        if out is not in_value:
+            out[...] = in_value
+        kaldi.apply_floor(out, 0.0)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         if in_deriv is None:
@@ -530,6 +539,12 @@ class LogSoftmaxComponent(NonlinearComponent):
         xp = array_module_of(in_value)
         shifted = in_value - in_value.max(axis=1, keepdims=True)
         out[...] = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        kaldi.log_softmax_per_row(in_value, out)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import NnetError
 from ..nnet.format import kaldi_str
 from ..nnet.parameter_stats import summarize_vector
+from ..numerics import kaldi_cpu
 from . import kaldi_random
 from .base import Component, P
 from .nonlinear import array_module_of, f32, invalid_initializer, to_host
@@ -389,11 +390,20 @@ class BatchNormComponent(Component):
             offset = self.stats_sum.astype(_F32) * _F32(-1.0 / self.count)
             scale = _sub_outer(self.stats_sumsq.astype(_F32) * _F32(1.0 / self.count), offset)
             scale = np.maximum(scale, _F32(0.0)) + _F32(self.epsilon)
-            scale = (scale ** _F32(-0.5)) * _F32(self.target_rms)
+            # the C library's pow, as Kaldi's ApplyPow (NumPy's own float32
+            # power differs in the last bit for about one element in five)
+            scale = kaldi_cpu.apply_pow(scale, -0.5) * _F32(self.target_rms)
         self.offset = (offset * scale).astype(_F32)
         self.scale_vec = scale.astype(_F32)
 
     # -- computation -------------------------------------------------------------------
+    @property
+    def kaldi_exact(self):
+        """In test mode propagate is Kaldi's MulColsVec(scale) then
+        AddVecToRows(1.0, offset): one rounding each, as Kaldi; training
+        mode sums in another order."""
+        return bool(self.test_mode)
+
     def propagate(self, indexes, in_value, out):
         xp = array_module_of(in_value)
         x = _blocks(in_value, self.block_dim)

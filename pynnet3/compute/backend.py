@@ -20,9 +20,15 @@ Index tables are converted once (``prepare_rows`` / ``prepare_multi`` /
 per-command work is a few fancy-indexing operations.
 """
 
+import logging
+
 import numpy as np
 
 from ..errors import ComputationError
+from ..numerics.kaldi_cpu import KaldiCpu
+from ..numerics.openblas_plan import ORACLE_THREADS
+
+logger = logging.getLogger("pynnet3")
 
 # Kaldi's CuCompressedMatrixType (arg2 of kCompressMatrix) -> integer dtype.
 _COMPRESSED_DTYPES = {1: np.int8, 2: np.uint8, 3: np.int16, 4: np.uint16}
@@ -156,6 +162,15 @@ class Backend:
 
     def copy(self, matrix):
         return matrix.copy()
+
+    # -- components and whole-matrix arithmetic -----------------------------------
+    def propagate(self, component, indexes, in_value, out):
+        """A component's Propagate (kPropagate); returns its memo."""
+        return component.propagate(indexes, in_value, out)
+
+    def add_mat(self, dest, alpha, src):
+        """dest += alpha * src (kMatrixAdd, Kaldi's AddMat)."""
+        self._axpy(dest, alpha, src)
 
     # -- index tables -----------------------------------------------------------
     def prepare_rows(self, indexes):
@@ -299,6 +314,90 @@ class Backend:
         return self.xp.ascontiguousarray(out, dtype=np.float32)
 
 
+class KaldiExactBackend(Backend):
+    """NumPy backend whose arithmetic is Kaldi's CPU arithmetic, bit for bit
+    (``arithmetic="kaldi"``): the oracle's OpenBLAS for products and row
+    additions, the C library's expf/logf, Kaldi's loops' roundings (see
+    :mod:`pynnet3.numerics.kaldi_cpu`). Components compute through their
+    ``propagate_kaldi_exact``; one whose type cannot give Kaldi's bits (its
+    ``kaldi_exact`` is false) runs it anyway and a warning names the type
+    once. ``blas_threads``: the OpenBLAS thread count to reproduce (the
+    oracle's tools ran with 2, its number of cores; 1 is
+    OPENBLAS_NUM_THREADS=1)."""
+
+    name = "kaldi-exact"
+
+    def __init__(self, blas_threads=ORACLE_THREADS):
+        super().__init__(np)
+        self.kaldi = KaldiCpu(blas_threads)
+        self._inexact_warned = set()
+
+    @property
+    def blas_threads(self):
+        return self.kaldi.threads
+
+    def propagate(self, component, indexes, in_value, out):
+        if not component.kaldi_exact:
+            self._warn_inexact(component)
+        return component.propagate_kaldi_exact(indexes, in_value, out, self.kaldi)
+
+    def _warn_inexact(self, component):
+        key = component.type_name
+        if key not in self._inexact_warned:
+            self._inexact_warned.add(key)
+            logger.warning("%s has no Kaldi-exact arithmetic%s: its outputs (and what "
+                           "depends on them) may differ from Kaldi's in the last bits",
+                           key, " in training mode" if hasattr(component, "test_mode")
+                           else "")
+
+    def _axpy(self, dest, alpha, src):
+        # Kaldi's AddMat / AddRows: one saxpy per row.
+        self.kaldi.axpy_rows(dest, alpha, src)
+
+    def add_rows(self, dest, alpha, src, rows):
+        if rows.all_valid:
+            super().add_rows(dest, alpha, src, rows)
+        else:
+            part = dest[rows.dest_rows]
+            self._axpy(part, alpha, src[rows.src_rows])
+            dest[rows.dest_rows] = part
+
+    def add_row_ranges(self, dest, alpha, src, ranges):
+        """Kaldi's kAddRowRanges: each destination element adds the float
+        sum of its range (summed from +0 in row order); with alpha != 1
+        Kaldi scales by 1/alpha first and by alpha after."""
+        from ..components.row_ranges import add_row_ranges
+        alpha = np.float32(alpha)
+        if ranges.single:
+            pairs = np.zeros((ranges.num_rows, 2), np.int64)
+            pairs[ranges.single_dest, 0] = ranges.single_src
+            pairs[ranges.single_dest, 1] = ranges.single_src + 1
+        else:
+            pairs = np.stack([ranges.begin, ranges.end], axis=1)
+        if alpha != 1:
+            self.kaldi.scale(dest, np.float32(1.0 / float(alpha)))
+        add_row_ranges(src, np.ascontiguousarray(pairs, np.int64), dest)
+        if alpha != 1:
+            self.kaldi.scale(dest, alpha)
+
+    def add_rows_multi(self, dest, alpha, sources, multi):
+        for s, pos, rows, _ in multi.groups:
+            part = dest[pos]
+            self._axpy(part, alpha, sources[s][rows])
+            dest[pos] = part
+
+    def add_to_rows_multi(self, alpha, src, targets, multi):
+        for s, pos, rows, unique in multi.groups:
+            if unique:
+                part = targets[s][rows]
+                self._axpy(part, alpha, src[pos])
+                targets[s][rows] = part
+            else:
+                # repeated targets: one saxpy per source row, in row order
+                for p, r in zip(pos.tolist(), rows.tolist()):
+                    self._axpy(targets[s][r:r + 1], alpha, src[p:p + 1])
+
+
 class CupyBackend(Backend):
     """CuPy backend: the same kernels on the GPU."""
 
@@ -317,15 +416,19 @@ class CupyBackend(Backend):
 
 
 def get_backend(backend):
-    """A :class:`Backend` from a name ("numpy", "cupy") or a Backend instance."""
+    """A :class:`Backend` from a name ("numpy", "kaldi-exact", "cupy") or a
+    Backend instance."""
     if isinstance(backend, Backend):
         return backend
     if backend in (None, "numpy"):
         return Backend()
+    if backend == "kaldi-exact":
+        return KaldiExactBackend()
     if backend == "cupy":
         try:
             return CupyBackend()
         except ImportError:
             raise ComputationError("backend 'cupy' needs the cupy package, which is not "
                                    "installed") from None
-    raise ComputationError("unknown backend %r (expected 'numpy' or 'cupy')" % (backend,))
+    raise ComputationError("unknown backend %r (expected 'numpy', 'kaldi-exact' or 'cupy')"
+                           % (backend,))

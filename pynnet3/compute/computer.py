@@ -53,7 +53,8 @@ class NnetComputer:
     gradients in kBackprop (None: no model update). ``nnet_to_store_stats``:
     where kPropagate's store-stats flag accumulates statistics (defaults to
     ``nnet_to_update``, as Kaldi's const-nnet constructor). ``backend``:
-    "numpy", "cupy" or a Backend. ``undefined_fill``: value for kAllocMatrix
+    "numpy", "kaldi-exact" (Kaldi's CPU arithmetic, bit for bit), "cupy" or a
+    Backend. ``undefined_fill``: value for kAllocMatrix
     (None leaves memory undefined as Kaldi does; NaN finds reads of undefined
     memory). ``plan``: the computation's
     :class:`~pynnet3.compute.plan.ExecutionPlan` to run with; pass the same
@@ -72,6 +73,7 @@ class NnetComputer:
         self.nnet_to_store_stats = (nnet_to_store_stats if nnet_to_store_stats is not None
                                     else nnet_to_update)
         self.backend = get_backend(backend)
+        self._backend_propagate = self.backend.propagate
         self.undefined_fill = undefined_fill
         self.program_counter = 0
         self.pending_commands = []
@@ -336,7 +338,7 @@ class NnetComputer:
         indexes = self.computation.component_precomputed_indexes[c.arg2].data
         in_value = self._sub(c.arg3)
         out = self._sub(c.arg4)
-        memo = component.propagate(indexes, in_value, out)
+        memo = self._backend_propagate(component, indexes, in_value, out)
         if c.arg6 > 0:
             if self.nnet_to_store_stats is None:
                 raise ComputationError("the computation stores component statistics (the "
@@ -387,12 +389,7 @@ class NnetComputer:
         if self.program_counter in self._add_as_copy:   # onto zeros (see plan.py)
             self._matrix_copy(c)
             return
-        dest = self._sub(c.arg1)
-        src = self._sub(c.arg2)
-        if c.alpha == 1.0:
-            dest += src
-        else:
-            dest += np.float32(c.alpha) * src
+        self.backend.add_mat(self._sub(c.arg1), c.alpha, self._sub(c.arg2))
 
     def _copy_rows(self, c):
         if c.alpha == 0.0:

@@ -60,7 +60,8 @@ from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
 from .compilation import make_compiler
-from .backend import get_backend
+from ..numerics import kaldi_cpu
+from .backend import KaldiExactBackend, get_backend
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 
@@ -89,8 +90,11 @@ def prepare_nnet_for_compute(nnet):
     return nnet
 
 
-def apply_exp(matrix):
-    """nnet3-compute's --apply-exp: element-wise exp, float32."""
+def apply_exp(matrix, kaldi_exact=False):
+    """nnet3-compute's --apply-exp: element-wise exp, float32 (with
+    ``kaldi_exact``, the C library's expf, as Kaldi, on a copy)."""
+    if kaldi_exact:
+        return kaldi_cpu.apply_exp(np.array(matrix, dtype=np.float32))
     return np.exp(np.asarray(matrix, dtype=np.float32))
 
 
@@ -153,7 +157,9 @@ class SimpleNnetComputer:
     :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
-    backend ("numpy", "cupy"). ``compiler``: the compiler to use (a
+    backend ("numpy", "cupy", or "kaldi-exact" / a KaldiExactBackend: Kaldi's
+    CPU arithmetic bit for bit, the log of the priors, their subtraction and
+    the acoustic scale included). ``compiler``: the compiler to use (a
     CachingOptimizingCompiler, :func:`pynnet3.compute.compilation.make_compiler`;
     one with Kaldi's default options is made for ``nnet`` if None);
     computations and their execution plans are kept per chunk shape, so all
@@ -166,7 +172,7 @@ class SimpleNnetComputer:
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "_cache")
+                 "compiler", "debug_computation", "debug", "kaldi", "_cache")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False):
@@ -175,6 +181,8 @@ class SimpleNnetComputer:
                             "an output node 'output', optionally an input node 'ivector')")
         self.nnet = nnet
         self.opts = opts if opts is not None else SimpleComputationOptions()
+        self.backend = get_backend(backend)
+        self.kaldi = self.backend.kaldi if isinstance(self.backend, KaldiExactBackend) else None
         self.output_dim = nnet.output_dim("output")
         self.input_dim = nnet.input_dim("input")
         self.ivector_dim = max(0, nnet.input_dim("ivector"))
@@ -185,11 +193,15 @@ class SimpleNnetComputer:
             if priors.shape != (self.output_dim,):
                 raise UsageError("priors have dimension %d but the network's output has "
                                  "dimension %d" % (priors.size, self.output_dim))
-            with np.errstate(divide="ignore"):
-                self.log_priors = np.log(priors)
+            if (priors < 0).any():
+                raise UsageError("Trying to take log of a negative number (the priors)")
+            if self.kaldi is not None:
+                self.log_priors = kaldi_cpu.apply_log(priors)      # logf, as Kaldi
+            else:
+                with np.errstate(divide="ignore"):
+                    self.log_priors = np.log(priors)
         left, right = context if context is not None else compute_simple_nnet_context(nnet)
         self.nnet_left_context, self.nnet_right_context = int(left), int(right)
-        self.backend = backend
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.debug_computation = debug_computation
         self.debug = debug
@@ -329,7 +341,7 @@ class SimpleNnetComputer:
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
             cached = self._cache[key] = (computation, ExecutionPlan(
-                computation, self.nnet, get_backend(self.backend)))
+                computation, self.nnet, self.backend))
         return cached
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
@@ -346,6 +358,12 @@ class SimpleNnetComputer:
         computer.run()
         # A copy on the host; the computer's matrix goes back to the plan's pool.
         output = computer.backend.to_host(computer.get_output("output"))
+        if self.kaldi is not None:
+            # Kaldi: AddVecToRows(-1.0, log_priors), then Scale(acoustic_scale).
+            if self.log_priors is not None:
+                self.kaldi.add_vec_to_rows(output, -1.0, self.log_priors)
+            self.kaldi.scale(output, self.opts.acoustic_scale)
+            return output
         if self.log_priors is not None:
             output -= self.log_priors
         if self.opts.acoustic_scale != 1.0:

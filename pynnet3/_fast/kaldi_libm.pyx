@@ -1,0 +1,85 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True
+"""Kaldi's element-wise float loops that call the C library (expf, logf, pow),
+compiled: the same glibc functions Kaldi's binaries call, in Kaldi's order.
+
+Twin: :mod:`pynnet3.numerics.kaldi_libm_py` (the same calls through ctypes).
+Arrays are float32 with contiguous rows; callers check shapes.
+"""
+
+from libc.math cimport INFINITY, expf, logf, pow
+
+
+def exp_rows(const float[:, :] src, float[:, :] dest):
+    """dest = expf(src) element by element (Kaldi's MatrixBase::Exp)."""
+    cdef Py_ssize_t i, j
+    if src.shape[0] != dest.shape[0] or src.shape[1] != dest.shape[1]:
+        raise ValueError("exp_rows: shapes differ")
+    with nogil:
+        for i in range(src.shape[0]):
+            for j in range(src.shape[1]):
+                dest[i, j] = expf(src[i, j])
+
+
+def log_vector(const float[:] src, float[:] dest):
+    """dest = logf(src) element by element (Kaldi's VectorBase::ApplyLog,
+    without its check for negative values, which callers make)."""
+    cdef Py_ssize_t i
+    if src.shape[0] != dest.shape[0]:
+        raise ValueError("log_vector: sizes differ")
+    with nogil:
+        for i in range(src.shape[0]):
+            dest[i] = logf(src[i])
+
+
+def pow_vector(const float[:] src, float power, float[:] dest):
+    """dest = pow(src, power) element by element as Kaldi's VectorBase::Pow
+    computes it: the unqualified ``pow`` there is the C library's double
+    ``pow`` (no float overload is in scope), rounded to float."""
+    cdef Py_ssize_t i
+    if src.shape[0] != dest.shape[0]:
+        raise ValueError("pow_vector: sizes differ")
+    with nogil:
+        for i in range(src.shape[0]):
+            dest[i] = <float>pow(<double>src[i], <double>power)
+
+
+def log_softmax_rows(const float[:, :] src, float[:, :] dest):
+    """Kaldi's CuMatrixBase::LogSoftMaxPerRow on the CPU: for each row, its
+    maximum (VectorBase::Max), x - max rounded, the float sum of expf of
+    those in order, logf of the sum, and x - max - log-sum rounded again
+    (VectorBase::ApplyLogSoftMax). ``dest`` may be ``src``."""
+    cdef Py_ssize_t i, j, i4, n = src.shape[1]
+    cdef float mx, a1, a2, a3, a4, b1, b2, total
+    if src.shape[0] != dest.shape[0] or src.shape[1] != dest.shape[1]:
+        raise ValueError("log_softmax_rows: shapes differ")
+    with nogil:
+        for i in range(src.shape[0]):
+            # VectorBase::Max: four at a time, then the rest; only ">" is
+            # used, so NaN never becomes the maximum and -0 and +0 keep the
+            # first one seen.
+            mx = -INFINITY
+            j = 0
+            while j + 4 <= n:
+                a1 = src[i, j]
+                a2 = src[i, j + 1]
+                a3 = src[i, j + 2]
+                a4 = src[i, j + 3]
+                if a1 > mx or a2 > mx or a3 > mx or a4 > mx:
+                    b1 = a1 if a1 > a2 else a2
+                    b2 = a3 if a3 > a4 else a4
+                    if b1 > mx:
+                        mx = b1
+                    if b2 > mx:
+                        mx = b2
+                j += 4
+            while j < n:
+                if src[i, j] > mx:
+                    mx = src[i, j]
+                j += 1
+            total = 0.0
+            for j in range(n):
+                dest[i, j] = src[i, j] - mx
+                total = total + expf(dest[i, j])
+            total = logf(total)
+            for j in range(n):
+                dest[i, j] = dest[i, j] - total
