@@ -8,13 +8,17 @@ For every option set in decode-variants.txt:
      kaldi-timings.txt, and whether our words and alignments equal Kaldi's;
   2. where the time goes, measured in-process on the same input (CPU seconds,
      so that other load on the machine counts less): network
-     (DecodableAmNnetSimple), search with the acoustic scores given (the
+     (DecodableAmNnetSimple; with the default BLAS arithmetic and with
+     Kaldi's exact arithmetic, --kaldi-exact-arithmetic), search with the
+     acoustic scores given (the
      Cython LatticeFasterDecoder alone), raw lattice + best path, and
      determinization.
 Prints the machine load (uptime) before and after: the machine is shared.
 
 Usage: python scripts/bench_decode.py [--ref DIR] [--variants default,narrow]
-       [--skip-tool] [--utts N]
+       [--skip-tool] [--utts N] [--kaldi-exact-arithmetic]
+(--kaldi-exact-arithmetic: the tool runs with it, and so do the in-process
+search and determinization timings.)
 """
 
 import argparse
@@ -53,7 +57,7 @@ def variants(ref):
         return [line.split("|")[0] for line in f if line.strip()]
 
 
-def run_tool(ref, name, out_dir):
+def run_tool(ref, name, out_dir, extra_options=()):
     with open(os.path.join(ref, "decode.%s.cmd" % name)) as f:
         argv = shlex.split(f.read())[1:]
     outputs = {"lat.%s.ark" % name, "words.%s.txt" % name, "ali.%s.txt" % name}
@@ -65,7 +69,8 @@ def run_tool(ref, name, out_dir):
     env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     start = time.time()
     cpu_start = os.times()
-    proc = subprocess.run([sys.executable, "-m", "pynnet3.bin.nnet3_latgen_faster"] + fixed,
+    proc = subprocess.run([sys.executable, "-m", "pynnet3.bin.nnet3_latgen_faster"]
+                          + list(extra_options) + fixed,
                           cwd=ref, env=env, capture_output=True, text=True)
     wall = time.time() - start
     cpu_end = os.times()
@@ -95,7 +100,8 @@ def parse_options(ref, name):
     return opts
 
 
-def profile(ref, names, num_utts):
+def profile(ref, names, num_utts, kaldi_exact=False):
+    from pynnet3.compute.backend import KaldiExactBackend
     from pynnet3.compute.utterance import SimpleComputationOptions
     from pynnet3.decode.config import LatticeFasterDecoderConfig
     from pynnet3.decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
@@ -117,12 +123,21 @@ def profile(ref, names, num_utts):
     for name in names:
         opts = parse_options(ref, name)
         ac = opts.pop("acoustic_scale", 0.1)
-        computer = decodable_nnet_computer(am_nnet, SimpleComputationOptions(acoustic_scale=ac))
-        t = time.process_time()
-        decodables = [DecodableAmNnetSimple(computer, tid_to_pdf, f,
-                                            online_ivectors=ivectors.value(k),
-                                            online_ivector_period=10) for k, f in feats]
-        t_net = time.process_time() - t
+        t_nets = {}
+        for arithmetic in ("blas", "kaldi-exact"):
+            backend = KaldiExactBackend() if arithmetic == "kaldi-exact" else "numpy"
+            computer = decodable_nnet_computer(am_nnet,
+                                               SimpleComputationOptions(acoustic_scale=ac),
+                                               backend=backend)
+            t = time.process_time()
+            decodables = [DecodableAmNnetSimple(computer, tid_to_pdf, f,
+                                                online_ivectors=ivectors.value(k),
+                                                online_ivector_period=10) for k, f in feats]
+            t_nets[arithmetic] = time.process_time() - t
+            if (arithmetic == "kaldi-exact") == kaldi_exact:
+                kept = decodables
+        decodables = kept
+        t_net = t_nets["kaldi-exact" if kaldi_exact else "blas"]
         decoder = LatticeFasterDecoder(fst, LatticeFasterDecoderConfig(**opts))
         t_search = t_lat = t_det = 0.0
         frames = 0
@@ -141,11 +156,12 @@ def profile(ref, names, num_utts):
             t_det += time.process_time() - t
             frames += d.num_frames_ready()
         total = t_net + t_search + t_lat + t_det
-        print("  %s (%d utterances, %d frames), CPU: network %.2f s, search %.2f s "
-              "(%.1f frames/s, acoustic scores given), raw lattice + best path %.2f s, "
-              "determinization %.2f s; total %.2f s"
-              % (name, len(decodables), frames, t_net, t_search, frames / t_search, t_lat,
-                 t_det, total))
+        print("  %s (%d utterances, %d frames), CPU: network %.2f s (BLAS arithmetic "
+              "%.2f s, Kaldi-exact arithmetic %.2f s), search %.2f s (%.1f frames/s, "
+              "acoustic scores given), raw lattice + best path %.2f s, determinization "
+              "%.2f s; total %.2f s"
+              % (name, len(decodables), frames, t_net, t_nets["blas"], t_nets["kaldi-exact"],
+                 t_search, frames / t_search, t_lat, t_det, total))
 
 
 def main():
@@ -155,6 +171,7 @@ def main():
     parser.add_argument("--variants", default=None)
     parser.add_argument("--skip-tool", action="store_true")
     parser.add_argument("--utts", type=int, default=20)
+    parser.add_argument("--kaldi-exact-arithmetic", action="store_true")
     args = parser.parse_args()
     ref = os.path.abspath(args.ref)
     names = args.variants.split(",") if args.variants else variants(ref)
@@ -163,7 +180,9 @@ def main():
     if not args.skip_tool:
         for name in names:
             with tempfile.TemporaryDirectory() as out_dir:
-                wall, cpu, same = run_tool(ref, name, out_dir)
+                wall, cpu, same = run_tool(
+                    ref, name, out_dir,
+                    ["--kaldi-exact-arithmetic=true"] if args.kaldi_exact_arithmetic else [])
             k = statistics.median(kaldi[name]) if name in kaldi else float("nan")
             print("%-8s ours %.2f s wall (%.2f s CPU), Kaldi %.2f s wall (median of %s): "
                   "ratio %.2fx wall, %.2fx CPU; words %s, alignments %s"
@@ -171,7 +190,7 @@ def main():
                                      "equal" if same["words"] else "DIFFERENT",
                                      "equal" if same["ali"] else "DIFFERENT"), flush=True)
     print("where the time goes (in-process):")
-    profile(ref, names, args.utts)
+    profile(ref, names, args.utts, args.kaldi_exact_arithmetic)
     print("load after:", uptime())
 
 

@@ -29,7 +29,6 @@ from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer, a
 from ..errors import UsageError
 from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
-from ..numerics.openblas_plan import ORACLE_THREADS
 from ..optimize.options import NnetOptimizeOptions
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
@@ -102,23 +101,27 @@ def register_arithmetic_options(parser):
                          "Haswell summation order, the C library's expf/logf); slower than "
                          "the default BLAS arithmetic, which agrees with Kaldi within float "
                          "rounding. Runs on the CPU.")
-    parser.register_int("kaldi-exact-blas-threads", ORACLE_THREADS, "pynnet3 only: with "
-                        "--kaldi-exact-arithmetic, the OpenBLAS thread count whose order to "
-                        "reproduce (OpenBLAS uses as many threads as cores unless "
-                        "OPENBLAS_NUM_THREADS says otherwise; the order depends on it)")
+    parser.register_int("kaldi-exact-blas-threads", -1, "pynnet3 only: with "
+                        "--kaldi-exact-arithmetic, the OpenBLAS thread count whose summation "
+                        "order to reproduce (it depends on it); -1: the count OpenBLAS would "
+                        "use here (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or "
+                        "OMP_NUM_THREADS, else the number of CPUs)")
 
 
 def compute_backend(opts, use_gpu=None):
     """The backend the tool runs the network on: Kaldi's exact CPU
     arithmetic with --kaldi-exact-arithmetic, else what ``use_gpu``
     (--use-gpu, where the tool has it) selects."""
-    if opts.kaldi_exact_blas_threads < 1:
-        raise UsageError("--kaldi-exact-blas-threads must be >= 1, got %d"
-                         % opts.kaldi_exact_blas_threads)
+    threads = opts.kaldi_exact_blas_threads
+    if threads < 1 and threads != -1:
+        raise UsageError("--kaldi-exact-blas-threads must be -1 or >= 1, got %d" % threads)
     if opts.kaldi_exact_arithmetic:
         if use_gpu is not None and use_gpu not in USE_GPU_VALUES:
             select_backend(use_gpu)             # the usual error for a bad value
-        return KaldiExactBackend(opts.kaldi_exact_blas_threads)
+        backend = KaldiExactBackend(None if threads == -1 else threads)
+        log.info("Kaldi-exact arithmetic, OpenBLAS order of %d thread(s)",
+                 backend.blas_threads)
+        return backend
     return select_backend(use_gpu) if use_gpu is not None else "numpy"
 
 

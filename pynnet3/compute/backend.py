@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import ComputationError
 from ..numerics.kaldi_cpu import KaldiCpu
-from ..numerics.openblas_plan import ORACLE_THREADS
+from ..numerics.openblas_plan import openblas_threads_from_environment
 
 logger = logging.getLogger("pynnet3")
 
@@ -321,14 +321,19 @@ class KaldiExactBackend(Backend):
     :mod:`pynnet3.numerics.kaldi_cpu`). Components compute through their
     ``propagate_kaldi_exact``; one whose type cannot give Kaldi's bits (its
     ``kaldi_exact`` is false) runs it anyway and a warning names the type
-    once. ``blas_threads``: the OpenBLAS thread count to reproduce (the
-    oracle's tools ran with 2, its number of cores; 1 is
-    OPENBLAS_NUM_THREADS=1)."""
+    once. ``blas_threads``: the OpenBLAS thread count whose summation order
+    to reproduce, since the order depends on it; None: the count OpenBLAS
+    itself would start with in this environment (OPENBLAS_NUM_THREADS and
+    the like, else the number of CPUs), i.e. what Kaldi run here, in the
+    same environment, would use. (kaldi-ref's nnet3-compute outputs were
+    made with 2 threads, its decode/large lattices with 1.)"""
 
     name = "kaldi-exact"
 
-    def __init__(self, blas_threads=ORACLE_THREADS):
+    def __init__(self, blas_threads=None):
         super().__init__(np)
+        if blas_threads is None:
+            blas_threads = openblas_threads_from_environment()
         self.kaldi = KaldiCpu(blas_threads)
         self._inexact_warned = set()
 

@@ -33,15 +33,41 @@ combination, alpha and beta values, K over several blocks).
 """
 
 import functools
+import os
+import re
 
 import numpy as np
 
-__all__ = ["ORACLE_THREADS", "GemmPlan", "gemm_plan", "k_steps", "serial_kernel_calls",
+__all__ = ["ORACLE_THREADS", "openblas_threads_from_environment", "GemmPlan", "gemm_plan", "k_steps", "serial_kernel_calls",
            "threaded_kernel_calls", "mark_paired", "uses_threaded_driver"]
 
 # OpenBLAS's default thread count on the oracle's machine (its number of
-# cores); Kaldi's tools do not change it.
+# cores); Kaldi's tools do not change it. (kaldi-ref's models/ outputs were
+# computed so; its decode/large runs had OPENBLAS_NUM_THREADS=1.)
 ORACLE_THREADS = 2
+# The build's MAX_THREADS.
+MAX_THREADS = 64
+
+
+def _env_count(name):
+    """A thread-count variable as OpenBLAS reads it (atoi; 0 when unset,
+    not a number or not positive)."""
+    match = re.match(r"\s*[+-]?\d+", os.environ.get(name, ""))
+    return max(0, int(match.group())) if match else 0
+
+
+def openblas_threads_from_environment():
+    """The thread count OpenBLAS 0.3.21 (pthreads build) starts with in this
+    process's environment: OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS,
+    else OMP_NUM_THREADS, else as many as there are CPUs this process may
+    run on; never more than those CPUs nor MAX_THREADS."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    wanted = (_env_count("OPENBLAS_NUM_THREADS") or _env_count("GOTO_NUM_THREADS")
+              or _env_count("OMP_NUM_THREADS") or MAX_THREADS)
+    return max(1, min(wanted, cpus, MAX_THREADS))
 
 # The interface's and drivers' thresholds.
 GEMM_MULTITHREAD_THRESHOLD = 4
