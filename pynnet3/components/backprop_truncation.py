@@ -61,6 +61,9 @@ class BackpropTruncationComponent(Component):
 
     type_name = "BackpropTruncationComponent"
 
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
+
     def __init__(self, dim=0, scale=1.0, clipping_threshold=-1.0, zeroing_threshold=-1.0,
                  zeroing_interval=0, recurrence_interval=0):
         self.dim = int(dim)

@@ -190,6 +190,13 @@ class DropoutMaskComponent(RandomMixin, Component):
     mode every element is 1 - dropout_proportion (or 1 if continuous)."""
 
     type_name = "DropoutMaskComponent"
+
+    @property
+    def kaldi_exact(self):
+        """In test mode (or with proportion 0) the mask is a constant, as
+        Kaldi's; otherwise Kaldi draws other random numbers."""
+        return bool(self.test_mode or self.dropout_proportion == 0.0)
+
     layout = (
         Field("<OutputDim>", "int", "output_dim_"),
         Field("<DropoutProportion>", "float", "dropout_proportion"),
@@ -312,6 +319,12 @@ class GeneralDropoutComponent(RandomMixin, Component):
     random band of frequencies (SpecAugment). Identity in test mode."""
 
     type_name = "GeneralDropoutComponent"
+
+    @property
+    def kaldi_exact(self):
+        """When it is the identity (test mode, nothing to drop) Kaldi copies,
+        as propagate does; otherwise it draws other random numbers."""
+        return bool(self._is_identity())
 
     def properties(self):
         return (P.kRandomComponent | P.kPropagateInPlace | P.kBackpropInPlace | P.kUsesMemo
@@ -531,6 +544,13 @@ class SpecAugmentTimeMaskComponent(RandomMixin, Component):
     zeroed_proportion of the frames zeroed). Identity in test mode."""
 
     type_name = "SpecAugmentTimeMaskComponent"
+
+    @property
+    def kaldi_exact(self):
+        """When it is the identity (test mode, nothing to drop) Kaldi copies,
+        as propagate does; otherwise it draws other random numbers."""
+        return bool(self._is_identity())
+
     layout = (
         Field("<Dim>", "int", "dim"),
         Field("<ZeroedProportion>", "float", "zeroed_proportion"),

@@ -394,6 +394,12 @@ class SigmoidComponent(_SaturatingComponent):
             out[...] = 1.0 / (1.0 + xp.exp(-in_value))
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        kaldi.sigmoid(in_value, out)
+        return None
+
     def deriv_from_output(self, out_value):
         return out_value * (1.0 - out_value)
 
@@ -411,6 +417,12 @@ class TanhComponent(_SaturatingComponent):
 
     def propagate(self, indexes, in_value, out):
         out[...] = array_module_of(in_value).tanh(in_value)
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        kaldi.tanh(in_value, out)
         return None
 
     def deriv_from_output(self, out_value):
@@ -509,6 +521,14 @@ class SoftmaxComponent(NonlinearComponent):
         e = xp.exp(in_value - in_value.max(axis=1, keepdims=True))
         y = e * (_F32(1.0) / e.sum(axis=1, keepdims=True))
         out[...] = xp.maximum(y, _F32(1.0e-20))
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: SoftMaxPerRow, then ApplyFloor(1.0e-20).
+        kaldi.softmax_per_row(in_value, out)
+        kaldi.apply_floor(out, 1.0e-20)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

@@ -46,6 +46,9 @@ class PerElementScaleComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     """y_i = s_i x_i with trainable scales s."""
 
     type_name = "PerElementScaleComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     param_attrs = ("scales",)
     layout = _COMMON + (Field("<Params>", "vector", "scales"),)
     read_steps = layout + (read_legacy_is_gradient,)
@@ -193,6 +196,9 @@ class PerElementOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     each block of block-dim columns."""
 
     type_name = "PerElementOffsetComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     param_attrs = ("offsets",)
     # Kaldi's fixed natural-gradient settings (not configurable, not stored).
     rank = 20
@@ -329,6 +335,9 @@ class FixedScaleComponent(_FixedVectorComponent):
     """y_i = s_i x_i with fixed scales."""
 
     type_name = "FixedScaleComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     layout = (Field("<Scales>", "vector", "scales"),)
     vector_attr = "scales"
 
@@ -361,6 +370,9 @@ class FixedBiasComponent(_FixedVectorComponent):
     """y = x + b with a fixed bias."""
 
     type_name = "FixedBiasComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     layout = (Field("<Bias>", "vector", "bias"),)
     vector_attr = "bias"
 
@@ -402,6 +414,9 @@ class ScaleAndOffsetComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     trainable s (initially 1) and o (initially 0) of dimension block-dim."""
 
     type_name = "ScaleAndOffsetComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     param_attrs = ("scales", "offsets")
     update_period = 4   # fixed in Kaldi (not configurable, not stored)
     layout = _COMMON + (

@@ -258,6 +258,9 @@ class ElementwiseProductComponent(_InputOutputDims):
 
     type_name = "ElementwiseProductComponent"
 
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
+
     def config_problem(self, input_dim, output_dim):
         if not (input_dim > output_dim and input_dim % output_dim == 0):
             return "input-dim=%d must be a multiple (> 1) of output-dim=%d" % (
@@ -306,6 +309,9 @@ class PermuteComponent(Component):
     ``column-map`` (comma-separated permutation of 0..dim-1)."""
 
     type_name = "PermuteComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
 
     def __init__(self, column_map=None):
         if column_map is not None:
@@ -387,6 +393,9 @@ class NoOpComponent(Component):
     """Copies its input; backprop multiplies by ``backprop-scale`` (default 1)."""
 
     type_name = "NoOpComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     layout = (Field("<Dim>", "int", "dim"), Field("<BackpropScale>", "float", "backprop_scale"))
 
     def __init__(self, dim=0, backprop_scale=1.0):
@@ -474,6 +483,9 @@ class ClipGradientComponent(Component):
     """
 
     type_name = "ClipGradientComponent"
+
+    # Kaldi's propagate is copies and one rounding per element: so is ours.
+    kaldi_exact = True
     _HEAD = (Field("<Dim>", "int", "dim"),
              Field("<ClippingThreshold>", "float", "clipping_threshold"),
              Field("<NormBasedClipping>", "bool", "norm_based_clipping"))
@@ -646,6 +658,12 @@ class DropoutComponent(Component):
     """
 
     type_name = "DropoutComponent"
+
+    @property
+    def kaldi_exact(self):
+        """In test mode Kaldi copies and scales by 1 - p (one rounding), as
+        propagate does; training mode draws other random numbers."""
+        return bool(self.test_mode)
     layout = (
         Field("<Dim>", "int", "dim"),
         Field("<DropoutProportion>", "float", "dropout_proportion"),

@@ -291,6 +291,25 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
             out += part @ params[:, i * d:(i + 1) * d].T
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: bias into every row (if any), then one AddMatMat per time
+        # offset, onto what is there, in the order of the offsets.
+        if len(indexes.row_offsets) != len(self.time_offsets):
+            raise ComputationError("TdnnComponent: precomputed indexes have %d offsets, "
+                                   "component has %d" % (len(indexes.row_offsets),
+                                                         len(self.time_offsets)))
+        d = self.input_dim()
+        rows = out.shape[0]
+        if self.bias_params.shape[0] != 0:
+            out[...] = self.bias_params
+        for i, row_offset in enumerate(indexes.row_offsets):
+            part = _input_part(in_value, rows, indexes.row_stride, row_offset)
+            kaldi.add_mat_mat(out, 1.0, part, False, self.linear_params[:, i * d:(i + 1) * d],
+                              True, 1.0)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(out_deriv)

@@ -23,9 +23,10 @@ are the ones reproduced:
 - :func:`mul_cols_vec`, :func:`scale`: one rounding per element (sscal by 0
   writes zeros);
 - :func:`apply_floor`: ``x < floor ? floor : x`` (NaN and -0 stay);
-- :func:`log_softmax_per_row`, :func:`apply_exp`, :func:`apply_log`,
-  :func:`apply_pow`: loops that call the C library's ``expf`` / ``logf`` /
-  ``pow`` (compiled in
+- :func:`log_softmax_per_row`, :func:`softmax_per_row`, :func:`sigmoid`,
+  :func:`tanh`, :func:`apply_exp`, :func:`apply_log`, :func:`apply_pow`:
+  loops that call the C library's ``expf`` / ``logf`` / ``pow``, with
+  Kaldi's double-precision steps where its C++ has them (compiled in
   ``pynnet3._fast.kaldi_libm``, twin :mod:`.kaldi_libm_py`).
 
 Matrices must be float32 with contiguous rows (column ranges of wider
@@ -42,7 +43,8 @@ from .openblas import ORACLE_THREADS, add_mat_mat
 from .openblas_py import fma32
 
 __all__ = ["KaldiCpu", "add_mat_mat", "axpy_rows", "add_vec_to_rows", "mul_cols_vec", "scale",
-           "apply_floor", "log_softmax_per_row", "apply_exp", "apply_log", "apply_pow"]
+           "apply_floor", "log_softmax_per_row", "softmax_per_row", "sigmoid", "tanh",
+           "apply_exp", "apply_log", "apply_pow"]
 
 _F32 = np.float32
 _libm = _fast.load("kaldi_libm") or kaldi_libm_py
@@ -137,6 +139,24 @@ def log_softmax_per_row(src, dest):
     return dest
 
 
+def sigmoid(src, dest):
+    """Kaldi's CuMatrixBase::Sigmoid on the CPU, into ``dest`` (may be ``src``)."""
+    _libm.sigmoid_rows(src, dest)
+    return dest
+
+
+def tanh(src, dest):
+    """Kaldi's CuMatrixBase::Tanh on the CPU, into ``dest`` (may be ``src``)."""
+    _libm.tanh_rows(src, dest)
+    return dest
+
+
+def softmax_per_row(src, dest):
+    """Kaldi's SoftMaxPerRow on the CPU, into ``dest`` (may be ``src``)."""
+    _libm.softmax_rows(src, dest)
+    return dest
+
+
 def apply_exp(mat):
     """Kaldi's ApplyExp: expf of every element, in place."""
     _libm.exp_rows(mat, mat)
@@ -187,6 +207,9 @@ class KaldiCpu:
     scale = staticmethod(scale)
     apply_floor = staticmethod(apply_floor)
     log_softmax_per_row = staticmethod(log_softmax_per_row)
+    softmax_per_row = staticmethod(softmax_per_row)
+    sigmoid = staticmethod(sigmoid)
+    tanh = staticmethod(tanh)
     apply_exp = staticmethod(apply_exp)
     apply_log = staticmethod(apply_log)
     apply_pow = staticmethod(apply_pow)

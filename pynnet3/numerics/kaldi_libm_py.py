@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import PynnetError
 
-__all__ = ["expf", "logf", "exp_rows", "log_vector", "pow_vector", "log_softmax_rows"]
+__all__ = ["expf", "logf", "exp_rows", "log_vector", "pow_vector", "sigmoid_rows",
+           "tanh_rows", "log_softmax_rows", "softmax_rows"]
 
 _F32 = np.float32
 
@@ -58,6 +59,34 @@ def exp_rows(src, dest):
     for i in range(src.shape[0]):
         for j in range(src.shape[1]):
             dest[i, j] = expf(src[i, j])
+
+
+def sigmoid_rows(src, dest):
+    """Kaldi's VectorBase::Sigmoid: 1.0 / (1.0 + expf(-x)) for x > 0, else
+    e / (e + 1.0) with e = expf(x); sum and division in double, then float."""
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            x = _F32(src[i, j])
+            if x > 0:
+                dest[i, j] = _F32(1.0 / (1.0 + float(expf(-x))))
+            else:
+                e = float(expf(x))
+                dest[i, j] = _F32(e / (e + 1.0))
+
+
+def tanh_rows(src, dest):
+    """Kaldi's VectorBase::Tanh: e = expf(-|x|), e * e in float, then
+    -1.0 + 2.0 / (1.0 + e*e) (x > 0) or 1.0 - 2.0 / (1.0 + e*e) in double,
+    then float."""
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            x = _F32(src[i, j])
+            if x > 0:
+                e = expf(-x)
+                dest[i, j] = _F32(-1.0 + 2.0 / (1.0 + float(_F32(e * e))))
+            else:
+                e = expf(x)
+                dest[i, j] = _F32(1.0 - 2.0 / (1.0 + float(_F32(e * e))))
 
 
 def log_vector(src, dest):
@@ -106,3 +135,16 @@ def log_softmax_rows(src, dest):
         for value in shifted:
             total = _F32(total + expf(value))
         dest[i] = shifted - logf(total)
+
+
+def softmax_rows(src, dest):
+    """Kaldi's SoftMaxPerRow on the CPU (VectorBase::ApplySoftMax per row):
+    expf(x - max), their float32 sum in order, then times float(1.0 / sum)."""
+    for i in range(src.shape[0]):
+        row = np.array(src[i], dtype=_F32)
+        mx = _kaldi_max(row)
+        exps = np.array([expf(value - mx) for value in row], dtype=_F32)
+        total = _F32(0.0)
+        for value in exps:
+            total = _F32(total + value)
+        dest[i] = exps * _F32(1.0 / float(total))
