@@ -12,9 +12,9 @@
   about once.
 - Against Kaldi (whose nnet3-compute and nnet3-latgen-faster runs in
   kaldi-ref/models and decode/tdnn_lda had OpenBLAS's 2 threads):
-  nnet3-compute --kaldi-exact-arithmetic gives tdnn_lda's outputs bit for
-  bit (every compute variant in kaldi-ref; the --use-priors one from
-  tests/data), and nnet3-latgen-faster --kaldi-exact-arithmetic gives
+  nnet3-compute --kaldi-exact-arithmetic gives the outputs of tdnn_lda,
+  tdnnf_chain and blstm bit for bit (every compute variant in kaldi-ref;
+  tdnn_lda's --use-priors one also from tests/data), and nnet3-latgen-faster --kaldi-exact-arithmetic gives
   Kaldi's raw lattices with bitwise costs and Kaldi's determinized lattices
   as identical text.
 - The thread count OpenBLAS would choose follows its environment variables.
@@ -80,7 +80,7 @@ def test_libm_kernels_equal_their_twin():
     rng = np.random.default_rng(0)
     x = np.concatenate([_SPECIAL, (rng.standard_normal(500) * 20).astype(np.float32)])
     mat = x.reshape(-1, 5)
-    for fn in ("exp_rows", "log_softmax_rows"):
+    for fn in ("exp_rows", "log_softmax_rows", "softmax_rows", "sigmoid_rows", "tanh_rows"):
         ours, twin = np.empty_like(mat), np.empty_like(mat)
         with np.errstate(all="ignore"):
             getattr(_libm, fn)(mat, ours)
@@ -257,7 +257,8 @@ def test_affine_adds_the_product_onto_the_bias():
 
 def test_a_type_without_exact_arithmetic_is_warned_about_once(caplog):
     nnet = Nnet.from_config("input-node name=input dim=4\n"
-                                 "component name=t type=TanhComponent dim=4\n"
+                                 "component name=t type=PnormComponent input-dim=4 "
+                                 "output-dim=2\n"
                                  "component-node name=t component=t input=input\n"
                                  "output-node name=output input=t\n")
     feats = np.ones((3, 4), np.float32)
@@ -265,16 +266,21 @@ def test_a_type_without_exact_arithmetic_is_warned_about_once(caplog):
     with caplog.at_level(logging.WARNING, logger="pynnet3"):
         _run(nnet, feats, backend)
         _run(nnet, feats, backend)
-    warnings = [r for r in caplog.records if "TanhComponent has no Kaldi-exact" in r.message]
+    warnings = [r for r in caplog.records if "PnormComponent has no Kaldi-exact" in r.message]
     assert len(warnings) == 1
 
 
 # -- against Kaldi -----------------------------------------------------------------------------
 
+# The models whose every component type has Kaldi-exact arithmetic.
+_EXACT_MODELS = ("tdnn_lda", "tdnnf_chain", "blstm")
+
+
 def _compute_cases():
     from conftest import KALDI_REF
-    return [pytest.param(cmd, id=cmd.name[len("compute."):-len(".cmd")])
-            for cmd in sorted(KALDI_REF.glob("models/tdnn_lda/compute.*.cmd"))]
+    return [pytest.param(cmd, id="%s-%s" % (model, cmd.name[len("compute."):-len(".cmd")]))
+            for model in _EXACT_MODELS
+            for cmd in sorted(KALDI_REF.glob("models/%s/compute.*.cmd" % model))]
 
 
 def _assert_bitwise_equal_archives(ours_path, kaldi_path):
