@@ -61,6 +61,48 @@ def tanh_rows(const float[:, :] src, float[:, :] dest):
                     dest[i, j] = <float>(1.0 - 2.0 / (1.0 + <double>e2))
 
 
+def scalar_sigmoid_rows(const float[:, :] src, float[:, :] dest):
+    """cu-math.cc's ScalarSigmoid (the CPU LSTM/GRU kernels' sigmoid), all in
+    float: 1 / (1 + expf(-x)) for x > 0, else e / (e + 1) with e = expf(x)."""
+    cdef Py_ssize_t i, j
+    cdef float x, e, one = 1.0
+    if src.shape[0] != dest.shape[0] or src.shape[1] != dest.shape[1]:
+        raise ValueError("scalar_sigmoid_rows: shapes differ")
+    with nogil:
+        for i in range(src.shape[0]):
+            for j in range(src.shape[1]):
+                x = src[i, j]
+                if x > 0:
+                    e = expf(-x)
+                    dest[i, j] = one / (one + e)
+                else:
+                    e = expf(x)
+                    dest[i, j] = e / (e + one)
+
+
+def scalar_tanh_rows(const float[:, :] src, float[:, :] dest):
+    """cu-math.cc's ScalarTanh, all in float: with e = expf(-|x|),
+    -1 + 2 / (1 + e*e) for x > 0, else 1 - 2 / (1 + e*e)."""
+    cdef Py_ssize_t i, j
+    cdef float x, e, e2, q, one = 1.0, two = 2.0
+    if src.shape[0] != dest.shape[0] or src.shape[1] != dest.shape[1]:
+        raise ValueError("scalar_tanh_rows: shapes differ")
+    with nogil:
+        for i in range(src.shape[0]):
+            for j in range(src.shape[1]):
+                x = src[i, j]
+                if x > 0:
+                    e = expf(-x)
+                    e2 = e * e
+                    q = two / (one + e2)
+                    dest[i, j] = -one + q
+                else:
+                    e = expf(x)
+                    e2 = e * e
+                    q = two / (one + e2)
+                    dest[i, j] = one - q
+
+
 def log_vector(const float[:] src, float[:] dest):
     """dest = logf(src) element by element (Kaldi's VectorBase::ApplyLog,
     without its check for negative values, which callers make)."""

@@ -298,6 +298,23 @@ class LstmNonlinearityComponent(_RecurrentBase):
         out[:, c:2 * c] = o_t * o_scale * xp.tanh(c_t)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi's CpuComputeLstmNonlinearity: the same float expressions,
+        # evaluated left to right, with cu-math's all-float sigmoid and tanh.
+        c = self.cell_dim()
+        (i_part, f_part, c_part, o_part, c_prev), (i_scale, f_scale, o_scale) = \
+            self._split(in_value)
+        w_ic, w_fc, w_oc = self.params[0], self.params[1], self.params[2]
+        i_t = kaldi.scalar_sigmoid(i_part + w_ic * c_prev)
+        f_t = kaldi.scalar_sigmoid(f_part + w_fc * c_prev)
+        c_t = f_t * f_scale * c_prev + i_t * i_scale * kaldi.scalar_tanh(c_part)
+        o_t = kaldi.scalar_sigmoid(o_part + w_oc * c_t)
+        out[:, :c] = c_t
+        out[:, c:2 * c] = o_t * o_scale * kaldi.scalar_tanh(c_t)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(in_value)

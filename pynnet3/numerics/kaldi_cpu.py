@@ -24,7 +24,8 @@ are the ones reproduced:
   writes zeros);
 - :func:`apply_floor`: ``x < floor ? floor : x`` (NaN and -0 stay);
 - :func:`log_softmax_per_row`, :func:`softmax_per_row`, :func:`sigmoid`,
-  :func:`tanh`, :func:`apply_exp`, :func:`apply_log`, :func:`apply_pow`:
+  :func:`tanh`, :func:`scalar_sigmoid`, :func:`scalar_tanh` (cu-math's
+  all-float versions), :func:`apply_exp`, :func:`apply_log`, :func:`apply_pow`:
   loops that call the C library's ``expf`` / ``logf`` / ``pow``, with
   Kaldi's double-precision steps where its C++ has them (compiled in
   ``pynnet3._fast.kaldi_libm``, twin :mod:`.kaldi_libm_py`).
@@ -44,6 +45,7 @@ from .openblas_py import fma32
 
 __all__ = ["KaldiCpu", "add_mat_mat", "axpy_rows", "add_vec_to_rows", "mul_cols_vec", "scale",
            "apply_floor", "log_softmax_per_row", "softmax_per_row", "sigmoid", "tanh",
+           "scalar_sigmoid", "scalar_tanh",
            "apply_exp", "apply_log", "apply_pow"]
 
 _F32 = np.float32
@@ -151,6 +153,23 @@ def tanh(src, dest):
     return dest
 
 
+def scalar_sigmoid(x):
+    """cu-math.cc's ScalarSigmoid (the CPU LSTM kernel's, all float) of every
+    element of ``x``, as a new matrix."""
+    x = np.ascontiguousarray(x, _F32)
+    out = np.empty_like(x)
+    _libm.scalar_sigmoid_rows(x.reshape(x.shape[0], -1), out.reshape(x.shape[0], -1))
+    return out
+
+
+def scalar_tanh(x):
+    """cu-math.cc's ScalarTanh (all float) of every element, as a new matrix."""
+    x = np.ascontiguousarray(x, _F32)
+    out = np.empty_like(x)
+    _libm.scalar_tanh_rows(x.reshape(x.shape[0], -1), out.reshape(x.shape[0], -1))
+    return out
+
+
 def softmax_per_row(src, dest):
     """Kaldi's SoftMaxPerRow on the CPU, into ``dest`` (may be ``src``)."""
     _libm.softmax_rows(src, dest)
@@ -208,6 +227,8 @@ class KaldiCpu:
     apply_floor = staticmethod(apply_floor)
     log_softmax_per_row = staticmethod(log_softmax_per_row)
     softmax_per_row = staticmethod(softmax_per_row)
+    scalar_sigmoid = staticmethod(scalar_sigmoid)
+    scalar_tanh = staticmethod(scalar_tanh)
     sigmoid = staticmethod(sigmoid)
     tanh = staticmethod(tanh)
     apply_exp = staticmethod(apply_exp)

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import PynnetError
 
 __all__ = ["expf", "logf", "exp_rows", "log_vector", "pow_vector", "sigmoid_rows",
-           "tanh_rows", "log_softmax_rows", "softmax_rows"]
+           "tanh_rows", "scalar_sigmoid_rows", "scalar_tanh_rows", "log_softmax_rows", "softmax_rows"]
 
 _F32 = np.float32
 
@@ -87,6 +87,33 @@ def tanh_rows(src, dest):
             else:
                 e = expf(x)
                 dest[i, j] = _F32(1.0 - 2.0 / (1.0 + float(_F32(e * e))))
+
+
+def scalar_sigmoid_rows(src, dest):
+    """cu-math.cc's ScalarSigmoid, in float32 throughout."""
+    one = _F32(1.0)
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            x = _F32(src[i, j])
+            if x > 0:
+                dest[i, j] = one / (one + expf(-x))
+            else:
+                e = expf(x)
+                dest[i, j] = e / (e + one)
+
+
+def scalar_tanh_rows(src, dest):
+    """cu-math.cc's ScalarTanh, in float32 throughout."""
+    one, two = _F32(1.0), _F32(2.0)
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            x = _F32(src[i, j])
+            if x > 0:
+                e = expf(-x)
+                dest[i, j] = -one + two / (one + e * e)
+            else:
+                e = expf(x)
+                dest[i, j] = one - two / (one + e * e)
 
 
 def log_vector(src, dest):
