@@ -13,8 +13,9 @@
 - Against Kaldi (whose nnet3-compute and nnet3-latgen-faster runs in
   kaldi-ref/models and decode/tdnn_lda had OpenBLAS's 2 threads):
   nnet3-compute --kaldi-exact-arithmetic gives the outputs of tdnn_lda,
-  tdnnf_chain and blstm bit for bit (every compute variant in kaldi-ref;
-  tdnn_lda's --use-priors one also from tests/data), and nnet3-latgen-faster --kaldi-exact-arithmetic gives
+  tdnnf_chain, tdnn_lstm, blstm, gru and misc_layers bit for bit (every
+  compute variant in kaldi-ref; tdnn_lda's --use-priors one also from
+  tests/data), and nnet3-latgen-faster --kaldi-exact-arithmetic gives
   Kaldi's raw lattices with bitwise costs and Kaldi's determinized lattices
   as identical text.
 - The thread count OpenBLAS would choose follows its environment variables.
@@ -80,7 +81,8 @@ def test_libm_kernels_equal_their_twin():
     rng = np.random.default_rng(0)
     x = np.concatenate([_SPECIAL, (rng.standard_normal(500) * 20).astype(np.float32)])
     mat = x.reshape(-1, 5)
-    for fn in ("exp_rows", "log_softmax_rows", "softmax_rows", "sigmoid_rows", "tanh_rows"):
+    for fn in ("exp_rows", "log_softmax_rows", "softmax_rows", "sigmoid_rows", "tanh_rows",
+               "scalar_sigmoid_rows", "scalar_tanh_rows"):
         ours, twin = np.empty_like(mat), np.empty_like(mat)
         with np.errstate(all="ignore"):
             getattr(_libm, fn)(mat, ours)
@@ -175,6 +177,17 @@ def test_add_vec_to_rows_up_to_64_columns_is_kaldis_loop():
     expected = (mat * np.float32(0.5)) + np.float32(0.37) * vec
     kaldi_cpu.add_vec_to_rows(mat, 0.37, vec, beta=0.5)
     assert np.array_equal(mat, expected)
+
+
+# cblas_sdot of the row pairs of lcg(1) and lcg(2), from that library.
+_SDOT_DIGESTS = [(7, 100, "f794a316c7d934ec"), (5, 31, "5c326bb2fbc6b497"),
+                 (3, 1000, "3cf3912a92eb5959")]
+
+
+@pytest.mark.parametrize("rows,n,digest", _SDOT_DIGESTS)
+def test_sdot_rows_has_openblas_bits(rows, n, digest):
+    from pynnet3.numerics.openblas import sdot_rows
+    assert _digest(sdot_rows(_lcg_matrix(rows, n, 1), _lcg_matrix(rows, n, 2))) == digest
 
 
 def test_apply_floor_keeps_nan_and_negative_zero():
@@ -273,7 +286,7 @@ def test_a_type_without_exact_arithmetic_is_warned_about_once(caplog):
 # -- against Kaldi -----------------------------------------------------------------------------
 
 # The models whose every component type has Kaldi-exact arithmetic.
-_EXACT_MODELS = ("tdnn_lda", "tdnnf_chain", "blstm")
+_EXACT_MODELS = ("tdnn_lda", "tdnnf_chain", "tdnn_lstm", "blstm", "gru", "misc_layers")
 
 
 def _compute_cases():

@@ -20,6 +20,7 @@ from ..errors import NnetError
 from ..nnet.format import kaldi_str
 from ..nnet.parameter_stats import summarize_vector
 from ..numerics import kaldi_cpu
+from ..numerics.openblas import sdot_rows
 from . import kaldi_random
 from .base import Component, P
 from .nonlinear import array_module_of, f32, invalid_initializer, to_host
@@ -179,6 +180,25 @@ class NormalizeComponent(Component):
         if self.add_log_stddev:
             log_rms = -xp.log(scale) + _F32(math.log(self.target_rms))
             y = xp.concatenate([y, log_rms[:, None].astype(xp.float32)], axis=1)
+        out[...] = y.reshape(out.shape)
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi's NormalizePerRow on the CPU: per row (block), 0 * 0 + alpha
+        # * sdot(x, x) with alpha = float(1.0 / d_scaled), floored, the C
+        # library's pow(-0.5), x times it; the log-stddev column is logf of
+        # that, times -1, plus float(log(target_rms)).
+        x = _blocks(in_value, self.block_dim)
+        alpha = _F32(1.0 / float(self._d_scaled()))
+        norm = alpha * sdot_rows(x, x) + _F32(0.0)
+        np.copyto(norm, SQUARED_NORM_FLOOR, where=norm < SQUARED_NORM_FLOOR)
+        norm = kaldi.apply_pow(norm, -0.5)
+        y = x * norm[:, None]
+        if self.add_log_stddev:
+            log_rms = kaldi.apply_log(norm) * _F32(-1.0) + _F32(math.log(self.target_rms))
+            y = np.concatenate([y, log_rms[:, None]], axis=1)
         out[...] = y.reshape(out.shape)
         return None
 

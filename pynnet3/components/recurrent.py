@@ -533,6 +533,14 @@ class _GruBase(_RecurrentBase):
         return h_t, h_t_deriv
 
 
+def _kaldi_gru_output(c_t, h_t, z_t, c_t1):
+    """c_t = (1 - z) h + z c_{t-1} as Kaldi computes it: c = h, then two
+    AddMatMatElements (beta * c + alpha * a * b, left to right)."""
+    c_t[...] = h_t
+    c_t[...] = c_t + (-z_t) * h_t
+    c_t[...] = c_t + z_t * c_t1
+
+
 class GruNonlinearityComponent(_GruBase):
     """The GRU cell nonlinearity (Kaldi's GruNonlinearityComponent).
 
@@ -634,6 +642,22 @@ class GruNonlinearityComponent(_GruBase):
         h_t = xp.tanh(hpart_t + (r_t * s_t1) @ xp.asarray(self.w_h).T)
         out[:, :c] = h_t
         out[:, c:2 * c] = h_t - z_t * h_t + z_t * c_t1
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: sdotr = r .* s (onto zeros), h = hpart + sdotr W^T (AddMatMat
+        # onto hpart), h = Tanh(h) (the double-precision matrix Tanh), then
+        # c = h + (-1 * z) .* h, c = c + z .* c_{t-1} (AddMatMatElements).
+        c = self.cell_dim
+        z_t, r_t, hpart_t, c_t1, s_t1 = self._split(in_value)
+        sdotr = r_t * s_t1 + np.float32(0.0)
+        h_t = out[:, :c]
+        h_t[...] = hpart_t
+        kaldi.add_mat_mat(h_t, 1.0, sdotr, False, self.w_h, True, 1.0)
+        kaldi.tanh(h_t, h_t)
+        _kaldi_gru_output(out[:, c:2 * c], h_t, z_t, c_t1)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
@@ -738,6 +762,20 @@ class OutputGruNonlinearityComponent(_GruBase):
         h_t = xp.tanh(c_t1 * xp.asarray(self.w_h) + hpart_t)
         out[:, :c] = h_t
         out[:, c:2 * c] = h_t - z_t * h_t + z_t * c_t1
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: h = c_{t-1} .* w (MulColsVec), h += hpart (AddMat), h =
+        # Tanh(h) (the double-precision matrix Tanh), then c as for GRU.
+        c = self.cell_dim
+        z_t, hpart_t, c_t1 = self._split(in_value)
+        h_t = out[:, :c]
+        h_t[...] = c_t1 * self.w_h
+        kaldi.axpy_rows(h_t, 1.0, hpart_t)
+        kaldi.tanh(h_t, h_t)
+        _kaldi_gru_output(out[:, c:2 * c], h_t, z_t, c_t1)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

@@ -11,7 +11,9 @@ pynnet3._fast's one warning). A CPU without FMA runs the kernel's libm
 ``fmaf`` path, exact but slower (warned once).
 
 :func:`sgemm` returns a new matrix (the collapser's products);
-:func:`sgemv_add` is Kaldi's ``y.AddMatVec(1.0, M, kNoTrans, x, 1.0)``.
+:func:`sgemv_add` is Kaldi's ``y.AddMatVec(1.0, M, kNoTrans, x, 1.0)``;
+:func:`sdot_rows` is ``cblas_sdot`` of every row pair (NumPy, vectorized
+over rows; it has no compiled kernel).
 """
 
 import warnings
@@ -23,7 +25,7 @@ from ..errors import NnetError
 from . import openblas_py
 from .openblas_plan import ORACLE_THREADS, gemm_plan
 
-__all__ = ["ORACLE_THREADS", "add_mat_mat", "sgemm", "sgemv_add"]
+__all__ = ["ORACLE_THREADS", "add_mat_mat", "sgemm", "sgemv_add", "sdot_rows"]
 
 _kernel = _fast.load("openblas_sgemm")
 _F32 = np.float32
@@ -92,3 +94,34 @@ def sgemv_add(mat, x, y, threads=ORACLE_THREADS):
     """Kaldi's ``y.AddMatVec(1.0, M, kNoTrans, x, 1.0)`` on the oracle's
     OpenBLAS; returns the new ``y`` (see :func:`.openblas_py.sgemv_add`)."""
     return openblas_py.sgemv_add(mat, x, y, threads)
+
+
+def sdot_rows(x, y):
+    """``cblas_sdot(n, x[r], 1, y[r], 1)`` for every row r of two float32
+    matrices, as OpenBLAS 0.3.21's Haswell sdot computes it (rows of at most
+    10000 elements, which it does not split between threads): the first
+    ``n & -32`` elements in four 8-lane fused multiply-add accumulators (one
+    per 8-element part of each block of 32), reduced as (lo + hi) per
+    accumulator, (a0 + a1) + (a2 + a3), then two horizontal pair additions;
+    the remaining elements' float products summed in double in order, that
+    sum plus the block sum in double, rounded to float at return."""
+    x = np.asarray(x, _F32)
+    y = np.asarray(y, _F32)
+    rows, n = x.shape
+    if n > 10000:
+        raise NnetError("sdot_rows: rows longer than 10000 elements (OpenBLAS would split "
+                        "them between threads) are not reproduced")
+    n1 = n & -32
+    block = np.zeros((rows,), _F32)
+    if n1:
+        acc = np.zeros((rows, 32), _F32)
+        for start in range(0, n1, 32):
+            acc = openblas_py.fma32(x[:, start:start + 32], y[:, start:start + 32], acc)
+        acc = acc.reshape(rows, 4, 8)
+        quads = acc[:, :, :4] + acc[:, :, 4:]                   # per accumulator
+        s = (quads[:, 0] + quads[:, 1]) + (quads[:, 2] + quads[:, 3])
+        block = (s[:, 0] + s[:, 1]) + (s[:, 2] + s[:, 3])
+    tail = np.zeros((rows,), np.float64)
+    for j in range(n1, n):
+        tail = tail + (x[:, j] * y[:, j]).astype(np.float64)
+    return (tail + block.astype(np.float64)).astype(_F32)
