@@ -13,9 +13,10 @@
 - Against Kaldi (whose nnet3-compute and nnet3-latgen-faster runs in
   kaldi-ref/models and decode/tdnn_lda had OpenBLAS's 2 threads):
   nnet3-compute --kaldi-exact-arithmetic gives the outputs of tdnn_lda,
-  tdnnf_chain, tdnn_lstm, blstm, gru and misc_layers bit for bit (every
+  tdnnf_chain, tdnn_lstm, blstm, gru, misc_layers and xvector bit for bit (every
   compute variant in kaldi-ref; tdnn_lda's --use-priors one also from
-  tests/data), and nnet3-latgen-faster --kaldi-exact-arithmetic gives
+  tests/data), xvector's per-frame outputs and nnet3-xvector-compute's
+  x-vectors likewise, and nnet3-latgen-faster --kaldi-exact-arithmetic gives
   Kaldi's raw lattices with bitwise costs and Kaldi's determinized lattices
   as identical text.
 - The thread count OpenBLAS would choose follows its environment variables.
@@ -286,7 +287,8 @@ def test_a_type_without_exact_arithmetic_is_warned_about_once(caplog):
 # -- against Kaldi -----------------------------------------------------------------------------
 
 # The models whose every component type has Kaldi-exact arithmetic.
-_EXACT_MODELS = ("tdnn_lda", "tdnnf_chain", "tdnn_lstm", "blstm", "gru", "misc_layers")
+_EXACT_MODELS = ("tdnn_lda", "tdnnf_chain", "tdnn_lstm", "blstm", "gru", "misc_layers",
+                 "xvector")
 
 
 def _compute_cases():
@@ -313,6 +315,28 @@ def test_nnet3_compute_is_bitwise_kaldis(cmd, kaldi_ref, tmp_path, monkeypatch):
                                "--kaldi-exact-blas-threads=2"]
                               + argv[1:-1] + ["ark:%s" % out]) == 0
     _assert_bitwise_equal_archives(out, cmd.with_suffix(".ark"))
+
+
+def _xvector_cases():
+    from conftest import KALDI_REF
+    return [pytest.param(cmd, id=cmd.name[len("xvector."):-len(".cmd")])
+            for cmd in sorted(KALDI_REF.glob("models/xvector/xvector.*.cmd"))]
+
+
+@pytest.mark.parametrize("cmd", _xvector_cases())
+def test_nnet3_xvector_compute_is_bitwise_kaldis(cmd, kaldi_ref, tmp_path, monkeypatch):
+    from pynnet3.bin import nnet3_xvector_compute
+    argv = shlex.split(cmd.read_text())
+    out = tmp_path / "out.ark"
+    monkeypatch.chdir(cmd.parent)
+    assert nnet3_xvector_compute.main(["--print-args=false", "--kaldi-exact-arithmetic=true",
+                                       "--kaldi-exact-blas-threads=2"]
+                                      + argv[1:-1] + ["ark:%s" % out]) == 0
+    ours = dict(read_table("ark:%s" % out, "vector"))
+    kaldi = dict(read_table("ark:%s" % cmd.with_suffix(".ark"), "vector"))
+    assert list(ours) == list(kaldi)
+    for key in kaldi:
+        assert np.array_equal(_bits(ours[key]), _bits(kaldi[key])), key
 
 
 def test_nnet3_compute_with_priors_is_bitwise_kaldis(tmp_path):

@@ -14,15 +14,14 @@ import sys
 
 from ..compile.caching import CachingOptimizingCompilerOptions
 from ..compute.compilation import log_compiler_summary, make_compiler
-from ..compute.device import select_backend
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer, XvectorSkipped
 from ..io.table import SequentialTableReader, TableWriter
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
-from .nnet3_compute import (_Summary, log_summary, optimize_options,
-                            register_simple_computation_options)
+from .nnet3_compute import (_Summary, compute_backend, log_summary, optimize_options,
+                            register_arithmetic_options, register_simple_computation_options)
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,11 @@ def main(argv=None):
     parser.register_str("cached-compiler-out", "", "If set, write the cached compiler to the "
                         "specified file path.")
     CachingOptimizingCompilerOptions.register(parser, "")
+    register_arithmetic_options(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, vector_wspecifier = args
     summary = _Summary()
-    backend = select_backend(opts.use_gpu)
+    backend = compute_backend(opts, opts.use_gpu)
 
     nnet = Nnet.read(nnet_rxfilename)
     prepare_nnet_for_compute(nnet)

@@ -129,6 +129,11 @@ class StatisticsExtractionComponent(Component):
     period. Output dim: 1 + input_dim (+ input_dim)."""
 
     type_name = "StatisticsExtractionComponent"
+
+    # Kaldi's propagate: counts copied, AddRowRanges of x and of pow(x, 2.0)
+    # (exact in double, so one float rounding, as x * x); on NumPy ours runs
+    # Kaldi's AddRowRanges loop.
+    kaldi_exact = True
     layout = (
         Field("<InputDim>", "int", "input_dim_"),
         Field("<InputPeriod>", "int", "input_period"),
@@ -451,6 +456,32 @@ class StatisticsPoolingComponent(Component):
             variance -= mean * mean
             xp.maximum(variance, np.float32(self.variance_floor), out=variance)
             xp.sqrt(variance, out=variance)
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: sums by AddRowRanges; DivRowsVec multiplies by float 1 /
+        # count; log counts by logf; variance = var + (-mean) * mean, floored,
+        # then the C library's pow(0.5).
+        d = self.input_dim_
+        nlc = self.num_log_count_features
+        num_out = out.shape[0]
+        out[...] = 0.0
+        counts = np.zeros((num_out, 1), dtype=np.float32)
+        add_row_ranges(np, in_value[:, 0:1], indexes.forward_indexes, counts)
+        non_count = out[:, nlc:nlc + d - 1]
+        add_row_ranges(np, in_value[:, 1:d], indexes.forward_indexes, non_count)
+        non_count *= np.float32(1.0) / counts
+        if nlc > 0:
+            out[:, 0:nlc] = kaldi.apply_log(counts[:, 0])[:, None]
+        if self.output_stddevs:
+            f = (d - 1) // 2
+            mean = out[:, nlc:nlc + f]
+            variance = out[:, nlc + f:nlc + 2 * f]
+            variance[...] = variance + (-mean) * mean
+            kaldi.apply_floor(variance, self.variance_floor)
+            variance[...] = kaldi.apply_pow(variance.ravel(), 0.5).reshape(variance.shape)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv_in, memo,

@@ -21,7 +21,7 @@ from ..compile import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
 from ..nnet.index import Index
 from .compilation import make_compiler
-from .backend import get_backend
+from .backend import KaldiExactBackend, get_backend
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 
@@ -54,7 +54,7 @@ class XvectorComputer:
         self.chunk_size = chunk_size
         self.min_chunk_size = min_chunk_size
         self.pad_input = pad_input
-        self.backend = backend
+        self.backend = get_backend(backend)
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.input_dim = nnet.input_dim("input")
         self.xvector_dim = nnet.output_dim("output")
@@ -70,7 +70,7 @@ class XvectorComputer:
             request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
             computation = self.compiler.compile(request)
             computation = self._cache[num_rows] = (computation, ExecutionPlan(
-                computation, self.nnet, get_backend(self.backend)))
+                computation, self.nnet, self.backend))
         return computation
 
     def compute_chunk(self, features):
@@ -123,6 +123,10 @@ class XvectorComputer:
                                        np.full(right, offset - 1, np.int64)])
                 sub = sub[rows]
             xvector = self.compute_chunk(np.ascontiguousarray(sub))
-            total += np.float32(offset) * xvector
+            if isinstance(self.backend, KaldiExactBackend):
+                # Kaldi's AddVec(offset, xvector) is a saxpy
+                self.backend.kaldi.axpy_rows(total[None, :], offset, xvector[None, :])
+            else:
+                total += np.float32(offset) * xvector
         total *= np.float32(1.0 / float(tot_weight))
         return total
