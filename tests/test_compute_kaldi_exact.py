@@ -12,8 +12,9 @@
   about once.
 - Against Kaldi (whose nnet3-compute and nnet3-latgen-faster runs in
   kaldi-ref/models and decode/tdnn_lda had OpenBLAS's 2 threads):
-  nnet3-compute --kaldi-exact-arithmetic gives the outputs of tdnn_lda,
-  tdnnf_chain, tdnn_lstm, blstm, gru, misc_layers and xvector bit for bit (every
+  nnet3-compute --kaldi-exact-arithmetic gives the outputs of every model
+  (tdnn_lda, tdnnf_chain, tdnn_lstm, blstm, gru, misc_layers, xvector,
+  cnn_tdnn_attention) bit for bit (every
   compute variant in kaldi-ref; tdnn_lda's --use-priors one also from
   tests/data), xvector's per-frame outputs and nnet3-xvector-compute's
   x-vectors likewise, and nnet3-latgen-faster --kaldi-exact-arithmetic gives
@@ -159,6 +160,19 @@ def test_axpy_rows_fuses_whole_blocks_of_32_only():
     assert np.array_equal(kaldi_cpu.axpy_rows(d.copy(), 0.0, with_nan), d)
 
 
+def test_axpy_rows_with_one_alpha_per_row_is_a_saxpy_per_row():
+    rng = np.random.default_rng(8)
+    d = rng.standard_normal((5, 70)).astype(np.float32)
+    s = rng.standard_normal((5, 70)).astype(np.float32)
+    s[2, 3] = np.inf
+    alphas = np.array([0.3, -1.5, 0.0, 1.0, 2.5], np.float32)
+    ours = kaldi_cpu.axpy_rows(d.copy(), alphas, s)
+    for r in range(5):
+        row = kaldi_cpu.axpy_rows(d[r:r + 1].copy(), alphas[r], s[r:r + 1])
+        assert np.array_equal(_bits(ours[r:r + 1]), _bits(row)), r
+    assert np.array_equal(ours[2], d[2])          # alpha 0: saxpy returns at once
+
+
 # AddVecToRows beyond 64 columns: sger with a vector of ones (D = lcg(3),
 # v = lcg(4) row 0).
 _GER_DIGESTS = [(70, 100, 0.37, 2, "987aef2cb19921cc"), (3000, 100, -0.6, 2, "c929ef2ed5bac300"),
@@ -288,7 +302,7 @@ def test_a_type_without_exact_arithmetic_is_warned_about_once(caplog):
 
 # The models whose every component type has Kaldi-exact arithmetic.
 _EXACT_MODELS = ("tdnn_lda", "tdnnf_chain", "tdnn_lstm", "blstm", "gru", "misc_layers",
-                 "xvector")
+                 "xvector", "cnn_tdnn_attention")
 
 
 def _compute_cases():

@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import ComputationError
 from ..nnet.format import kaldi_str
 from ..nnet.index import Index, kNoTime
+from ..numerics.openblas import sdot_rows
 from . import kaldi_random
 from .base import Component, Field, P, PrecomputedIndexes, array_module
 from .convolution_model import ConvolutionComputationIo, get_computation_io, get_nx_list
@@ -91,6 +92,34 @@ def attention_forward(xp, key_scale, keys, queries, values, c, output):
         out_values += c[:, o:o + 1] * values[o * shift:o * shift + num_out]
     if output.shape[1] == value_dim + context_dim:
         output[:, value_dim:] = c
+
+
+def attention_forward_kaldi_exact(kaldi, key_scale, keys, queries, values, c, output):
+    """attention_forward with Kaldi's CPU arithmetic (``kaldi``: a
+    :class:`pynnet3.numerics.kaldi_cpu.KaldiCpu`): each context column of c
+    is 0 + key_scale * sdot(query keys, keys) (AddDiagMatMat), plus the
+    query's context part (AddMat), then SoftMaxPerRow; the values are added
+    one context position at a time with a saxpy per row scaled by c
+    (AddDiagVecMat)."""
+    num_out = queries.shape[0]
+    key_dim = keys.shape[1]
+    context_dim = queries.shape[1] - key_dim
+    value_dim = values.shape[1]
+    shift = _row_shift(keys.shape[0], num_out, context_dim)
+    q_key = queries[:, :key_dim]
+    scale = np.float32(key_scale)
+    b = np.empty((num_out, context_dim), dtype=np.float32)
+    for o in range(context_dim):
+        b[:, o] = scale * sdot_rows(q_key, keys[o * shift:o * shift + num_out]) \
+            + np.float32(0.0)
+    kaldi.axpy_rows(b, 1.0, queries[:, key_dim:])
+    kaldi.softmax_per_row(b, b)
+    c[...] = b
+    out_values = output[:, :value_dim]
+    for o in range(context_dim):
+        kaldi.axpy_rows(out_values, b[:, o], values[o * shift:o * shift + num_out])
+    if output.shape[1] == value_dim + context_dim:
+        output[:, value_dim:] = b
 
 
 def attention_backward(xp, key_scale, keys, queries, values, c, output_deriv,
@@ -410,6 +439,25 @@ class RestrictedAttentionComponent(Component):
                               part[:, k:k + v],
                               c[:, h * self.context_dim:(h + 1) * self.context_dim],
                               out[:, h * dout:(h + 1) * dout])
+        return c
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        if indexes is None:
+            raise ComputationError("RestrictedAttentionComponent: propagate needs precomputed "
+                                   "indexes")
+        num_out = out.shape[0]
+        rows_left = self._check_rows(indexes.io, in_value.shape[0], num_out)
+        c = np.zeros((num_out, self.context_dim * self.num_heads), dtype=np.float32)
+        din, dout = self._input_dim_per_head(), self._output_dim_per_head()
+        k, v = self.key_dim, self.value_dim
+        for h in range(self.num_heads):
+            part = in_value[:, h * din:(h + 1) * din]
+            attention_forward_kaldi_exact(
+                kaldi, self.key_scale, part[:, :k], part[rows_left:rows_left + num_out, k + v:],
+                part[:, k:k + v], c[:, h * self.context_dim:(h + 1) * self.context_dim],
+                out[:, h * dout:(h + 1) * dout])
         return c
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

@@ -914,16 +914,22 @@ def _step_blocks(cc, inp, out):
             yield step, in_chunk[shift:shift + rows], out_r, rows, len(step.columns) // ho
 
 
-def convolve_forward(cc, inp, params, out):
+def convolve_forward(cc, inp, params, out, kaldi=None):
     """Adds the convolution of ``inp`` with ``params`` to ``out`` (both
-    C-contiguous 2-D float32 arrays; no bias)."""
+    C-contiguous 2-D float32 arrays; no bias). With ``kaldi`` (a
+    :class:`pynnet3.numerics.kaldi_cpu.KaldiCpu`) each step's product is
+    Kaldi's AddMatMat onto the output, bit for bit."""
     xp = array_module(inp)
     _check_shapes(cc, inp, params, out)
     inp = _reshape_input(cc, inp, "input")
     for step, part, out_r, rows, pcols in _step_blocks(cc, inp, out):
-        temp = _gather(xp, cc, part, step)
-        out_r += temp.reshape(rows * cc.height_out, pcols) @ _params_part(xp, params, step,
-                                                                         pcols).T
+        temp = _gather(xp, cc, part, step).reshape(rows * cc.height_out, pcols)
+        if kaldi is None:
+            out_r += temp @ _params_part(xp, params, step, pcols).T
+        else:
+            kaldi.add_mat_mat(out_r, 1.0, temp, False,
+                              params[:, step.params_start_col:step.params_start_col + pcols],
+                              True, 1.0)
 
 
 def convolve_backward_data(cc, params, out_deriv, in_deriv):

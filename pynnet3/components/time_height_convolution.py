@@ -338,6 +338,20 @@ class TimeHeightConvolutionComponent(ParameterArrays, UpdatableComponent):
         _contiguous_call(xp, out, run)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: the bias into every (row, height), then ConvolveForward's
+        # AddMatMat per step and chunk, in its order.
+        cc = indexes.computation
+        inp = np.ascontiguousarray(in_value)
+
+        def run(o):
+            self._bias_view(o)[...] = self.bias_params
+            convolve_forward(cc, inp, self.linear_params, o, kaldi)
+        _contiguous_call(np, out, run)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(out_deriv)

@@ -78,7 +78,21 @@ def axpy_rows(dest, alpha, src, threads=ORACLE_THREADS):
     """``dest[r] += alpha * src[r]`` for every row r, each row one
     ``cblas_saxpy`` (Kaldi's AddMat, and AddRows / AddToRows on the rows
     they pick). ``src`` may be a row vector shape (1, n) broadcast to every
-    row. Returns ``dest``."""
+    row. ``alpha`` may also be a vector, one alpha per row (Kaldi's
+    AddDiagVecMat); a row whose alpha is 0 is left alone, as saxpy does.
+    Returns ``dest``."""
+    if np.ndim(alpha) != 0:
+        alpha = np.asarray(alpha, _F32).reshape(-1, 1)
+        before = dest.copy()
+        src = np.broadcast_to(src, dest.shape)
+        for start, width in _axpy_parts(dest.shape[1], threads):
+            fused = start + (width & -_AXPY_BLOCK)
+            if fused > start:
+                dest[:, start:fused] = fma32(alpha, src[:, start:fused], dest[:, start:fused])
+            if fused < start + width:
+                dest[:, fused:start + width] += alpha * src[:, fused:start + width]
+        np.copyto(dest, before, where=np.broadcast_to(alpha == 0, dest.shape))
+        return dest
     alpha = _F32(alpha)
     if alpha == 0:
         return dest
