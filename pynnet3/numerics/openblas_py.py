@@ -39,20 +39,22 @@ def fma32(a, b, c):
     The product is exact in double; the double sum may round onto a float32
     tie that the exact sum is not on, so such ties are resolved with the
     exact remainder of the double addition (TwoSum)."""
-    p = np.asarray(a, _F32).astype(_F64) * np.asarray(b, _F32).astype(_F64)
-    c = np.asarray(c, _F32).astype(_F64)
-    p, c = np.broadcast_arrays(p, c)
-    s = np.asarray(p + c)
-    r = s.astype(_F32)
-    bits = s.view(np.int64)
-    tie = (bits & 0x1FFFFFFF) == 0x10000000
-    if tie.any():
-        bb = s - p
-        err = (p - (s - bb)) + (c - bb)
-        fix = tie & (err != 0)
-        if fix.any():
-            toward = np.where(err[fix] > 0, np.inf, -np.inf)
-            r[fix] = np.nextafter(s[fix], toward).astype(_F32)
+    # Like the hardware instruction: inf, NaN and overflow quietly.
+    with np.errstate(all="ignore"):
+        p = np.asarray(a, _F32).astype(_F64) * np.asarray(b, _F32).astype(_F64)
+        c = np.asarray(c, _F32).astype(_F64)
+        p, c = np.broadcast_arrays(p, c)
+        s = np.asarray(p + c)
+        r = s.astype(_F32)
+        bits = s.view(np.int64)
+        tie = (bits & 0x1FFFFFFF) == 0x10000000
+        if tie.any():
+            bb = s - p
+            err = (p - (s - bb)) + (c - bb)
+            fix = tie & (err != 0)
+            if fix.any():
+                toward = np.where(err[fix] > 0, np.inf, -np.inf)
+                r[fix] = np.nextafter(s[fix], toward).astype(_F32)
     return r
 
 
