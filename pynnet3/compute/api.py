@@ -74,7 +74,10 @@ def compute_utterance(nnet, feats, ivectors=None, online_ivectors=None, *,
     (``frames_per_chunk=50``, ``extra_left_context=0``,
     ``extra_left_context_initial=-1``, ``extra_right_context=0``,
     ``extra_right_context_final=-1``, ``frame_subsampling_factor=1``,
-    ``acoustic_scale=1.0``).
+    ``acoustic_scale=1.0``). ``backend``: "numpy" (BLAS arithmetic, Kaldi's
+    numbers within float32 rounding), "kaldi-exact" (Kaldi's CPU arithmetic,
+    bit for bit; a :class:`~pynnet3.compute.backend.KaldiExactBackend` sets
+    the OpenBLAS thread count whose order is reproduced) or "cupy".
     """
     unknown = set(options) - _SIMPLE_FIELDS
     if unknown:

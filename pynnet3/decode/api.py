@@ -114,8 +114,11 @@ class Decoder:
     (:class:`LatticeFasterDecoderConfig` fields) and the decodable's
     (SimpleComputationOptions fields: acoustic_scale (default 0.1),
     frames_per_chunk, extra_left_context, ..., frame_subsampling_factor),
-    plus ``allow_partial``, ``delta`` (determinization tolerance) and ``fast``
-    (Cython search, default True). With ``determinize_lattice`` (default
+    plus ``allow_partial``, ``delta`` (determinization tolerance), ``fast``
+    (Cython search, default True) and ``backend`` (the network's backend:
+    "numpy", or "kaldi-exact" for Kaldi's CPU arithmetic bit for bit, a
+    :class:`pynnet3.compute.backend.KaldiExactBackend` to choose its OpenBLAS
+    thread count). With ``determinize_lattice`` (default
     True, as Kaldi's) the lattice is a determinized CompactLattice."""
 
     def __init__(self, model, hclg, **options):
@@ -128,6 +131,7 @@ class Decoder:
         self.allow_partial = bool(options.pop("allow_partial", False))
         self.delta = options.pop("delta", K_DELTA)
         fast = bool(options.pop("fast", True))
+        backend = options.pop("backend", "numpy")
         unknown = set(options) - dec_fields - comp_fields
         if unknown:
             raise UsageError("unknown decoding option(s): %s" % ", ".join(sorted(unknown)))
@@ -139,7 +143,7 @@ class Decoder:
         self.fst = read_fst(hclg) if isinstance(hclg, str) else hclg
         self.tid_to_pdf = transition_id_to_pdf_table(self.trans_model)
         check_graph_labels(self.fst, self.tid_to_pdf)
-        self.computer = decodable_nnet_computer(self.am_nnet, copts)
+        self.computer = decodable_nnet_computer(self.am_nnet, copts, backend=backend)
         self.acoustic_scale = copts.acoustic_scale
         self.decoder = make_decoder(self.fst, config, fast)
 
