@@ -38,6 +38,7 @@ from ..compile.looped import (NnetSimpleLoopedComputationOptions, compile_looped
                               modify_nnet_ivector_period)
 from ..errors import NnetError, UsageError
 from ..nnet.utils import is_simple_nnet
+from ..numerics import kaldi_cpu
 from .computer import NnetComputer
 
 __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo",
@@ -74,8 +75,9 @@ class DecodableNnetSimpleLoopedInfo:
             if priors.shape != (self.output_dim,):
                 raise UsageError("priors have dimension %d but the network's output has "
                                  "dimension %d" % (priors.size, self.output_dim))
-            with np.errstate(divide="ignore"):
-                self.log_priors = np.log(priors)
+            if (priors < 0).any():
+                raise UsageError("Trying to take log of a negative number (the priors)")
+            self.log_priors = kaldi_cpu.apply_log(priors)     # logf, as Kaldi
         self.has_ivectors = nnet.input_dim("ivector") > 0
         left, right = compute_simple_nnet_context(nnet)
         self.frames_left_context = left + opts.extra_left_context_initial

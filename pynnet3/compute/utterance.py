@@ -61,7 +61,7 @@ from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
-from .backend import KaldiExactBackend, get_backend
+from .backend import get_backend
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 
@@ -158,8 +158,8 @@ class SimpleNnetComputer:
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
     backend ("numpy", "cupy", or "kaldi-exact" / a KaldiExactBackend: Kaldi's
-    CPU arithmetic bit for bit, the log of the priors, their subtraction and
-    the acoustic scale included). ``compiler``: the compiler to use (a
+    CPU arithmetic bit for bit; the log of the priors, their subtraction and
+    the acoustic scale are Kaldi's in every case). ``compiler``: the compiler to use (a
     CachingOptimizingCompiler, :func:`pynnet3.compute.compilation.make_compiler`;
     one with Kaldi's default options is made for ``nnet`` if None);
     computations and their execution plans are kept per chunk shape, so all
@@ -172,7 +172,7 @@ class SimpleNnetComputer:
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "kaldi", "_cache")
+                 "compiler", "debug_computation", "debug", "_cache")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False):
@@ -182,7 +182,6 @@ class SimpleNnetComputer:
         self.nnet = nnet
         self.opts = opts if opts is not None else SimpleComputationOptions()
         self.backend = get_backend(backend)
-        self.kaldi = self.backend.kaldi if isinstance(self.backend, KaldiExactBackend) else None
         self.output_dim = nnet.output_dim("output")
         self.input_dim = nnet.input_dim("input")
         self.ivector_dim = max(0, nnet.input_dim("ivector"))
@@ -195,11 +194,9 @@ class SimpleNnetComputer:
                                  "dimension %d" % (priors.size, self.output_dim))
             if (priors < 0).any():
                 raise UsageError("Trying to take log of a negative number (the priors)")
-            if self.kaldi is not None:
-                self.log_priors = kaldi_cpu.apply_log(priors)      # logf, as Kaldi
-            else:
-                with np.errstate(divide="ignore"):
-                    self.log_priors = np.log(priors)
+            # the C library's logf, as Kaldi's ApplyLog (NumPy's float32 log
+            # differs in the last bit now and then)
+            self.log_priors = kaldi_cpu.apply_log(priors)
         left, right = context if context is not None else compute_simple_nnet_context(nnet)
         self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
@@ -358,12 +355,8 @@ class SimpleNnetComputer:
         computer.run()
         # A copy on the host; the computer's matrix goes back to the plan's pool.
         output = computer.backend.to_host(computer.get_output("output"))
-        if self.kaldi is not None:
-            # Kaldi: AddVecToRows(-1.0, log_priors), then Scale(acoustic_scale).
-            if self.log_priors is not None:
-                self.kaldi.add_vec_to_rows(output, -1.0, self.log_priors)
-            self.kaldi.scale(output, self.opts.acoustic_scale)
-            return output
+        # Kaldi's AddVecToRows(-1.0, log_priors) and Scale(acoustic_scale):
+        # one rounding per element each, as these.
         if self.log_priors is not None:
             output -= self.log_priors
         if self.opts.acoustic_scale != 1.0:
