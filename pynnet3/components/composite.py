@@ -196,6 +196,25 @@ class CompositeComponent(UpdatableComponent):
             this_in = this_out
         return None
 
+    @property
+    def kaldi_exact(self):
+        return all(c.kaldi_exact for c in self.components)
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        chunks = self._chunks(in_value.shape[0])
+        if chunks is not None:
+            for a, b in chunks:
+                self.propagate_kaldi_exact(None, in_value[a:b], out[a:b], kaldi)
+            return None
+        num_rows = in_value.shape[0]
+        this_in = in_value
+        n = len(self.components)
+        for i, c in enumerate(self.components):
+            this_out = out if i + 1 == n else self._new_matrix(np, num_rows, c.output_dim())
+            c.propagate_kaldi_exact(None, this_in, this_out, kaldi)
+            this_in = this_out
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         if out_value is not None and out_value.size == 0:

@@ -42,6 +42,9 @@ class DistributeComponent(Component):
     """Kaldi's DistributeComponent (``input_dim`` a multiple of ``output_dim``)."""
 
     type_name = "DistributeComponent"
+
+    # Kaldi's propagate copies (rows, or a vector into every row): so does ours.
+    kaldi_exact = True
     layout = (
         Field("<InputDim>", "int", "input_dim_"),
         Field("<OutputDim>", "int", "output_dim_"),

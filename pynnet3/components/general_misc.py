@@ -71,6 +71,9 @@ class ConstantComponent(UpdatableComponent):
 
     type_name = "ConstantComponent"
 
+    # Kaldi's propagate copies (rows, or a vector into every row): so does ours.
+    kaldi_exact = True
+
     def properties(self):
         return P.kUpdatableComponent if self.updatable else 0
 

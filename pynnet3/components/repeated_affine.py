@@ -106,6 +106,19 @@ class RepeatedAffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         out[...] = result.reshape(out.shape)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: in and out seen as one row per repeat, the bias into every
+        # row, then one AddMatMat onto it.
+        block_out, block_in = self.linear_params.shape
+        result = np.empty((out.shape[0] * self.num_repeats, block_out), np.float32)
+        result[...] = self.bias_params
+        kaldi.add_mat_mat(result, 1.0, np.ascontiguousarray(self._blocks(in_value, block_in)),
+                          False, self.linear_params, True, 1.0)
+        out[...] = result.reshape(out.shape)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(out_deriv)
@@ -239,6 +252,21 @@ class BlockAffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         result = self._join(xp.matmul(self._split(in_value, w.shape[2]), w.transpose(0, 2, 1)))
         result += xp.asarray(self.bias_params)
         out[...] = result
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: the bias into every row, then (AddMatMatBatched on the CPU)
+        # one AddMatMat per block, on the block's column ranges.
+        rows_per_block = self.linear_params.shape[0] // self.num_blocks
+        cols_per_block = self.linear_params.shape[1]
+        out[...] = self.bias_params
+        for b in range(self.num_blocks):
+            kaldi.add_mat_mat(out[:, b * rows_per_block:(b + 1) * rows_per_block], 1.0,
+                              in_value[:, b * cols_per_block:(b + 1) * cols_per_block], False,
+                              self.linear_params[b * rows_per_block:(b + 1) * rows_per_block],
+                              True, 1.0)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

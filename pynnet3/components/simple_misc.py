@@ -100,6 +100,18 @@ class PnormComponent(_InputOutputDims):
         out[...] = xp.sqrt((groups * groups).sum(axis=2, dtype=xp.float32))
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi's GroupPnorm with p = 2 (VectorBase::Norm): a float sum from
+        # 0 of x * x in order, then sqrtf.
+        groups = in_value.reshape(in_value.shape[0], self.out_dim, -1)
+        total = np.zeros(groups.shape[:2], np.float32)
+        for k in range(groups.shape[2]):
+            total = total + groups[:, :, k] * groups[:, :, k]
+        out[...] = np.sqrt(total)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         if in_deriv is None:
@@ -183,6 +195,17 @@ class SumGroupComponent(Component):
                 out[:, i] = in_value[:, start:start + size].sum(axis=1, dtype=xp.float32)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi's SumColumnRanges on the CPU: a float sum from 0, in order.
+        for i, (start, size) in enumerate(zip(self.starts.tolist(), self.sizes)):
+            total = np.zeros(in_value.shape[0], np.float32)
+            for col in range(start, start + size):
+                total = total + in_value[:, col]
+            out[:, i] = total
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         if in_deriv is None:
@@ -241,6 +264,15 @@ class SumBlockComponent(ReadSteps, Component):
         xp = array_module_of(in_value)
         blocks = in_value.reshape(in_value.shape[0], -1, self.out_dim)
         out += _F32(self.scale_value) * blocks.sum(axis=1, dtype=xp.float32)
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi's AddMatBlocks: AddMat(scale, block) for each block in turn.
+        d = self.out_dim
+        for b in range(in_value.shape[1] // d):
+            kaldi.axpy_rows(out, self.scale_value, in_value[:, b * d:(b + 1) * d])
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
