@@ -177,6 +177,21 @@ class ConvolutionComponent(ParameterArrays, UpdatableComponent):
         out += res.reshape(out.shape[0], -1)
         return None
 
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi (propagate adds): AddVecToRows(1.0, bias) on every patch's
+        # columns, then AddMatMatBatched (on the CPU one AddMatMat per patch).
+        patches = self._patches(np, in_value)
+        nf = self.filter_params.shape[0]
+        for p in range(patches.shape[1]):
+            kaldi.add_vec_to_rows(out[:, p * nf:(p + 1) * nf], 1.0, self.bias_params)
+        for p in range(patches.shape[1]):
+            kaldi.add_mat_mat(out[:, p * nf:(p + 1) * nf], 1.0,
+                              np.ascontiguousarray(patches[:, p, :]), False, self.filter_params,
+                              True, 1.0)
+        return None
+
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(out_deriv)
@@ -318,6 +333,18 @@ class MaxpoolingComponent(Component):
         patches = in_value[:, xp.asarray(cols.reshape(-1))].reshape(
             in_value.shape[0], cols.shape[0], cols.shape[1])
         out[...] = patches.max(axis=1)
+        return None
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        # Kaldi: out = -1e20, then out = std::max(out, patch) pool position
+        # by pool position (the old value is kept unless it is smaller).
+        cols = self._column_map()
+        out[...] = np.float32(-1e20)
+        for q in range(cols.shape[0]):
+            patch = in_value[:, cols[q]]
+            np.copyto(out, patch, where=out < patch)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

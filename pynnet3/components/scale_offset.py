@@ -517,6 +517,9 @@ class ConstantFunctionComponent(ReadSteps, ParameterArrays, UpdatableComponent):
     """y = c for every input row; c is trainable when is-updatable."""
 
     type_name = "ConstantFunctionComponent"
+
+    # Kaldi's propagate copies the output vector into every row: so does ours.
+    kaldi_exact = True
     param_attrs = ("output",)
     layout = _COMMON + (
         Field("<InputDim>", "int", "input_dim_"),
