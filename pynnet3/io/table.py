@@ -330,6 +330,45 @@ def _write_int32_vector_vector(out, values):
                                for v in values) + b"\n")
 
 
+def _read_int32_pair_vector(stream):
+    """Kaldi's BasicPairVectorHolder<int32>: binary, a count then the pairs'
+    integers (each with its size byte); text, ``a b ; c d ; ...`` on a line."""
+    if stream.binary:
+        n = stream.read_int32()
+        if n < 0:
+            raise stream.error("negative vector size %d" % n)
+        rec = np.frombuffer(stream._read_raw(10 * n, "int32 pair vector"),
+                            dtype=[("s1", "u1"), ("v1", "<i4"), ("s2", "u1"), ("v2", "<i4")])
+        if n and not (np.all(rec["s1"] == 4) and np.all(rec["s2"] == 4)):
+            raise stream.error("int32 pair vector element without size byte 4")
+        return list(zip(rec["v1"].tolist(), rec["v2"].tolist()))
+    line = _text_line(stream)
+    result = []
+    for group in line.split(b";") if line.strip() else []:
+        words = group.split()
+        try:
+            if len(words) != 2:
+                raise ValueError
+            result.append((int(words[0]), int(words[1])))
+        except ValueError:
+            raise stream.error("expected pairs of integers separated by ';', got '%s'"
+                               % line.decode("latin-1")[:60]) from None
+    return result
+
+
+def _write_int32_pair_vector(out, pairs):
+    if out.binary:
+        out.write_int32(len(pairs))
+        rec = np.empty(len(pairs), dtype=[("s1", "u1"), ("v1", "<i4"), ("s2", "u1"),
+                                          ("v2", "<i4")])
+        rec["s1"] = rec["s2"] = 4
+        if pairs:
+            rec["v1"], rec["v2"] = zip(*pairs)
+        out.write_raw(rec.tobytes())
+    else:
+        out.write_raw(b"; ".join(b"%d %d " % (int(a), int(b)) for a, b in pairs) + b"\n")
+
+
 def _read_bool_word(stream):
     """A text/binary T or F without eating what follows (ReadBasicType<bool>)."""
     stream.skip_whitespace() if not stream.binary else None
@@ -405,6 +444,8 @@ HOLDERS = {
     "int32_vector": _Holder("int32_vector", _read_int32_vector, _write_int32_vector),
     "int32_vector_vector": _Holder("int32_vector_vector", _read_int32_vector_vector,
                                    _write_int32_vector_vector),
+    "int32_pair_vector": _Holder("int32_pair_vector", _read_int32_pair_vector,
+                                 _write_int32_pair_vector),
     "token": _Holder("token", _read_token, _write_token, has_header=False),
     "token_vector": _Holder("token_vector", _read_token_vector, _write_token_vector,
                             has_header=False),
