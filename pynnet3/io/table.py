@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import KaldiFormatError, PynnetError
 from .files import OutputSink, read_buffer
-from .stream import InputStream, OutputStream
+from .stream import InputStream, OutputStream, format_float
 
 _log = logging.getLogger(__name__)
 
@@ -369,6 +369,96 @@ def _write_int32_pair_vector(out, pairs):
         out.write_raw(b"; ".join(b"%d %d " % (int(a), int(b)) for a, b in pairs) + b"\n")
 
 
+def _read_float_pair_vector(stream):
+    """Kaldi's BasicPairVectorHolder<BaseFloat> (as the int32 one, floats)."""
+    if stream.binary:
+        n = stream.read_int32()
+        if n < 0:
+            raise stream.error("negative vector size %d" % n)
+        return [(stream.read_float(), stream.read_float()) for _ in range(n)]
+    line = _text_line(stream)
+    result = []
+    for group in line.split(b";") if line.strip() else []:
+        words = group.split()
+        try:
+            if len(words) != 2:
+                raise ValueError
+            result.append((float(np.float32(words[0])), float(np.float32(words[1]))))
+        except ValueError:
+            raise stream.error("expected pairs of numbers separated by ';', got '%s'"
+                               % line.decode("latin-1")[:60]) from None
+    return result
+
+
+def _write_float_pair_vector(out, pairs):
+    if out.binary:
+        out.write_int32(len(pairs))
+        for a, b in pairs:
+            out.write_float(a)
+            out.write_float(b)
+    else:
+        for i, (a, b) in enumerate(pairs):
+            if i:
+                out.write_raw(b"; ")
+            out.write_float(a)
+            out.write_float(b)
+        out.write_raw(b"\n")
+
+
+def _read_posterior(stream):
+    """Kaldi's PosteriorHolder: per frame, (int32, float) pairs; binary, counts
+    and values with size bytes; text, ``[ id post id post ] [ ... ]`` on a line."""
+    if stream.binary:
+        n = stream.read_int32()
+        if n < 0:
+            raise stream.error("negative posterior size %d" % n)
+        result = []
+        for _ in range(n):
+            m = stream.read_int32()
+            if m < 0:
+                raise stream.error("negative posterior size %d" % m)
+            result.append([(stream.read_int32(), stream.read_float()) for _ in range(m)])
+        return result
+    line = _text_line(stream)
+    result, current = [], None
+    words = line.split()
+    i = 0
+    try:
+        while i < len(words):
+            word = words[i]
+            if word == b"[" and current is None:
+                current = []
+                i += 1
+            elif word == b"]" and current is not None:
+                result.append(current)
+                current = None
+                i += 1
+            elif current is not None and i + 1 < len(words):
+                current.append((int(word), float(np.float32(words[i + 1]))))
+                i += 2
+            else:
+                raise ValueError
+        if current is not None:
+            raise ValueError
+    except ValueError:
+        raise stream.error("bad posterior line '%s'" % line.decode("latin-1")[:60]) from None
+    return result
+
+
+def _write_posterior(out, post):
+    if out.binary:
+        out.write_int32(len(post))
+        for frame in post:
+            out.write_int32(len(frame))
+            for index, value in frame:
+                out.write_int32(index)
+                out.write_float(value)
+    else:
+        out.write_raw(b"".join(
+            b"[ " + b"".join(b"%d %s " % (int(i), format_float(v).encode()) for i, v in frame)
+            + b"] " for frame in post) + b"\n")
+
+
 def _read_bool_word(stream):
     """A text/binary T or F without eating what follows (ReadBasicType<bool>)."""
     stream.skip_whitespace() if not stream.binary else None
@@ -446,6 +536,9 @@ HOLDERS = {
                                    _write_int32_vector_vector),
     "int32_pair_vector": _Holder("int32_pair_vector", _read_int32_pair_vector,
                                  _write_int32_pair_vector),
+    "float_pair_vector": _Holder("float_pair_vector", _read_float_pair_vector,
+                                 _write_float_pair_vector),
+    "posterior": _Holder("posterior", _read_posterior, _write_posterior),
     "token": _Holder("token", _read_token, _write_token, has_header=False),
     "token_vector": _Holder("token_vector", _read_token_vector, _write_token_vector,
                             has_header=False),
