@@ -11,7 +11,7 @@ from contextlib import redirect_stderr
 import pytest
 
 from pynnet3.bin import ali_to_phones, lattice_depth_per_frame, lattice_prune
-from pynnet3.decode.lattice import CompactLattice, register_lattice_holder
+from pynnet3.decode.lattice import CompactLattice, Lattice, register_lattice_holder
 from pynnet3.decode.lattice_functions import (compact_lattice_depth_per_frame,
                                               is_top_sorted, prune_lattice, top_sort)
 from pynnet3.io.table import read_table
@@ -82,6 +82,20 @@ def test_prune_small_lattice_by_hand():
     assert prune_lattice(4.0, clat)
     assert clat.arcs == [[(1, 1.0, 0.0, (1,), 1)], [(3, 0.5, 0.5, (3,), 2)], []]
     assert clat.final == [None, None, (0.0, 0.0, ())]
+
+
+def test_prune_state_level_lattice():
+    # The same shape as a (state-level) Lattice: costs at indices 2 and 3.
+    lat = Lattice()
+    lat.add_states(4)
+    lat.arcs = [[(1, 1, 1.0, 0.0, 1), (2, 2, 2.0, 0.0, 2)], [(3, 3, 0.5, 0.5, 3)],
+                [(4, 4, 5.0, 0.0, 3)], []]
+    lat.final[3] = (0.0, 0.0)
+    lat.start = 0
+    assert prune_lattice(4.0, lat)
+    assert lat.arcs == [[(1, 1, 1.0, 0.0, 1)], [(3, 3, 0.5, 0.5, 2)], []]
+    empty = Lattice()
+    assert not prune_lattice(1.0, empty)
 
 
 def test_top_sort_renumbers_as_a_dfs_finish_order():

@@ -80,7 +80,7 @@ def prune_lattice(beam, lat):
         logger.warning("Cycles detected in lattice")
         return False
     n = lat.num_states
-    if n == 0:
+    if n == 0 or lat.start is None:
         return False
     i1, i2 = _cost_fields(lat)
     inf = math.inf
