@@ -162,3 +162,22 @@ def test_tools_per_utterance_per_speaker_and_global(feats, tmp_path):
                                         "ark:x", ark, "ark:%s" % (tmp_path / "never.ark")])
     assert status == 255 and "cannot normalize the variance" in log
     assert not (tmp_path / "never.ark").exists()
+
+
+def test_reverse_and_skip_dims_options(feats, tmp_path):
+    ark = "ark:" + os.path.join(DATA, "feats.ark")
+    status, log = run(compute_cmvn_stats, [ark, "ark:%s" % (tmp_path / "s.ark")])
+    assert status == 0, log
+    stats = dict(read_table("ark:%s" % (tmp_path / "s.ark"), "double_matrix"))
+    status, log = run(apply_cmvn_tool, ["--norm-vars=true", "--reverse=true", "--skip-dims=0:5",
+                                        "ark:%s" % (tmp_path / "s.ark"), ark,
+                                        "ark:%s" % (tmp_path / "r.ark")])
+    assert status == 0, log
+    out = dict(read_table("ark:%s" % (tmp_path / "r.ark")))
+    expected = apply_cmvn_reverse(fake_stats_for_some_dims([0, 5], stats["utt3"].copy()), True,
+                                  feats["utt3"])
+    assert np.array_equal(out["utt3"], expected)
+    assert np.array_equal(out["utt3"][:, 0], feats["utt3"][:, 0])
+    status, log = run(apply_cmvn_tool, ["--skip-dims=a:b", "ark:%s" % (tmp_path / "s.ark"), ark,
+                                        "ark:/dev/null"])
+    assert status == 255 and "Bad --skip-dims option" in log

@@ -270,6 +270,10 @@ def test_ali_to_phones_formats(tmp_path):
     assert status == 0, log
     ctm = (tmp_path / "ctm").read_text().splitlines()
     assert ctm[4:7] == ["utt3 1 0.00 0.03 3", "utt3 1 0.03 0.03 2", "utt3 1 0.06 1.67 5"]
+    status, log = run(ali_to_phones, ["--ctm-output", "--frame-shift=0.005", model, ali,
+                                      str(tmp_path / "ctm3")])
+    assert status == 0, log
+    assert (tmp_path / "ctm3").read_text().splitlines()[6] == "utt3 1 0.030 0.835 5"
     status, log = run(ali_to_phones, ["--per-frame", "--write-lengths", model, ali,
                                       "ark:/dev/null"])
     assert status == 255 and "incompatible" in log
