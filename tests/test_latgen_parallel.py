@@ -97,3 +97,23 @@ def test_worker_error_leaves_no_output(tmp_path):
     assert status == 255, log
     assert "ERROR (nnet3-latgen-faster-parallel" in log
     assert not (tmp_path / "lat.bad.ark").exists()
+
+
+def _sleeping_job(x):
+    import time
+    start = time.time()
+    time.sleep(1.0)
+    return x, start, time.time()
+
+
+def test_ordered_pool_runs_jobs_at_once():
+    """Two jobs sent to two workers overlap in time (each sleeps 1 s)."""
+    pool = OrderedForkPool(_sleeping_job, 2, 2)
+    got = []
+    for x in range(2):
+        got.extend(pool.submit((x,)))
+    got.extend(pool.drain())
+    pool.close()
+    assert [x for x, _, _ in got] == [0, 1]
+    (_, start0, end0), (_, start1, end1) = got
+    assert max(start0, start1) < min(end0, end1)
