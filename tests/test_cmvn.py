@@ -17,7 +17,7 @@ from pynnet3.errors import PynnetError
 from pynnet3.feat.cmvn import (acc_cmvn_stats, apply_cmvn, apply_cmvn_reverse,
                                fake_stats_for_some_dims, init_cmvn_stats)
 from pynnet3.io.files import open_input
-from pynnet3.io.table import read_table
+from pynnet3.io.table import TableWriter, read_table
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "decode", "tdnn_lda")
 F32 = np.float32
@@ -181,3 +181,23 @@ def test_reverse_and_skip_dims_options(feats, tmp_path):
     status, log = run(apply_cmvn_tool, ["--skip-dims=a:b", "ark:%s" % (tmp_path / "s.ark"), ark,
                                         "ark:/dev/null"])
     assert status == 255 and "Bad --skip-dims option" in log
+
+
+def test_copy_without_mean_normalization_keeps_compressed_features(feats, tmp_path):
+    from pynnet3.io.compressed import compress
+    # A binary archive of compressed matrices, as Kaldi writes them.
+    data = b"".join(key.encode() + b" \0B" + compress(m) for key, m in feats.items())
+    (tmp_path / "c.ark").write_bytes(data)
+    (tmp_path / "dummy.scp").write_text("")
+    for out, kind in (("copy.ark", "ark"), ("copy.txt", "ark,t")):
+        status, log = run(apply_cmvn_tool, ["--norm-means=false",
+                                            "scp:%s" % (tmp_path / "dummy.scp"),
+                                            "ark:%s" % (tmp_path / "c.ark"),
+                                            "%s:%s" % (kind, tmp_path / out)])
+        assert status == 0 and "Copied 4 utterances." in log, log
+    assert (tmp_path / "copy.ark").read_bytes() == data
+    # In text, Kaldi writes the decompressed values as a plain matrix.
+    with TableWriter("ark,t:%s" % (tmp_path / "expected.txt")) as w:
+        for key, value in read_table("ark:%s" % (tmp_path / "c.ark")):
+            w.write(key, value)
+    assert (tmp_path / "copy.txt").read_bytes() == (tmp_path / "expected.txt").read_bytes()

@@ -3,9 +3,8 @@ Kaldi's apply-cmvn: statistics per utterance, per speaker (--utt2spk) or
 global (a single stats file); --norm-vars, --norm-means, --reverse,
 --skip-dims.
 
-With --norm-means=false the features are copied unchanged; Kaldi copies them
-as GeneralMatrix (compressed matrices stay compressed) where pynnet3 writes
-them as float matrices (the same numbers).
+With --norm-means=false the features are copied unchanged, as Kaldi's
+GeneralMatrix (compressed matrices stay compressed, byte for byte).
 """
 
 import logging
@@ -58,8 +57,8 @@ def main(argv=None):
 
     if not opts.norm_means:
         num_done = 0
-        with TableWriter(feat_wspecifier, "matrix") as writer:
-            for utt, feats in SequentialTableReader(feat_rspecifier, "matrix"):
+        with TableWriter(feat_wspecifier, "general_matrix") as writer:
+            for utt, feats in SequentialTableReader(feat_rspecifier, "general_matrix"):
                 writer.write(utt, feats)
                 num_done += 1
         logger.info("Copied %d utterances.", num_done)

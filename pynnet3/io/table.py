@@ -459,6 +459,52 @@ def _write_posterior(out, post):
             + b"] " for frame in post) + b"\n")
 
 
+class CompressedMatrixBytes:
+    """A compressed matrix kept as it was read (what Kaldi's GeneralMatrix
+    holds for a CompressedMatrix, so that copying it writes the same bytes):
+    ``raw`` is its binary form from the token (``CM``, ``CM2``, ``CM3``) on,
+    ``matrix`` its decompressed float32 values."""
+
+    __slots__ = ("raw", "matrix")
+
+    def __init__(self, raw, matrix):
+        self.raw = raw
+        self.matrix = matrix
+
+
+def _read_general_matrix(stream):
+    """Kaldi's GeneralMatrix holder: a compressed matrix in a binary archive
+    stays compressed (:class:`CompressedMatrixBytes`); anything else is read
+    as a float32 matrix."""
+    if stream.binary:
+        start = stream.pos
+        token = stream.read_token()
+        if token in ("CM", "CM2", "CM3"):
+            from .compressed import read_compressed_matrix
+            matrix = read_compressed_matrix(stream, token, start)
+            return CompressedMatrixBytes(bytes(stream.data[start:stream.pos]), matrix)
+        stream.pos = start
+    return stream.read_matrix(np.float32)
+
+
+def _general_matrix_range(value, range_text, stream_error):
+    """A row/column range of a general matrix: a plain float32 matrix (as
+    Kaldi's ExtractObjectRange for GeneralMatrix, which decompresses)."""
+    if isinstance(value, CompressedMatrixBytes):
+        value = value.matrix
+    return _matrix_range(value, range_text, stream_error)
+
+
+def _write_general_matrix(out, value):
+    if isinstance(value, CompressedMatrixBytes):
+        if out.binary:
+            out.write_raw(value.raw)
+        else:
+            out.write_matrix(value.matrix)
+    else:
+        out.write_matrix(np.asarray(value, dtype=np.float32))
+
+
 def _read_bool_word(stream):
     """A text/binary T or F without eating what follows (ReadBasicType<bool>)."""
     stream.skip_whitespace() if not stream.binary else None
@@ -539,6 +585,8 @@ HOLDERS = {
     "float_pair_vector": _Holder("float_pair_vector", _read_float_pair_vector,
                                  _write_float_pair_vector),
     "posterior": _Holder("posterior", _read_posterior, _write_posterior),
+    "general_matrix": _Holder("general_matrix", _read_general_matrix,
+                              _write_general_matrix, extract_range=_general_matrix_range),
     "token": _Holder("token", _read_token, _write_token, has_header=False),
     "token_vector": _Holder("token_vector", _read_token_vector, _write_token_vector,
                             has_header=False),
