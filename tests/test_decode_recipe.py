@@ -1,7 +1,10 @@
-"""A decode.sh-like recipe (tests/data/decode/decode_recipe.sh: split data,
-parallel jobs writing ``| gzip -c`` lattices, lattice-scale |
-lattice-add-penalty | lattice-best-path scoring) run with pynnet3's tools
-first on PATH (wrappers calling ``python -m pynnet3.bin.X``)."""
+"""A decode.sh-like recipe (tests/data/decode/decode_recipe.sh: CMVN through
+apply-cmvn, split data, parallel jobs (nnet3-latgen-faster-parallel) writing
+``| gzip -c`` lattices, analyze_lats.sh's lattice-depth-per-frame and
+ali-to-phones, lattice-scale | lattice-add-penalty | lattice-best-path
+scoring and the --decode-mbr pipeline through lattice-prune |
+lattice-mbr-decode) run with pynnet3's tools first on PATH (wrappers calling
+``python -m pynnet3.bin.X``)."""
 
 import os
 import subprocess
@@ -18,7 +21,11 @@ TOOLS = {"nnet3-latgen-faster": "nnet3_latgen_faster", "lattice-scale": "lattice
          "lattice-add-penalty": "lattice_add_penalty",
          "lattice-best-path": "lattice_best_path", "lattice-copy": "lattice_copy",
          "lattice-1best": "lattice_1best", "compute-wer": "compute_wer",
-         "align-text": "align_text", "compute-wer-bootci": "compute_wer_bootci"}
+         "align-text": "align_text", "compute-wer-bootci": "compute_wer_bootci",
+         "nnet3-latgen-faster-parallel": "nnet3_latgen_faster_parallel",
+         "apply-cmvn": "apply_cmvn", "compute-cmvn-stats": "compute_cmvn_stats",
+         "lattice-depth-per-frame": "lattice_depth_per_frame", "ali-to-phones": "ali_to_phones",
+         "lattice-prune": "lattice_prune", "lattice-mbr-decode": "lattice_mbr_decode"}
 
 
 def make_tool_dir(path):
@@ -53,7 +60,8 @@ def test_recipe_decode_and_score(tmp_path):
     ref_text = tmp_path / "text"
     ref_text.write_text("utt1 %s %s\nutt2 %s\nutt3 %s\nutt4 %s\nutt5 a b\n"
                         % (hyp["utt1"], hyp["utt1"], other, hyp["utt3"], hyp["utt4"]))
-    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), NUM_THREADS="2",
+               OPENBLAS_NUM_THREADS="1")
     exp = tmp_path / "decode"
     subprocess.run(["bash", os.path.join(HERE, "data", "decode", "decode_recipe.sh"), "2",
                     os.path.join(DATA, "final.mdl"), DATA, str(tmp_path / "feats.scp"),
@@ -62,8 +70,27 @@ def test_recipe_decode_and_score(tmp_path):
                    env=env, check=True, timeout=600)
     for n in (1, 2):
         log = (exp / "log" / ("decode.%d.log" % n)).read_text()
+        assert log.startswith("nnet3-latgen-faster-parallel --num-threads=2 "), log
         assert "Done 2 utterances, failed for 0" in log, log
         assert (exp / ("lat.%d.gz" % n)).stat().st_size > 0
+    assert "Done accumulating CMVN stats for 4 utterances; 0 had errors." in \
+        (exp / "log" / "cmvn.log").read_text()
+    # analyze_lats.sh's statistics: one depth per frame of the best path, the
+    # phones of the decoded words ("bad" = b a d) with their lengths.
+    depth = dict(read_table("ark:gunzip -c %s/depth_tmp.1.gz %s/depth_tmp.2.gz|" % (exp, exp),
+                            "int32_vector"))
+    ali = dict(read_table("ark:gunzip -c %s/ali_tmp.1.gz %s/ali_tmp.2.gz|" % (exp, exp),
+                          "int32_vector"))
+    kaldi_ali = dict(read_table("ark:" + os.path.join(DATA, "ali.default.txt"), "int32_vector"))
+    assert ali == kaldi_ali
+    assert {k: len(v) for k, v in depth.items()} == {k: len(v) for k, v in ali.items()}
+    assert (exp / "phone_stats.2").read_text().splitlines()[0] == "utt3 3 3 ; 2 3 ; 5 167 "
+    frames = dict(read_table("ark:gunzip -c %s/ali_frame_tmp.gz|" % exp, "int32_vector"))
+    assert [len(frames[k]) for k in sorted(frames)] == [7, 50, 173, 301]
+    # MBR decoding of these confident one-word lattices gives the best path.
+    assert [line.split() for line in (exp / "scoring" / "mbr_10.int").read_text().splitlines()] \
+        == [line.split() for line in open(os.path.join(DATA, "words.default.txt"))]
+    assert "Average Bayes Risk per sentence is" in (exp / "log" / "mbr.10.log").read_text()
     # The lattices were decoded with acoustic scale 0.1: LM weight 10 gives
     # back the decoder's own best path.
     assert (exp / "scoring" / "10.txt").read_text().splitlines() == expected

@@ -93,13 +93,14 @@ def register_ivector_options(parser):
                         "matrices supplied to the --online-ivectors option")
 
 
-def register_arithmetic_options(parser):
+def register_arithmetic_options(parser, exact_by_default=False):
     """pynnet3's choice of arithmetic, shared by the tools that run a network
-    (read back with :func:`compute_backend`)."""
-    parser.register_bool("kaldi-exact-arithmetic", False, "pynnet3 only: compute the "
+    (read back with :func:`compute_backend`); ``exact_by_default`` makes
+    Kaldi's exact arithmetic the tool's default."""
+    parser.register_bool("kaldi-exact-arithmetic", exact_by_default, "pynnet3 only: compute the "
                          "network with Kaldi's CPU arithmetic, bit for bit (OpenBLAS 0.3.21's "
                          "Haswell summation order, the C library's expf/logf); slower than "
-                         "the default BLAS arithmetic, which agrees with Kaldi within float "
+                         "the BLAS arithmetic (false), which agrees with Kaldi within float "
                          "rounding. Runs on the CPU.")
     parser.register_int("kaldi-exact-blas-threads", -1, "pynnet3 only: with "
                         "--kaldi-exact-arithmetic, the OpenBLAS thread count whose summation "

@@ -7,6 +7,11 @@ compact lattices) or, with ``--determinize-lattice=false``, written as raw
 state-level lattices. Kaldi's approximate determinization memory limit
 (``--max-mem``) is not applied. Only a single graph file is accepted (not an
 archive of per-utterance graphs).
+
+The reading, decoding and writing steps are separate functions
+(:class:`LatgenSetup`, :func:`utterance_inputs`, :func:`decode_one`,
+:func:`write_result`) so that nnet3-latgen-faster-parallel runs the same
+steps, only the decoding in worker processes.
 """
 
 import logging
@@ -94,124 +99,202 @@ def read_word_symbols(filename):
     return table
 
 
-@kaldi_tool
-def main(argv=None):
-    parser = ToolParser(USAGE)
+def register_latgen_options(parser):
+    """The options nnet3-latgen-faster and nnet3-latgen-faster-parallel share."""
     register_decoder_options(parser)
     register_simple_computation_options(parser, acoustic_scale=0.1)
     parser.register_str("word-symbol-table", "", "Symbol table for words [for debug output]")
     parser.register_bool("allow-partial", False,
                          "If true, produce output even if end state was not reached.")
     register_ivector_options(parser)
-    register_arithmetic_options(parser)
-    opts, args = parser.parse(argv, num_args=(4, 6))
-    model_in, fst_in, feature_rspecifier, lattice_wspecifier = args[:4]
-    words_wspecifier = args[4] if len(args) > 4 else ""
-    alignment_wspecifier = args[5] if len(args) > 5 else ""
-    config = decoder_config(opts)
-    if config.determinize_lattice and (opts.minimize or not opts.word_determinize):
-        raise UsageError("pynnet3's nnet3-latgen-faster determinizes with "
-                         "--word-determinize=true --minimize=false only (Kaldi's defaults)")
-    if opts.max_mem != 50000000:
-        logger.warning("--max-mem=%d is not applied: pynnet3 determinizes lattices "
-                       "without Kaldi's memory limit", opts.max_mem)
-    if ":" in fst_in and fst_in.split(":", 1)[0].split(",")[0] in ("ark", "scp"):
-        raise UsageError("per-utterance decoding graphs (%s) are not supported; give one "
-                         "graph file" % fst_in)
+    # Decoding reproduces Kaldi's lattices bit for bit by default: the exact
+    # arithmetic costs little next to the search (scripts/bench_decode.py).
+    register_arithmetic_options(parser, exact_by_default=True)
 
-    trans_model, am_nnet = read_mdl(model_in)
-    compiler = make_compiler(am_nnet.nnet, optimize_options(opts))
-    computer = decodable_nnet_computer(
-        am_nnet, simple_computation_options(opts), compiler=compiler,
-        backend=compute_backend(opts),
-        debug_computation=opts.debug_computation,
-        debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
-    tid_to_pdf = transition_id_to_pdf_table(trans_model)
-    register_lattice_holder()
-    word_syms = read_word_symbols(opts.word_symbol_table) if opts.word_symbol_table else None
 
+class LatgenSetup:
+    """Everything one decoding run loads once: the model, the network
+    computer (with its compilation cache), the graph, the decoder, the word
+    symbols and the options; :meth:`decode` decodes one utterance with them."""
+
+    def __init__(self, opts, model_in, fst_in):
+        self.opts = opts
+        self.config = decoder_config(opts)
+        if self.config.determinize_lattice and (opts.minimize or not opts.word_determinize):
+            raise UsageError("pynnet3's nnet3-latgen-faster determinizes with "
+                             "--word-determinize=true --minimize=false only (Kaldi's "
+                             "defaults)")
+        if opts.max_mem != 50000000:
+            logger.warning("--max-mem=%d is not applied: pynnet3 determinizes lattices "
+                           "without Kaldi's memory limit", opts.max_mem)
+        if ":" in fst_in and fst_in.split(":", 1)[0].split(",")[0] in ("ark", "scp"):
+            raise UsageError("per-utterance decoding graphs (%s) are not supported; give one "
+                             "graph file" % fst_in)
+        self.trans_model, am_nnet = read_mdl(model_in)
+        self.compiler = make_compiler(am_nnet.nnet, optimize_options(opts))
+        self.computer = decodable_nnet_computer(
+            am_nnet, simple_computation_options(opts), compiler=self.compiler,
+            backend=compute_backend(opts),
+            debug_computation=opts.debug_computation,
+            debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
+        self.tid_to_pdf = transition_id_to_pdf_table(self.trans_model)
+        register_lattice_holder()
+        self.word_syms = (read_word_symbols(opts.word_symbol_table)
+                          if opts.word_symbol_table else None)
+        self.fst_in = fst_in
+        self.decoder = None
+
+    def load_graph(self):
+        """Reads the graph and makes the decoder (after the output tables are
+        open, as Kaldi does)."""
+        fst = read_fst(self.fst_in)
+        check_graph_labels(fst, self.tid_to_pdf, self.fst_in)
+        self.decoder = make_decoder(fst, self.config)
+
+    def decode(self, utt, features, ivector, online):
+        """One utterance's DecodeResult, or None (a WARNING was logged)."""
+        decodable = DecodableAmNnetSimple(self.computer, self.tid_to_pdf, features, ivector,
+                                          online, self.opts.online_ivector_period)
+        return decode_utterance(self.decoder, decodable, utt, self.opts.acoustic_scale,
+                                self.opts.allow_partial, self.trans_model,
+                                self.config.determinize_lattice, self.opts.delta,
+                                self.opts.phone_determinize)
+
+
+def utterance_inputs(opts, feature_rspecifier, counts):
+    """(utt, features, ivector, online_ivectors) for every utterance that can
+    be decoded, in the archive's order; the others get Kaldi's WARNING and
+    count in ``counts["fail"]``."""
     online_reader = (RandomAccessTableReader(opts.online_ivectors, "matrix")
                      if opts.online_ivectors else None)
     ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
                       if opts.ivectors else None)
-    writers = []
-    try:
-        lattice_writer = TableWriter(lattice_wspecifier, "compact_lattice"
-                                     if config.determinize_lattice else "lattice")
-        writers.append(lattice_writer)
-        words_writer = TableWriter(words_wspecifier, "int32_vector") if words_wspecifier else None
-        if words_writer:
-            writers.append(words_writer)
-        ali_writer = (TableWriter(alignment_wspecifier, "int32_vector")
-                      if alignment_wspecifier else None)
-        if ali_writer:
-            writers.append(ali_writer)
+    for utt, features in SequentialTableReader(feature_rspecifier, "matrix"):
+        if features.shape[0] == 0:
+            logger.warning("Zero-length utterance: %s", utt)
+            counts["fail"] += 1
+            continue
+        ivector = online = None
+        if ivector_reader is not None:
+            if not ivector_reader.has_key(utt):
+                logger.warning("No iVector available for utterance %s", utt)
+                counts["fail"] += 1
+                continue
+            ivector = ivector_reader.value(utt)
+        if online_reader is not None:
+            if not online_reader.has_key(utt):
+                logger.warning("No online iVector available for utterance %s", utt)
+                counts["fail"] += 1
+                continue
+            online = online_reader.value(utt)
+        yield utt, features, ivector, online
 
-        fst = read_fst(fst_in)
-        check_graph_labels(fst, tid_to_pdf, fst_in)
-        start = time.time()
-        decoder = make_decoder(fst, config)
-        tot_like, frame_count, num_success, num_fail = 0.0, 0, 0, 0
-        for utt, features in SequentialTableReader(feature_rspecifier, "matrix"):
-            if features.shape[0] == 0:
-                logger.warning("Zero-length utterance: %s", utt)
-                num_fail += 1
-                continue
-            ivector = online = None
-            if ivector_reader is not None:
-                if not ivector_reader.has_key(utt):
-                    logger.warning("No iVector available for utterance %s", utt)
-                    num_fail += 1
-                    continue
-                ivector = ivector_reader.value(utt)
-            if online_reader is not None:
-                if not online_reader.has_key(utt):
-                    logger.warning("No online iVector available for utterance %s", utt)
-                    num_fail += 1
-                    continue
-                online = online_reader.value(utt)
-            decodable = DecodableAmNnetSimple(computer, tid_to_pdf, features, ivector, online,
-                                              opts.online_ivector_period)
-            result = decode_utterance(decoder, decodable, utt, opts.acoustic_scale,
-                                      opts.allow_partial, trans_model,
-                                      config.determinize_lattice, opts.delta,
-                                      opts.phone_determinize)
-            if result is None:
-                num_fail += 1
-                continue
-            if words_writer:
-                words_writer.write(utt, result.words)
-            if ali_writer:
-                ali_writer.write(utt, result.alignment)
-            if word_syms is not None:
-                names = []
-                for w in result.words:
-                    if w not in word_syms:
-                        raise UsageError("Word-id %d not in symbol table." % w)
-                    names.append(word_syms[w])
-                sys.stderr.write(utt + " " + "".join(n + " " for n in names) + "\n")
-                sys.stderr.flush()
-            lattice_writer.write(utt, result.lattice)
-            logger.info("Log-like per frame for utterance %s is %g over %d frames.", utt,
-                        result.likelihood / result.num_frames, result.num_frames)
-            tot_like += result.likelihood
-            frame_count += decodable.num_frames_ready()
-            num_success += 1
-        for w in writers:
+
+class LatgenWriters:
+    """The lattice, words and alignment tables; :meth:`write_result` writes
+    one utterance's outputs and its log lines as Kaldi's
+    DecodeUtteranceLatticeFaster does, and counts it."""
+
+    def __init__(self, setup, lattice_wspecifier, words_wspecifier, alignment_wspecifier):
+        self.setup = setup
+        self.tables = []
+        try:
+            self.lattice = self._open(lattice_wspecifier, "compact_lattice"
+                                      if setup.config.determinize_lattice else "lattice")
+            self.words = self._open(words_wspecifier, "int32_vector")
+            self.alignment = self._open(alignment_wspecifier, "int32_vector")
+        except BaseException:
+            self.abort()
+            raise
+        self.tot_like = 0.0
+        self.frame_count = 0
+
+    def _open(self, wspecifier, kind):
+        if not wspecifier:
+            return None
+        writer = TableWriter(wspecifier, kind)
+        self.tables.append(writer)
+        return writer
+
+    def write_result(self, utt, result, counts):
+        if result is None:
+            counts["fail"] += 1
+            return
+        if self.words:
+            self.words.write(utt, result.words)
+        if self.alignment:
+            self.alignment.write(utt, result.alignment)
+        word_syms = self.setup.word_syms
+        if word_syms is not None:
+            names = []
+            for w in result.words:
+                if w not in word_syms:
+                    raise UsageError("Word-id %d not in symbol table." % w)
+                names.append(word_syms[w])
+            sys.stderr.write(utt + " " + "".join(n + " " for n in names) + "\n")
+            sys.stderr.flush()
+        self.lattice.write(utt, result.lattice)
+        logger.info("Log-like per frame for utterance %s is %g over %d frames.", utt,
+                    result.likelihood / result.num_frames, result.num_frames)
+        self.tot_like += result.likelihood
+        self.frame_count += result.num_frames
+        counts["success"] += 1
+
+    def close(self):
+        for w in self.tables:
             w.close()
-    except BaseException:
-        for w in writers:
+
+    def abort(self):
+        for w in self.tables:
             w.abort()
-        raise
-    elapsed = time.time() - start
-    input_frames = frame_count * opts.frame_subsampling_factor
-    logger.info("Time taken %gs: real-time factor assuming 100 frames/sec is %g", elapsed,
-                elapsed * 100.0 / input_frames if input_frames else 0.0)
-    logger.info("Done %d utterances, failed for %d", num_success, num_fail)
+
+
+def log_summary(setup, writers, counts, elapsed, rtf_text="100 frames/sec", rtf_factor=1,
+                compiler_summary=True):
+    """The closing log lines (Kaldi's); the compiler's line only where this
+    process compiled (nnet3-latgen-faster-parallel's workers compile their
+    own, as each of Kaldi's threads does)."""
+    frame_count = writers.frame_count
+    input_frames = frame_count * setup.opts.frame_subsampling_factor
+    logger.info("Time taken %gs: real-time factor assuming %s is %g", elapsed, rtf_text,
+                rtf_factor * elapsed * 100.0 / input_frames if input_frames else 0.0)
+    logger.info("Done %d utterances, failed for %d", counts["success"], counts["fail"])
     logger.info("Overall log-likelihood per frame is %g over %d frames.",
-                tot_like / frame_count if frame_count else float("nan"), frame_count)
-    log_compiler_summary(compiler)
-    return 0 if num_success != 0 else 1
+                writers.tot_like / frame_count if frame_count else float("nan"), frame_count)
+    if compiler_summary:
+        log_compiler_summary(setup.compiler)
+
+
+def parse_latgen_args(args):
+    model_in, fst_in, feature_rspecifier, lattice_wspecifier = args[:4]
+    words_wspecifier = args[4] if len(args) > 4 else ""
+    alignment_wspecifier = args[5] if len(args) > 5 else ""
+    return (model_in, fst_in, feature_rspecifier, lattice_wspecifier, words_wspecifier,
+            alignment_wspecifier)
+
+
+@kaldi_tool
+def main(argv=None):
+    parser = ToolParser(USAGE)
+    register_latgen_options(parser)
+    opts, args = parser.parse(argv, num_args=(4, 6))
+    model_in, fst_in, feature_rspecifier, lat_wspec, words_wspec, ali_wspec = \
+        parse_latgen_args(args)
+    setup = LatgenSetup(opts, model_in, fst_in)
+    writers = LatgenWriters(setup, lat_wspec, words_wspec, ali_wspec)
+    counts = {"success": 0, "fail": 0}
+    try:
+        setup.load_graph()
+        start = time.time()
+        for utt, features, ivector, online in utterance_inputs(opts, feature_rspecifier,
+                                                               counts):
+            writers.write_result(utt, setup.decode(utt, features, ivector, online), counts)
+        writers.close()
+    except BaseException:
+        writers.abort()
+        raise
+    log_summary(setup, writers, counts, time.time() - start)
+    return 0 if counts["success"] != 0 else 1
 
 
 if __name__ == "__main__":

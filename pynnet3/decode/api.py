@@ -116,7 +116,8 @@ class Decoder:
     frames_per_chunk, extra_left_context, ..., frame_subsampling_factor),
     plus ``allow_partial``, ``delta`` (determinization tolerance), ``fast``
     (Cython search, default True) and ``backend`` (the network's backend:
-    "numpy", or "kaldi-exact" for Kaldi's CPU arithmetic bit for bit, a
+    "kaldi-exact" (the default, as nnet3-latgen-faster) for Kaldi's CPU
+    arithmetic bit for bit, "numpy" for BLAS arithmetic, a
     :class:`pynnet3.compute.backend.KaldiExactBackend` to choose its OpenBLAS
     thread count). With ``determinize_lattice`` (default
     True, as Kaldi's) the lattice is a determinized CompactLattice."""
@@ -131,7 +132,7 @@ class Decoder:
         self.allow_partial = bool(options.pop("allow_partial", False))
         self.delta = options.pop("delta", K_DELTA)
         fast = bool(options.pop("fast", True))
-        backend = options.pop("backend", "numpy")
+        backend = options.pop("backend", "kaldi-exact")
         unknown = set(options) - dec_fields - comp_fields
         if unknown:
             raise UsageError("unknown decoding option(s): %s" % ", ".join(sorted(unknown)))

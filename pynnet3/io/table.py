@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import KaldiFormatError, PynnetError
 from .files import OutputSink, read_buffer
-from .stream import InputStream, OutputStream
+from .stream import InputStream, OutputStream, format_float
 
 _log = logging.getLogger(__name__)
 
@@ -330,6 +330,181 @@ def _write_int32_vector_vector(out, values):
                                for v in values) + b"\n")
 
 
+def _read_int32_pair_vector(stream):
+    """Kaldi's BasicPairVectorHolder<int32>: binary, a count then the pairs'
+    integers (each with its size byte); text, ``a b ; c d ; ...`` on a line."""
+    if stream.binary:
+        n = stream.read_int32()
+        if n < 0:
+            raise stream.error("negative vector size %d" % n)
+        rec = np.frombuffer(stream._read_raw(10 * n, "int32 pair vector"),
+                            dtype=[("s1", "u1"), ("v1", "<i4"), ("s2", "u1"), ("v2", "<i4")])
+        if n and not (np.all(rec["s1"] == 4) and np.all(rec["s2"] == 4)):
+            raise stream.error("int32 pair vector element without size byte 4")
+        return list(zip(rec["v1"].tolist(), rec["v2"].tolist()))
+    line = _text_line(stream)
+    result = []
+    for group in line.split(b";") if line.strip() else []:
+        words = group.split()
+        try:
+            if len(words) != 2:
+                raise ValueError
+            result.append((int(words[0]), int(words[1])))
+        except ValueError:
+            raise stream.error("expected pairs of integers separated by ';', got '%s'"
+                               % line.decode("latin-1")[:60]) from None
+    return result
+
+
+def _write_int32_pair_vector(out, pairs):
+    if out.binary:
+        out.write_int32(len(pairs))
+        rec = np.empty(len(pairs), dtype=[("s1", "u1"), ("v1", "<i4"), ("s2", "u1"),
+                                          ("v2", "<i4")])
+        rec["s1"] = rec["s2"] = 4
+        if pairs:
+            rec["v1"], rec["v2"] = zip(*pairs)
+        out.write_raw(rec.tobytes())
+    else:
+        out.write_raw(b"; ".join(b"%d %d " % (int(a), int(b)) for a, b in pairs) + b"\n")
+
+
+def _read_float_pair_vector(stream):
+    """Kaldi's BasicPairVectorHolder<BaseFloat> (as the int32 one, floats)."""
+    if stream.binary:
+        n = stream.read_int32()
+        if n < 0:
+            raise stream.error("negative vector size %d" % n)
+        return [(stream.read_float(), stream.read_float()) for _ in range(n)]
+    line = _text_line(stream)
+    result = []
+    for group in line.split(b";") if line.strip() else []:
+        words = group.split()
+        try:
+            if len(words) != 2:
+                raise ValueError
+            result.append((float(np.float32(words[0])), float(np.float32(words[1]))))
+        except ValueError:
+            raise stream.error("expected pairs of numbers separated by ';', got '%s'"
+                               % line.decode("latin-1")[:60]) from None
+    return result
+
+
+def _write_float_pair_vector(out, pairs):
+    if out.binary:
+        out.write_int32(len(pairs))
+        for a, b in pairs:
+            out.write_float(a)
+            out.write_float(b)
+    else:
+        for i, (a, b) in enumerate(pairs):
+            if i:
+                out.write_raw(b"; ")
+            out.write_float(a)
+            out.write_float(b)
+        out.write_raw(b"\n")
+
+
+def _read_posterior(stream):
+    """Kaldi's PosteriorHolder: per frame, (int32, float) pairs; binary, counts
+    and values with size bytes; text, ``[ id post id post ] [ ... ]`` on a line."""
+    if stream.binary:
+        n = stream.read_int32()
+        if n < 0:
+            raise stream.error("negative posterior size %d" % n)
+        result = []
+        for _ in range(n):
+            m = stream.read_int32()
+            if m < 0:
+                raise stream.error("negative posterior size %d" % m)
+            result.append([(stream.read_int32(), stream.read_float()) for _ in range(m)])
+        return result
+    line = _text_line(stream)
+    result, current = [], None
+    words = line.split()
+    i = 0
+    try:
+        while i < len(words):
+            word = words[i]
+            if word == b"[" and current is None:
+                current = []
+                i += 1
+            elif word == b"]" and current is not None:
+                result.append(current)
+                current = None
+                i += 1
+            elif current is not None and i + 1 < len(words):
+                current.append((int(word), float(np.float32(words[i + 1]))))
+                i += 2
+            else:
+                raise ValueError
+        if current is not None:
+            raise ValueError
+    except ValueError:
+        raise stream.error("bad posterior line '%s'" % line.decode("latin-1")[:60]) from None
+    return result
+
+
+def _write_posterior(out, post):
+    if out.binary:
+        out.write_int32(len(post))
+        for frame in post:
+            out.write_int32(len(frame))
+            for index, value in frame:
+                out.write_int32(index)
+                out.write_float(value)
+    else:
+        out.write_raw(b"".join(
+            b"[ " + b"".join(b"%d %s " % (int(i), format_float(v).encode()) for i, v in frame)
+            + b"] " for frame in post) + b"\n")
+
+
+class CompressedMatrixBytes:
+    """A compressed matrix kept as it was read (what Kaldi's GeneralMatrix
+    holds for a CompressedMatrix, so that copying it writes the same bytes):
+    ``raw`` is its binary form from the token (``CM``, ``CM2``, ``CM3``) on,
+    ``matrix`` its decompressed float32 values."""
+
+    __slots__ = ("raw", "matrix")
+
+    def __init__(self, raw, matrix):
+        self.raw = raw
+        self.matrix = matrix
+
+
+def _read_general_matrix(stream):
+    """Kaldi's GeneralMatrix holder: a compressed matrix in a binary archive
+    stays compressed (:class:`CompressedMatrixBytes`); anything else is read
+    as a float32 matrix."""
+    if stream.binary:
+        start = stream.pos
+        token = stream.read_token()
+        if token in ("CM", "CM2", "CM3"):
+            from .compressed import read_compressed_matrix
+            matrix = read_compressed_matrix(stream, token, start)
+            return CompressedMatrixBytes(bytes(stream.data[start:stream.pos]), matrix)
+        stream.pos = start
+    return stream.read_matrix(np.float32)
+
+
+def _general_matrix_range(value, range_text, stream_error):
+    """A row/column range of a general matrix: a plain float32 matrix (as
+    Kaldi's ExtractObjectRange for GeneralMatrix, which decompresses)."""
+    if isinstance(value, CompressedMatrixBytes):
+        value = value.matrix
+    return _matrix_range(value, range_text, stream_error)
+
+
+def _write_general_matrix(out, value):
+    if isinstance(value, CompressedMatrixBytes):
+        if out.binary:
+            out.write_raw(value.raw)
+        else:
+            out.write_matrix(value.matrix)
+    else:
+        out.write_matrix(np.asarray(value, dtype=np.float32))
+
+
 def _read_bool_word(stream):
     """A text/binary T or F without eating what follows (ReadBasicType<bool>)."""
     stream.skip_whitespace() if not stream.binary else None
@@ -405,6 +580,13 @@ HOLDERS = {
     "int32_vector": _Holder("int32_vector", _read_int32_vector, _write_int32_vector),
     "int32_vector_vector": _Holder("int32_vector_vector", _read_int32_vector_vector,
                                    _write_int32_vector_vector),
+    "int32_pair_vector": _Holder("int32_pair_vector", _read_int32_pair_vector,
+                                 _write_int32_pair_vector),
+    "float_pair_vector": _Holder("float_pair_vector", _read_float_pair_vector,
+                                 _write_float_pair_vector),
+    "posterior": _Holder("posterior", _read_posterior, _write_posterior),
+    "general_matrix": _Holder("general_matrix", _read_general_matrix,
+                              _write_general_matrix, extract_range=_general_matrix_range),
     "token": _Holder("token", _read_token, _write_token, has_header=False),
     "token_vector": _Holder("token_vector", _read_token_vector, _write_token_vector,
                             has_header=False),
