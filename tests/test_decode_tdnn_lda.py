@@ -89,9 +89,15 @@ def _run_tool(argv):
     return status, err.getvalue()
 
 
-def _command(variant, tmp_path):
+def _command(variant, tmp_path, exact=True):
+    """Kaldi's command for ``variant``, with our paths. The tool's default
+    Kaldi-exact arithmetic is pinned to the 2 OpenBLAS threads kaldi-ref's
+    decode/tdnn_lda ran with (by default it follows this machine's count);
+    ``exact=False`` runs the BLAS arithmetic instead."""
     with open(os.path.join(DATA, "decode.%s.cmd" % variant)) as f:
         argv = shlex.split(f.read())[1:]
+    argv = (["--kaldi-exact-blas-threads=2"] if exact
+            else ["--kaldi-exact-arithmetic=false"]) + argv
     subst = {"model/final.mdl": os.path.join(DATA, "final.mdl"),
              "graph/HCLG.fst": os.path.join(DATA, "HCLG.fst"),
              "graph/words.txt": os.path.join(DATA, "words.txt")}
@@ -137,6 +143,24 @@ def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
         assert [[x[:2] + x[4:] for x in s] for s in a.arcs] == \
             [[x[:2] + x[4:] for x in s] for s in b.arcs]
         assert [f is None for f in a.final] == [f is None for f in b.final]
+        # Kaldi-exact arithmetic (the default): every cost bit for bit.
+        assert a.arcs == b.arcs and a.final == b.final, key
+    assert (tmp_path / "lat.nodet.ark").read_bytes() == \
+        (kaldi_ref / "decode/tdnn_lda/lat.nodet.ark").read_bytes()
+
+
+def test_raw_lattices_with_blas_arithmetic(kaldi_ref, tmp_path):
+    """The BLAS arithmetic agrees with Kaldi's costs within float rounding."""
+    register_lattice_holder()
+    status, log = _run_tool(_command("nodet", tmp_path, exact=False))
+    assert status == 0, log
+    ours = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
+    kaldi = dict(read_table("ark:" + str(kaldi_ref / "decode/tdnn_lda/lat.nodet.ark"),
+                            "lattice"))
+    for key in kaldi:
+        a, b = ours[key], kaldi[key]
+        assert [[x[:2] + x[4:] for x in s] for s in a.arcs] == \
+            [[x[:2] + x[4:] for x in s] for s in b.arcs]
         wa = np.array([x[2:4] for s in a.arcs for x in s])
         wb = np.array([x[2:4] for s in b.arcs for x in s])
         assert np.allclose(wa, wb, rtol=1e-3, atol=1e-4)
@@ -158,8 +182,9 @@ def test_lattice_text_and_binary_round_trip(setup, tmp_path):
 
 def _compare_lattice_texts(ours, kaldi):
     """Same lines except float weights, which may differ in the last digits
-    (pynnet3's network scores equal Kaldi's within float32 rounding, not
-    bitwise); returns the number of lines that differ at all."""
+    (with BLAS arithmetic pynnet3's network scores equal Kaldi's within
+    float32 rounding, not bitwise); returns the number of lines that differ
+    at all."""
     a, b = ours.split("\n"), kaldi.split("\n")
     assert len(a) == len(b)
     differing = 0
@@ -177,10 +202,11 @@ def _compare_lattice_texts(ours, kaldi):
     return differing
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["kaldi-exact", "blas"])
 @pytest.mark.parametrize("variant", ["default", "narrow"])
-def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, tmp_path):
+def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, exact, tmp_path):
     register_lattice_holder()
-    status, log = _run_tool(_command(variant, tmp_path))
+    status, log = _run_tool(_command(variant, tmp_path, exact))
     assert status == 0, log
     from pynnet3.io.table import TableWriter
     with TableWriter("ark,t:" + str(tmp_path / "ours.txt"), "compact_lattice") as w:
@@ -189,8 +215,13 @@ def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, tmp_path):
             w.write(key, clat)
     ours = (tmp_path / "ours.txt").read_text()
     kaldi = open(kaldi_ref / "decode/tdnn_lda" / ("lat.%s.txt" % variant)).read()
-    differing = _compare_lattice_texts(ours, kaldi)
-    assert differing <= len(kaldi.split("\n")) // 5
+    if exact:
+        assert ours == kaldi
+        assert (tmp_path / ("lat.%s.ark" % variant)).read_bytes() == \
+            (kaldi_ref / "decode/tdnn_lda" / ("lat.%s.ark" % variant)).read_bytes()
+    else:
+        differing = _compare_lattice_texts(ours, kaldi)
+        assert differing <= len(kaldi.split("\n")) // 5
 
 
 def test_kaldi_lattice_archives_round_trip(kaldi_ref, tmp_path):
