@@ -67,17 +67,6 @@ cdef inline int find_index(const vector[int]& sp, int begin, int end, int value)
 cdef class ComputationVariables:
     """Kaldi's ComputationVariables (see analysis_py.ComputationVariables)."""
 
-    cdef vector[int] row_sp, row_sp_start      # split rows per matrix (CSR)
-    cdef vector[int] col_sp, col_sp_start      # split columns per matrix (CSR)
-    cdef vector[int] matrix_to_variable_index  # num_matrices + 1 entries
-    cdef vector[int] submatrix_to_matrix
-    cdef vector[char] submatrix_is_whole_matrix
-    # each submatrix covers split-grid rows [r0, r1) and columns [c0, c1)
-    cdef vector[int] sub_r0, sub_r1, sub_c0, sub_c1
-    cdef vector[int] variable_to_matrix
-    cdef int _num_variables
-    cdef bint _initialized
-
     def init(self, computation):
         if self._initialized:
             raise AnalysisError("ComputationVariables.init() called twice")
@@ -202,7 +191,7 @@ cdef class ComputationVariables:
                            self.matrix_to_variable_index[m + 1]):
                 self.variable_to_matrix[i] = m
 
-    cdef inline void append_submatrix_variables(self, int s, vector[int]& out):
+    cdef void append_submatrix_variables(self, int s, vector[int]& out):
         cdef int m = self.submatrix_to_matrix[s]
         cdef int ncv = self.col_sp_start[m + 1] - self.col_sp_start[m] - 1
         cdef int base = self.matrix_to_variable_index[m]
@@ -211,8 +200,7 @@ cdef class ComputationVariables:
             for c in range(self.sub_c0[s], self.sub_c1[s]):
                 out.push_back(base + r * ncv + c)
 
-    cdef inline int record_access(self, int s, int access_type,
-                                  vector[int]* lists) except -1:
+    cdef int record_access(self, int s, int access_type, vector[int]* lists) except -1:
         """Appends to the six lists (VR..MW) what an access to ``s`` touches."""
         if s == 0:
             return 0
@@ -239,7 +227,7 @@ cdef class ComputationVariables:
             lists[MR].push_back(m)
         return 0
 
-    cdef inline int check_submatrix_index(self, int s) except -1:
+    cdef int check_submatrix_index(self, int s) except -1:
         if s < 0 or s >= <int>self.submatrix_to_matrix.size():
             raise IndexError("submatrix %d out of range [0, %d)"
                              % (s, self.submatrix_to_matrix.size()))
@@ -312,16 +300,6 @@ cdef class CommandAttributesList:
     """The CommandAttributes of every command (Kaldi's
     std::vector<CommandAttributes>), stored as six CSR arrays; indexing
     gives a (cached) analysis_py.CommandAttributes."""
-
-    cdef vector[int] data[6]
-    cdef vector[int] start[6]       # num_commands + 1 offsets into data[k]
-    cdef vector[char] side_effects
-    # per command: its type, and for allocation, deallocation, swap, input and
-    # output commands its submatrix arguments (else -1), so that
-    # compute_matrix_accesses need not read the commands again
-    cdef vector[int] command_type, command_arg1, command_arg2
-    cdef int num_commands
-    cdef list _cache
 
     def __len__(self):
         return self.num_commands
@@ -517,12 +495,6 @@ cdef class AccessLists:
     """Per item (variable or matrix), its accesses in command order (CSR);
     indexing gives a cached list of Access."""
 
-    cdef vector[int] start      # num_items + 1
-    cdef vector[int] cmd
-    cdef vector[char] kind
-    cdef int num_items
-    cdef list _cache
-
     def __len__(self):
         return self.num_items
 
@@ -582,12 +554,6 @@ def compute_variable_accesses(ComputationVariables variables,
 cdef class MatrixAccessesList:
     """Kaldi's std::vector<MatrixAccesses>; indexing gives a cached
     analysis_py.MatrixAccesses."""
-
-    cdef AccessLists accesses
-    cdef vector[int] allocate_command, deallocate_command
-    cdef vector[char] is_input, is_output
-    cdef int num_matrices
-    cdef list _cache
 
     def __len__(self):
         return self.num_matrices
@@ -764,11 +730,6 @@ cdef class Analyzer:
     """Kaldi's Analyzer: init(nnet, computation) fills variables,
     command_attributes, variable_accesses and matrix_accesses."""
 
-    cdef public ComputationVariables variables
-    cdef public object command_attributes
-    cdef public object variable_accesses
-    cdef public object matrix_accesses
-
     def __init__(self):
         self.variables = ComputationVariables()
         self.command_attributes = []
@@ -794,12 +755,6 @@ cdef class ComputationAnalysis:
     """Kaldi's ComputationAnalysis over a (compiled) Analyzer; see the twin
     for what each question means. Reads the computation's commands at query
     time, as Kaldi does."""
-
-    cdef public object computation
-    cdef public Analyzer analyzer
-    cdef ComputationVariables vars
-    cdef AccessLists va
-    cdef MatrixAccessesList ma
 
     def __init__(self, computation, Analyzer analyzer):
         self.computation = computation
