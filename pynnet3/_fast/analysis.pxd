@@ -5,6 +5,21 @@
 
 from libcpp.vector cimport vector
 
+# The access kinds stored in AccessLists.kind (AccessType's values).
+cdef enum:
+    R = 0
+    W = 1
+    RW = 2
+
+# indexes of the six lists of a command's attributes in CommandAttributesList
+cdef enum:
+    VR = 0   # variables_read
+    VW = 1   # variables_written
+    SR = 2   # submatrices_read
+    SW = 3   # submatrices_written
+    MR = 4   # matrices_read
+    MW = 5   # matrices_written
+
 
 cdef class ComputationVariables:
     cdef vector[int] row_sp, row_sp_start      # split rows per matrix (CSR)
@@ -67,13 +82,12 @@ cdef class ComputationAnalysis:
     cdef ComputationVariables vars
     cdef AccessLists va
     cdef MatrixAccessesList ma
+    cdef vector[int] vs             # scratch: the variables of a submatrix
 
     cdef int check_submatrix(self, int s) except -1
     cdef int check_matrix(self, int m) except -1
-
-
-# The access kinds stored in AccessLists.kind (AccessType's values).
-cdef enum:
-    kAccessRead = 0
-    kAccessWrite = 1
-    kAccessReadWrite = 2
+    # Kaldi's questions for kernels: s must be in range, m its matrix
+    cdef int first_nontrivial_access_c(self, int s) except -2
+    cdef int last_access_c(self, int s)
+    cdef int last_write_access_c(self, int s, int m)
+    cdef int data_invalidated_command_c(self, int c, int s, int m)

@@ -27,18 +27,6 @@ DEF kUpdatableComponent = 0x002
 DEF kPropagateAdds = 0x008
 DEF kBackpropAdds = 0x020
 
-DEF R = 0
-DEF W = 1
-DEF RW = 2
-
-# indexes of the six lists of a command's attributes in CommandAttributesList
-DEF VR = 0   # variables_read
-DEF VW = 1   # variables_written
-DEF SR = 2   # submatrices_read
-DEF SW = 3   # submatrices_written
-DEF MR = 4   # matrices_read
-DEF MW = 5   # matrices_written
-
 _tuple_new = tuple.__new__
 _ACCESS_TYPES = (AccessType.kReadAccess, AccessType.kWriteAccess,
                  AccessType.kReadWriteAccess)
@@ -746,15 +734,19 @@ cdef class Analyzer:
         return self
 
 
-cdef inline bint _is_zeroing(list commands, int c):
+cdef inline bint _is_zeroing(list commands, int c) except -1:
     command = commands[c]
-    return command.command_type == kSetConst and command.alpha == 0.0
+    return <int>command.command_type == kSetConst and command.alpha == 0.0
 
 
 cdef class ComputationAnalysis:
     """Kaldi's ComputationAnalysis over a (compiled) Analyzer; see the twin
     for what each question means. Reads the computation's commands at query
-    time, as Kaldi does."""
+    time, as Kaldi does.
+
+    The ``*_c`` methods (declared in analysis.pxd) are the same questions
+    for kernels that cimport this class; they take a submatrix already known
+    to be in range and use the analysis' own submatrix-to-matrix map."""
 
     def __init__(self, computation, Analyzer analyzer):
         self.computation = computation
@@ -778,14 +770,15 @@ cdef class ComputationAnalysis:
             raise IndexError("matrix %d out of range [1, %d)" % (m, n))
         return 0
 
-    def first_nontrivial_access(self, int s):
-        self.check_submatrix(s)
+    cdef int first_nontrivial_access_c(self, int s) except -2:
         cdef list commands = self.computation.commands
-        cdef int ans = len(commands), i, p, ci
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            for p in range(self.va.start[vs[i]], self.va.start[vs[i] + 1]):
+        cdef int ans = len(commands), p, ci, v
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
+            for p in range(self.va.start[v], self.va.start[v + 1]):
                 ci = self.va.cmd[p]
                 if ci >= ans:
                     break
@@ -794,40 +787,27 @@ cdef class ComputationAnalysis:
                     break
         return ans
 
-    def first_access(self, int s):
-        self.check_submatrix(s)
-        cdef int ans = len(self.computation.commands), i, v
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            v = vs[i]
-            if self.va.start[v] < self.va.start[v + 1] and self.va.cmd[self.va.start[v]] < ans:
-                ans = self.va.cmd[self.va.start[v]]
-        return ans
-
-    def last_access(self, int s):
-        self.check_submatrix(s)
-        cdef int ans = -1, i, v
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            v = vs[i]
+    cdef int last_access_c(self, int s):
+        cdef int ans = -1, v
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
             if self.va.start[v] < self.va.start[v + 1] and \
                     self.va.cmd[self.va.start[v + 1] - 1] > ans:
                 ans = self.va.cmd[self.va.start[v + 1] - 1]
         return ans
 
-    def last_write_access(self, int s):
-        self.check_submatrix(s)
-        cdef int m = self.computation.submatrices[s].matrix_index
-        self.check_matrix(m)
+    cdef int last_write_access_c(self, int s, int m):
         if self.ma.is_output[m]:
             return len(self.computation.commands)
-        cdef int ans = -1, i, v, p
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            v = vs[i]
+        cdef int ans = -1, v, p
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
             p = self.va.start[v + 1] - 1
             while p >= self.va.start[v]:
                 if self.va.kind[p] != R:
@@ -837,6 +817,49 @@ cdef class ComputationAnalysis:
                 p -= 1
         return ans
 
+    cdef int data_invalidated_command_c(self, int c, int s, int m):
+        cdef int ans = self.ma.deallocate_command[m], v, p
+        cdef size_t i
+        if ans == -1:
+            ans = len(self.computation.commands)
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
+            for p in range(self.va.start[v], self.va.start[v + 1]):
+                if self.va.cmd[p] > c and self.va.kind[p] != R:
+                    if self.va.cmd[p] < ans:
+                        ans = self.va.cmd[p]
+                    break
+        return ans
+
+    def first_nontrivial_access(self, int s):
+        self.check_submatrix(s)
+        return self.first_nontrivial_access_c(s)
+
+    def first_access(self, int s):
+        self.check_submatrix(s)
+        cdef int ans = len(self.computation.commands), v
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
+            if self.va.start[v] < self.va.start[v + 1] and self.va.cmd[self.va.start[v]] < ans:
+                ans = self.va.cmd[self.va.start[v]]
+        return ans
+
+    def last_access(self, int s):
+        self.check_submatrix(s)
+        return self.last_access_c(s)
+
+    def last_write_access(self, int s):
+        self.check_submatrix(s)
+        # the computation's matrix of s, as the twin reads it
+        cdef int m = self.computation.submatrices[s].matrix_index
+        self.check_matrix(m)
+        return self.last_write_access_c(s, m)
+
     def data_invalidated_command(self, int c, int s):
         cdef int num_commands = len(self.computation.commands)
         if not 0 <= c < num_commands:
@@ -844,18 +867,7 @@ cdef class ComputationAnalysis:
         self.check_submatrix(s)
         cdef int m = self.computation.submatrices[s].matrix_index
         self.check_matrix(m)
-        cdef int ans = self.ma.deallocate_command[m], i, p
-        if ans == -1:
-            ans = num_commands
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            for p in range(self.va.start[vs[i]], self.va.start[vs[i] + 1]):
-                if self.va.cmd[p] > c and self.va.kind[p] != R:
-                    if self.va.cmd[p] < ans:
-                        ans = self.va.cmd[p]
-                    break
-        return ans
+        return self.data_invalidated_command_c(c, s, m)
 
     def first_nontrivial_matrix_access(self, int m):
         self.check_matrix(m)

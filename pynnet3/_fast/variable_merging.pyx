@@ -12,15 +12,15 @@ command types and arguments the round does not change before reaching them,
 so they can be listed up front.
 
 The round then asks, per candidate, questions of the analysis (the variables
-of a submatrix, its first and last accesses); :func:`merge_round` answers them
-from the analysis' C arrays (``analysis.pxd``) instead of building Python
-lists per submatrix, and edits the computation as the twin does.
+of a submatrix, its first and last accesses); :func:`merge_round` asks them
+through the analysis' C interface (``analysis.pxd``) instead of building
+Python lists per submatrix, and edits the computation as the twin does.
 """
 
 from libcpp.vector cimport vector
 
-from pynnet3._fast.analysis cimport (AccessLists, Analyzer, ComputationVariables,
-                                     MatrixAccessesList, kAccessRead)
+from pynnet3._fast.analysis cimport (AccessLists, Analyzer, ComputationAnalysis,
+                                     ComputationVariables, MatrixAccessesList)
 from pynnet3._fast.command_types cimport *
 
 from pynnet3.compile.computation import CommandType, MatrixStrideType, SubMatrixInfo
@@ -76,8 +76,8 @@ cdef class _Round:
     """The state of one merging round: the analysis arrays it reads, and what
     the merges done so far changed (dirty variables, stride types)."""
 
+    cdef ComputationAnalysis analysis
     cdef ComputationVariables vars
-    cdef AccessLists va             # per variable
     cdef MatrixAccessesList ma
     cdef AccessLists macc           # per matrix
     cdef list commands, submatrices, matrices
@@ -87,10 +87,6 @@ cdef class _Round:
     cdef vector[int] m2s, m2s_start  # submatrices of each matrix (CSR), as at the start
     cdef vector[int] vs             # scratch
     cdef bint allow_left, allow_right
-
-    cdef bint is_zeroing(self, int c) except -1:
-        command = self.commands[c]
-        return <int>command.command_type == kSetConst and command.alpha == 0.0
 
     cdef bint any_dirty(self, int s):
         cdef size_t i
@@ -107,69 +103,6 @@ cdef class _Round:
         self.vars.append_submatrix_variables(s, self.vs)
         for i in range(self.vs.size()):
             self.dirty[self.vs[i]] = 1
-
-    # The analysis questions (ComputationAnalysis' methods of the same names).
-    cdef int first_nontrivial_access(self, int s) except -2:
-        cdef int ans = self.num_commands, p, ci, v
-        cdef size_t i
-        self.vs.clear()
-        self.vars.append_submatrix_variables(s, self.vs)
-        for i in range(self.vs.size()):
-            v = self.vs[i]
-            for p in range(self.va.start[v], self.va.start[v + 1]):
-                ci = self.va.cmd[p]
-                if ci >= ans:
-                    break
-                if not self.is_zeroing(ci):
-                    ans = ci
-                    break
-        return ans
-
-    cdef int last_access(self, int s):
-        cdef int ans = -1, v
-        cdef size_t i
-        self.vs.clear()
-        self.vars.append_submatrix_variables(s, self.vs)
-        for i in range(self.vs.size()):
-            v = self.vs[i]
-            if self.va.start[v] < self.va.start[v + 1] and \
-                    self.va.cmd[self.va.start[v + 1] - 1] > ans:
-                ans = self.va.cmd[self.va.start[v + 1] - 1]
-        return ans
-
-    cdef int last_write_access(self, int s):
-        if self.ma.is_output[self.vars.submatrix_to_matrix[s]]:
-            return self.num_commands
-        cdef int ans = -1, v, p
-        cdef size_t i
-        self.vs.clear()
-        self.vars.append_submatrix_variables(s, self.vs)
-        for i in range(self.vs.size()):
-            v = self.vs[i]
-            p = self.va.start[v + 1] - 1
-            while p >= self.va.start[v]:
-                if self.va.kind[p] != kAccessRead:
-                    if self.va.cmd[p] > ans:
-                        ans = self.va.cmd[p]
-                    break
-                p -= 1
-        return ans
-
-    cdef int data_invalidated_command(self, int c, int s):
-        cdef int ans = self.ma.deallocate_command[self.vars.submatrix_to_matrix[s]], v, p
-        cdef size_t i
-        if ans == -1:
-            ans = self.num_commands
-        self.vs.clear()
-        self.vars.append_submatrix_variables(s, self.vs)
-        for i in range(self.vs.size()):
-            v = self.vs[i]
-            for p in range(self.va.start[v], self.va.start[v + 1]):
-                if self.va.cmd[p] > c and self.va.kind[p] != kAccessRead:
-                    if self.va.cmd[p] < ans:
-                        ans = self.va.cmd[p]
-                    break
-        return ans
 
     cdef int may_be_merged(self, int command_index, int s1, int s2) except -1:
         """0: no merge; 1: s1 kept, s2 merged into it (left); 2: s2 kept
@@ -202,16 +135,17 @@ cdef class _Round:
             return 0
         if (in1 or out1 or in2 or out2) and not (whole1 and whole2):
             return 0
-        if self.first_nontrivial_access(s2) != command_index:
+        cdef ComputationAnalysis analysis = self.analysis
+        if analysis.first_nontrivial_access_c(s2) != command_index:
             return 0
         c = self.commands[command_index]
         cdef bint ok
         if <int>c.command_type == kMatrixCopy and c.alpha == 1.0:
-            ok = (self.last_write_access(s1) < command_index
-                  and self.last_access(s1)
-                  < self.data_invalidated_command(command_index, s2))
+            ok = (analysis.last_write_access_c(s1, m1) < command_index
+                  and analysis.last_access_c(s1)
+                  < analysis.data_invalidated_command_c(command_index, s2, m2))
         else:
-            ok = self.last_access(s1) == command_index
+            ok = analysis.last_access_c(s1) == command_index
         if not ok:
             return 0
         return 1 if left else 2
@@ -276,8 +210,8 @@ def merge_round(Analyzer analyzer, computation, list candidates, bint allow_left
     allows, editing ``computation`` as the twin does (no renumbering);
     returns True if any merge was done."""
     cdef _Round r = _Round()
+    r.analysis = ComputationAnalysis(computation, analyzer)
     r.vars = analyzer.variables
-    r.va = analyzer.variable_accesses
     r.ma = analyzer.matrix_accesses
     r.macc = r.ma.accesses
     r.commands = computation.commands
