@@ -10,6 +10,9 @@ interpreted loops over every command.
 """
 
 
+from cpython.long cimport PyLong_AsLongAndOverflow
+
+
 def command_type_bytes(list commands):
     """bytes with one byte per command: its command type when that is an int
     in [0, 255), else 255 (a type no valid computation has)."""
@@ -17,10 +20,15 @@ def command_type_bytes(list commands):
     cdef bytearray out = bytearray(n)
     cdef unsigned char* p = out
     cdef object t
+    cdef long v
+    cdef int overflow
     for i in range(n):
         t = (<object>commands[i]).command_type
-        if isinstance(t, int) and 0 <= t < 255:
-            p[i] = <unsigned char>(<long>t)
-        else:
-            p[i] = 255
+        p[i] = 255
+        # (CommandType members are ints; read as C longs, not compared as
+        # Python objects)
+        if isinstance(t, int):
+            v = PyLong_AsLongAndOverflow(t, &overflow)
+            if overflow == 0 and 0 <= v < 255:
+                p[i] = <unsigned char>v
     return bytes(out)

@@ -7,7 +7,7 @@ renumbered here (a pass calls :func:`renumber_computation` afterwards, which
 drops what became unused).
 """
 
-import re
+import numpy as np
 
 from ..compile.computation import SubMatrixInfo
 from ..errors import ComputationError
@@ -17,13 +17,14 @@ from .checker import command_type_bytes
 def commands_of_types(computation, command_types):
     """Indexes, in order, of the commands whose type is one of
     ``command_types``. The types are scanned as bytes (one compiled pass over
-    the commands, then a regular-expression search), so a pass that only
-    touches a few kinds of commands does not visit every command in Python."""
+    the commands, then a NumPy table lookup), so a pass that only touches a
+    few kinds of commands does not visit every command in Python."""
     if not command_types:
         return []
-    types = command_type_bytes(computation.commands)
-    pattern = b"[" + b"".join(b"\\x%02x" % int(t) for t in command_types) + b"]"
-    return [m.start() for m in re.finditer(pattern, types)]
+    types = np.frombuffer(command_type_bytes(computation.commands), dtype=np.uint8)
+    wanted = np.zeros(256, dtype=bool)
+    wanted[[int(t) for t in command_types]] = True
+    return np.flatnonzero(wanted[types]).tolist()
 
 
 def new_sub_matrix(computation, base_submatrix, row_offset, num_rows, col_offset, num_cols):
