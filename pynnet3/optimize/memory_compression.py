@@ -26,7 +26,7 @@ import logging
 from ..compile.computation import Command
 from ..compile.computation import CommandType as C
 from .analysis import Analyzer, kReadAccess, matrix_access_summary
-from .computation_edit import get_whole_submatrices, insert_commands
+from .computation_edit import commands_of_types, get_whole_submatrices, insert_commands
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def optimize_memory_compression(nnet, memory_compression_level, computation):
         return
     if commands[-1].command_type == C.kGotoLabel:
         return
-    markers = [i for i, c in enumerate(commands) if c.command_type == C.kNoOperationMarker]
+    markers = commands_of_types(computation, (C.kNoOperationMarker,))
     if not markers:
         return
     if len(markers) > 1:
