@@ -419,6 +419,17 @@ class ComputationExpander:
             subs.append(SubMatrixInfo(m, new_first, new_last + 1 - new_first,
                                       info.col_offset, info.num_cols))
         self.expanded.submatrices = subs
+        # Per submatrix (old and new row offsets, matrix) and per matrix
+        # (n-stride, first row in n_all) as arrays, for the row tables whose
+        # every row names its own source submatrix.
+        self.sub_matrix = np.array([info.matrix_index for info in comp.submatrices],
+                                   dtype=np.int64)
+        self.sub_row_offset = np.array([info.row_offset for info in comp.submatrices],
+                                       dtype=np.int64)
+        self.new_sub_row_offset = np.array([info.row_offset for info in subs], dtype=np.int64)
+        self.n_stride_array = np.array(n_stride, dtype=np.int64)
+        self.matrix_start_array = np.array(matrix_start, dtype=np.int64)
+        self.n_all = np.array(n_list, dtype=np.int64)
 
     # -- precomputed indexes ----------------------------------------------------------
     def _expand_index_lists(self, lists):
@@ -500,6 +511,18 @@ class ComputationExpander:
         return (self._new_matrix_rows(m, rows) - self.expanded.submatrices[s].row_offset,
                 self.n_stride[m])
 
+    def _new_rows_of_submatrices(self, subs, old_rows):
+        """_new_submatrix_rows for rows each of its own submatrix (arrays
+        ``subs``, ``old_rows``): (new rows, n-stride of each row)."""
+        m = self.sub_matrix[subs]
+        rows = old_rows + self.sub_row_offset[subs]
+        bad = self.n_all[self.matrix_start_array[m] + rows] != 0
+        if bad.any():
+            raise ComputationError("shortcut compilation: a row command mixes sequences "
+                                   "(submatrix s%d)" % int(subs[bad].min()))
+        stride = self.n_stride_array[m]
+        return _new_rows(rows, stride, self.num_n) - self.new_sub_row_offset[subs], stride
+
     def _n0_rows(self, s):
         """Rows of submatrix s (in the mini computation) that hold n == 0."""
         old = self.computation.submatrices[s]
@@ -536,12 +559,10 @@ class ComputationExpander:
             new_i1, stride1 = self._new_submatrix_rows(s1, i1)
             n_range = np.arange(self.num_n)
             dest = new_i1[:, None] + stride1 * n_range
-            # the source submatrices differ per row: map each group at once
-            for s2 in np.unique(pairs[:, 0]).tolist():
-                sel = pairs[:, 0] == s2
-                new_i2, stride2 = self._new_submatrix_rows(s2, pairs[sel, 1])
-                new[dest[sel], 0] = s2
-                new[dest[sel], 1] = new_i2[:, None] + stride2 * n_range
+            # the source submatrices differ per row
+            new_i2, stride2 = self._new_rows_of_submatrices(pairs[:, 0], pairs[:, 1])
+            new[dest, 0] = pairs[:, 0, None]
+            new[dest, 1] = new_i2[:, None] + stride2[:, None] * n_range
         self.expanded.indexes_multi.append(list(zip(new[:, 0].tolist(), new[:, 1].tolist())))
         return len(self.expanded.indexes_multi) - 1
 
