@@ -84,40 +84,39 @@ def scan_commands(list commands, bytearray sub_used):
 def map_submatrix_fields(list commands, list mapping):
     """Replaces every submatrix field s > 0 of every command by
     ``mapping[s]``."""
-    cdef vector[long] m
-    cdef Py_ssize_t i, n = len(mapping)
-    m.resize(n)
-    for i in range(n):
-        m[i] = mapping[i]
+    cdef Py_ssize_t n = len(mapping)
     cdef object c
     cdef int k
-    cdef long s
     for c in commands:
         k = _kind(c.command_type)
         if k == 0:
             continue
         if k <= 2:
-            s = c.arg1
-            if s > 0:
-                c.arg1 = _at(m, n, s)
+            _map_field(c, "arg1", mapping, n)
             if k == 2:
-                s = c.arg2
-                if s > 0:
-                    c.arg2 = _at(m, n, s)
+                _map_field(c, "arg2", mapping, n)
         else:
-            s = c.arg3
-            if s > 0:
-                c.arg3 = _at(m, n, s)
-            s = c.arg4
-            if s > 0:
-                c.arg4 = _at(m, n, s)
+            _map_field(c, "arg3", mapping, n)
+            _map_field(c, "arg4", mapping, n)
             if k == 4:
-                s = c.arg5
-                if s > 0:
-                    c.arg5 = _at(m, n, s)
-                s = c.arg6
-                if s > 0:
-                    c.arg6 = _at(m, n, s)
+                _map_field(c, "arg5", mapping, n)
+                _map_field(c, "arg6", mapping, n)
+
+
+cdef inline int _map_field(object c, str name, list mapping, Py_ssize_t n) except -1:
+    """c.<name> = mapping[c.<name>] when that is > 0. The mapping's own int
+    objects are stored (no new int per field), and only where the number
+    changes (a renumbering often keeps most numbers)."""
+    cdef object old = getattr(c, name)
+    cdef long s = old
+    if s <= 0:
+        return 0
+    if s >= n:
+        raise IndexError("submatrix index %d out of range (%d submatrices)" % (s, n))
+    new = mapping[s]
+    if new is not old and <long>new != s:
+        setattr(c, name, new)
+    return 0
 
 
 cdef inline long _at(vector[long]& m, Py_ssize_t n, long s) except? -2:

@@ -26,4 +26,6 @@ def consolidate_io_operations(nnet, computation):
     group[types == int(C.kAcceptInput)] = 0
     group[(types == int(C.kProvideOutput)) | is_marker] = 2
     order = np.argsort(segment * 3 + group, kind="stable")
+    if (order[1:] > order[:-1]).all():
+        return      # already in that order
     computation.commands = [commands[i] for i in order.tolist()]
