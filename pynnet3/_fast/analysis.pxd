@@ -43,10 +43,12 @@ cdef class CommandAttributesList:
     cdef vector[int] data[6]
     cdef vector[int] start[6]       # num_commands + 1 offsets into data[k]
     cdef vector[char] side_effects
-    # per command: its type, and for allocation, deallocation, swap, input and
-    # output commands its submatrix arguments (else -1), so that
-    # compute_matrix_accesses need not read the commands again
-    cdef vector[int] command_type, command_arg1, command_arg2
+    # per command: its type, and (six per command) arg1 .. arg6 where the
+    # analysis read them: for allocation, deallocation, swap, input and
+    # output commands their submatrices (compute_matrix_accesses), for
+    # kMatrixCopy, kPropagate and the backprops every argument variable
+    # merging asks about; -1 elsewhere. So neither reads the commands again.
+    cdef vector[int] command_type, command_args
     cdef int num_commands
     cdef list _cache
 

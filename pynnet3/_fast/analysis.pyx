@@ -349,8 +349,7 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
     result._cache = [None] * num_commands
     result.side_effects.assign(num_commands, 0)
     result.command_type.assign(num_commands, -1)
-    result.command_arg1.assign(num_commands, -1)
-    result.command_arg2.assign(num_commands, -1)
+    result.command_args.assign(6 * num_commands, -1)
     for k in range(6):
         result.start[k].reserve(num_commands + 1)
         result.start[k].push_back(0)
@@ -370,35 +369,49 @@ cdef int _command_attributes_loop(ComputationVariables variables,
                                   indexes, indexes_multi, vector[int]* lists,
                                   vector[int]& subs, int* ci_out) except -1:
     cdef int ci, ct, k, i, prop
+    cdef int* args
     for ci in range(result.num_commands):
         ci_out[0] = ci
         c = commands[ci]
         ct = c.command_type
         result.command_type[ci] = ct
+        args = &result.command_args[6 * ci]
         for k in range(6):
             lists[k].clear()
         if ct == kAllocMatrix or ct == kDeallocMatrix:
-            result.command_arg1[ci] = c.arg1
+            args[0] = c.arg1
         elif ct == kSwapMatrix:
-            result.command_arg1[ci] = c.arg1
-            result.command_arg2[ci] = c.arg2
+            args[0] = c.arg1
+            args[1] = c.arg2
         elif ct == kSetConst:
             variables.record_access(c.arg1, W, lists)
         elif ct == kPropagate:
-            prop = props[c.arg1]
-            variables.record_access(c.arg3, R, lists)
-            variables.record_access(c.arg4, RW if prop & kPropagateAdds else W, lists)
+            a1 = c.arg1
+            prop = props[a1]     # (indexed as a Python list: a bad index raises)
+            args[0] = a1
+            args[2] = c.arg3
+            args[3] = c.arg4
+            variables.record_access(args[2], R, lists)
+            variables.record_access(args[3], RW if prop & kPropagateAdds else W, lists)
         elif ct == kBackprop or ct == kBackpropNoModelUpdate:
-            prop = props[c.arg1]
-            variables.record_access(c.arg3, R, lists)
-            variables.record_access(c.arg4, R, lists)
-            variables.record_access(c.arg5, R, lists)
-            variables.record_access(c.arg6, RW if prop & kBackpropAdds else W, lists)
+            a1 = c.arg1
+            prop = props[a1]
+            args[0] = a1
+            args[2] = c.arg3
+            args[3] = c.arg4
+            args[4] = c.arg5
+            args[5] = c.arg6
+            variables.record_access(args[2], R, lists)
+            variables.record_access(args[3], R, lists)
+            variables.record_access(args[4], R, lists)
+            variables.record_access(args[5], RW if prop & kBackpropAdds else W, lists)
             if ct == kBackprop and prop & kUpdatableComponent:
                 result.side_effects[ci] = 1
         elif ct == kMatrixCopy:
-            variables.record_access(c.arg1, W, lists)
-            variables.record_access(c.arg2, R, lists)
+            args[0] = c.arg1
+            args[1] = c.arg2
+            variables.record_access(args[0], W, lists)
+            variables.record_access(args[1], R, lists)
         elif ct == kMatrixAdd or ct == kAddRows or ct == kAddRowRanges:
             variables.record_access(c.arg1, RW, lists)
             variables.record_access(c.arg2, R, lists)
@@ -420,11 +433,11 @@ cdef int _command_attributes_loop(ComputationVariables variables,
         elif ct == kDecompressMatrix:
             variables.record_access(c.arg1, W, lists)
         elif ct == kAcceptInput:
-            result.command_arg1[ci] = c.arg1
-            variables.record_access(result.command_arg1[ci], W, lists)
+            args[0] = c.arg1
+            variables.record_access(args[0], W, lists)
         elif ct == kProvideOutput:
-            result.command_arg1[ci] = c.arg1
-            variables.record_access(result.command_arg1[ci], R, lists)
+            args[0] = c.arg1
+            variables.record_access(args[0], R, lists)
         elif 20 <= ct <= kGotoLabel:   # the no-ops, the label and the goto
             pass
         else:
@@ -599,14 +612,14 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
     for c in range(attrs.num_commands):
         ct = attrs.command_type[c]
         if ct == kAllocMatrix:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
                                     % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
         elif ct == kSwapMatrix:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
-            m2 = _whole_matrix_of(variables, c, attrs.command_arg2[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
+            m2 = _whole_matrix_of(variables, c, attrs.command_args[6 * c + 1])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
                                     % (m, out.allocate_command[m], c), c, m)
@@ -616,18 +629,18 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
                                     % (m2, out.deallocate_command[m2], c), c, m2)
             out.deallocate_command[m2] = c
         elif ct == kDeallocMatrix:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             if out.deallocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
                                     % (m, out.deallocate_command[m], c), c, m)
             out.deallocate_command[m] = c
         elif ct == kAcceptInput:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             out.is_input[m] = 1
             if out.allocate_command[m] == -1:
                 out.allocate_command[m] = c
         elif ct == kProvideOutput:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             out.is_output[m] = 1
     return out
 

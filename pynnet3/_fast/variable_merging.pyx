@@ -19,8 +19,9 @@ Python lists per submatrix, and edits the computation as the twin does.
 
 from libcpp.vector cimport vector
 
-from pynnet3._fast.analysis cimport (AccessLists, Analyzer, ComputationAnalysis,
-                                     ComputationVariables, MatrixAccessesList)
+from pynnet3._fast.analysis cimport (AccessLists, Analyzer, CommandAttributesList,
+                                     ComputationAnalysis, ComputationVariables,
+                                     MatrixAccessesList)
 from pynnet3._fast.command_types cimport *
 
 from pynnet3.compile.computation import CommandType, MatrixStrideType, SubMatrixInfo
@@ -71,6 +72,52 @@ def merge_candidates(list commands, list component_properties, bint remove_assig
     return out
 
 
+
+
+def merge_candidates_of_analysis(Analyzer analyzer, list component_properties,
+                                 bint remove_assignments, bint propagate_in_place,
+                                 bint backprop_in_place, long propagate_in_place_bit,
+                                 long backprop_in_place_bit):
+    """:func:`merge_candidates` for the computation ``analyzer`` has just
+    analysed, read from the analysis' copy of the command types and
+    arguments instead of from the commands (the same list)."""
+    cdef CommandAttributesList attrs = analyzer.command_attributes
+    cdef list out = []
+    cdef Py_ssize_t num_components = len(component_properties)
+    cdef int i, t
+    cdef const int* a
+    cdef long s1, s2
+    for i in range(attrs.num_commands):
+        t = attrs.command_type[i]
+        a = &attrs.command_args[6 * i]
+        if t == kMatrixCopy:
+            if not remove_assignments:
+                continue
+            s1 = a[1]
+            s2 = a[0]
+        elif t == kPropagate or t == kBackprop or t == kBackpropNoModelUpdate:
+            if not 0 <= a[0] < num_components:
+                raise IndexError("command c%d: component index %d out of range" % (i, a[0]))
+            if t == kPropagate:
+                if not propagate_in_place or not (
+                        <long>component_properties[a[0]] & propagate_in_place_bit):
+                    continue
+                s1 = a[2]
+                s2 = a[3]
+            else:
+                if not backprop_in_place or not (
+                        <long>component_properties[a[0]] & backprop_in_place_bit):
+                    continue
+                s1 = a[4]
+                s2 = a[5]
+                # never share with the value arguments of the backprop
+                if s1 == a[2] or s1 == a[3] or s2 == a[2] or s2 == a[3]:
+                    continue
+        else:
+            continue
+        if s1 > 0 and s2 > 0:
+            out.append((i, s1, s2))
+    return out
 
 cdef class _Round:
     """The state of one merging round: the analysis arrays it reads, and what

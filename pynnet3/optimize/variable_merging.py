@@ -124,11 +124,15 @@ class VariableMergingOptimizer:
         comp = self.computation
         props = [int(self.nnet.get_component(i).properties())
                  for i in range(self.nnet.num_components())]
-        candidates = _merge_candidates(
-            comp.commands, props, opts.remove_assignments, opts.propagate_in_place,
-            opts.backprop_in_place, int(P.kPropagateInPlace), int(P.kBackpropInPlace))
+        flags = (opts.remove_assignments, opts.propagate_in_place, opts.backprop_in_place,
+                 int(P.kPropagateInPlace), int(P.kBackpropInPlace))
         if use_kernel is None:
             use_kernel = _merge_round is not None and _compiled_analysis
+        if use_kernel:
+            # (the analysis kept the arguments: the commands are not read again)
+            candidates = _fast_module.merge_candidates_of_analysis(self.analyzer, props, *flags)
+        else:
+            candidates = _merge_candidates(comp.commands, props, *flags)
         if use_kernel:
             merged = _merge_round(self.analyzer, comp, candidates, self._allow_left,
                                   self._allow_right)
