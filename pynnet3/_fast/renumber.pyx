@@ -13,6 +13,7 @@ Same results as the twin, field for field (tests/test_optimize_renumber_fast.py
 cross-checks them on the reference computations).
 """
 
+from cpython.ref cimport Py_REFCNT
 from libc.stdint cimport uint64_t
 from libcpp.vector cimport vector
 
@@ -182,7 +183,10 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
     """Steps 2 to 4 of renumbering for the submatrix and matrix lists: the
     surviving submatrices, each old submatrix's new number and which matrices
     are used (see the twin in renumber_py). Identical submatrices are found
-    with an open-addressing hash table over their five fields."""
+    with an open-addressing hash table over their five fields. A surviving
+    record whose matrix number changes and that only ``submatrices`` refers
+    to is renumbered in place (the caller replaces the list); any other gets
+    a new record."""
     cdef Py_ssize_t num_sub = len(submatrices)
     if len(used) < num_sub:
         raise ValueError("used has %d entries for %d submatrices" % (len(used), num_sub))
@@ -214,6 +218,7 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
         if matrix_used[m]:
             old_to_new_matrix[m] = n
             n += 1
+    cdef list matrix_numbers = list(range(n))    # one int object per new number
     cdef Py_ssize_t cap = 16
     while cap < 2 * num_sub:
         cap *= 2
@@ -253,8 +258,17 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
             new_number[s] = num_distinct
             old_to_new[s] = num_distinct
             m = old_to_new_matrix[k[0]]
-        new_submatrices.append(info if m == fields[5 * s] else SubMatrixInfo(
-            m, fields[5 * s + 1], fields[5 * s + 2], fields[5 * s + 3], fields[5 * s + 4]))
+        if m != fields[5 * s]:
+            if Py_REFCNT(info) == 2:
+                # Only the old list and this loop hold the record, and the old
+                # list is being replaced: renumber it in place rather than
+                # build a new one (a record shared with anything else is
+                # left alone).
+                info.matrix_index = matrix_numbers[m]
+            else:
+                info = SubMatrixInfo(m, fields[5 * s + 1], fields[5 * s + 2],
+                                     fields[5 * s + 3], fields[5 * s + 4])
+        new_submatrices.append(info)
     if num_sub:
         old_to_new[0] = 0
     return new_submatrices, old_to_new, matrix_used

@@ -60,10 +60,14 @@ def get_whole_submatrices(computation):
     """For each matrix index, the submatrix covering all of it; where several
     do, the last one (index 0 maps to 0; Kaldi's GetWholeSubmatrices). Every
     matrix must have one (the compiler creates it with the matrix)."""
-    whole = [0] * len(computation.matrices)
-    for s in range(1, len(computation.submatrices)):
-        if computation.is_whole_matrix(s):
-            whole[computation.submatrices[s].matrix_index] = s
+    mats = computation.matrices
+    whole = [0] * len(mats)
+    for s, info in enumerate(computation.submatrices):
+        # (NnetComputation.is_whole_matrix, inlined: this runs per submatrix)
+        if info.row_offset == 0 and info.col_offset == 0 and s > 0:
+            m = mats[info.matrix_index]
+            if info.num_rows == m.num_rows and info.num_cols == m.num_cols:
+                whole[info.matrix_index] = s
     for m in range(1, len(whole)):
         if whole[m] == 0:
             raise ComputationError("matrix m%d has no submatrix covering all of it" % m)

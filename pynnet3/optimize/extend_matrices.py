@@ -43,7 +43,11 @@ def extend_matrices(computation):
             copies.append(c)
         else:
             is_io[subs[c.arg1].matrix_index] = True
+    # Kaldi compares with min_proportion * num_rows in float32; the products
+    # for every matrix at once
+    min_rows = (_MIN_PROPORTION * np.array(orig_num_rows, dtype=np.float32)).tolist()
     changed = False
+    extended = set()        # matrices made taller
     for c in copies:
         if c.alpha != 1.0:
             continue
@@ -51,7 +55,7 @@ def extend_matrices(computation):
         if src.matrix_index == dest.matrix_index or is_io[dest.matrix_index]:
             continue
         src_mat = mats[src.matrix_index]
-        if src.num_rows < float(_MIN_PROPORTION * np.float32(orig_num_rows[src.matrix_index])):
+        if src.num_rows < min_rows[src.matrix_index]:
             continue
         if not (src.col_offset == 0 and src.num_cols == src_mat.num_cols
                 and src.row_offset == 0 and src.num_rows < src_mat.num_rows
@@ -62,6 +66,7 @@ def extend_matrices(computation):
         if new_rows > dest_mat.num_rows:
             dest_mat.num_rows = new_rows
             subs.append(SubMatrixInfo(dest.matrix_index, 0, new_rows, 0, dest_mat.num_cols))
+            extended.add(dest.matrix_index)
         c.arg1 = len(subs)
         subs.append(SubMatrixInfo(dest.matrix_index, dest.row_offset, src_mat.num_rows,
                                   dest.col_offset, dest.num_cols))
@@ -70,13 +75,13 @@ def extend_matrices(computation):
                                   src_mat.num_cols))
         changed = True
     if changed:
-        _fix_computation(computation, orig_num_rows)
+        _fix_computation(computation, orig_num_rows, sorted(extended))
 
 
-def _fix_computation(computation, orig_num_rows):
+def _fix_computation(computation, orig_num_rows, extended):
     """Points allocations, deallocations and whole-matrix zeroings of
-    extended matrices at the new whole submatrices, fixes debug info, and
-    renumbers."""
+    extended matrices (``extended``, in order) at the new whole submatrices,
+    fixes their debug info, and renumbers."""
     subs = computation.submatrices
     mats = computation.matrices
     whole = get_whole_submatrices(computation)
@@ -97,7 +102,7 @@ def _fix_computation(computation, orig_num_rows):
                     and info.num_rows == orig_num_rows[m]):
                 c.arg1 = whole[m]
     if computation.matrix_debug_info:
-        for m in range(1, len(mats)):
+        for m in extended:
             cindexes = computation.matrix_debug_info[m].cindexes
             old_rows = len(cindexes)
             extra = mats[m].num_rows - old_rows
