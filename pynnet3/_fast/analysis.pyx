@@ -15,12 +15,20 @@ read-only.
 from libcpp.algorithm cimport sort, unique
 from libcpp.vector cimport vector
 
-from pynnet3.compile.computation import SubMatrixInfo
+from pynnet3.compile.computation import Command, MatrixInfo, SubMatrixInfo
 from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
                                           CommandAttributes, MatrixAccesses,
                                           MatrixAccessSummary)
 
 from pynnet3._fast.command_types cimport *
+from pynnet3._fast.slots cimport Slots, get_slot, slots_init
+
+# direct slot reads of the records (see slots.pxd)
+cdef Slots _CMD, _SUB, _MAT
+slots_init(&_CMD, Command, ("command_type", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"))
+slots_init(&_SUB, SubMatrixInfo, ("matrix_index", "row_offset", "num_rows", "col_offset",
+                                  "num_cols"))
+slots_init(&_MAT, MatrixInfo, ("num_rows", "num_cols"))
 
 # ComponentProperty bits
 DEF kUpdatableComponent = 0x002
@@ -74,8 +82,8 @@ cdef class ComputationVariables:
         mat_cols.resize(num_matrices)
         for m in range(num_matrices):
             info = matrices[m]
-            mat_rows[m] = info.num_rows
-            mat_cols[m] = info.num_cols
+            mat_rows[m] = get_slot(&_MAT, info, 0, "num_rows")
+            mat_cols[m] = get_slot(&_MAT, info, 1, "num_cols")
         if num_submatrices > 0 and submatrices[0].num_rows != 0:
             raise AnalysisError("submatrix 0 must be the empty submatrix")
         sm_m.resize(num_submatrices)
@@ -86,11 +94,11 @@ cdef class ComputationVariables:
         off.assign(num_matrices + 2, 0)
         for s in range(1, num_submatrices):
             info = submatrices[s]
-            m = info.matrix_index
-            ro = info.row_offset
-            nr = info.num_rows
-            co = info.col_offset
-            nc = info.num_cols
+            m = get_slot(&_SUB, info, 0, "matrix_index")
+            ro = get_slot(&_SUB, info, 1, "row_offset")
+            nr = get_slot(&_SUB, info, 2, "num_rows")
+            co = get_slot(&_SUB, info, 3, "col_offset")
+            nc = get_slot(&_SUB, info, 4, "num_cols")
             if not 0 < m < num_matrices:
                 raise AnalysisError(
                     "submatrix %d refers to matrix m%d, but the computation has matrices "
@@ -373,34 +381,34 @@ cdef int _command_attributes_loop(ComputationVariables variables,
     for ci in range(result.num_commands):
         ci_out[0] = ci
         c = commands[ci]
-        ct = c.command_type
+        ct = get_slot(&_CMD, c, 0, "command_type")
         result.command_type[ci] = ct
         args = &result.command_args[6 * ci]
         for k in range(6):
             lists[k].clear()
         if ct == kAllocMatrix or ct == kDeallocMatrix:
-            args[0] = c.arg1
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
         elif ct == kSwapMatrix:
-            args[0] = c.arg1
-            args[1] = c.arg2
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
+            args[1] = get_slot(&_CMD, c, 2, "arg2")
         elif ct == kSetConst:
-            variables.record_access(c.arg1, W, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), W, lists)
         elif ct == kPropagate:
-            a1 = c.arg1
+            a1 = get_slot(&_CMD, c, 1, "arg1")
             prop = props[a1]     # (indexed as a Python list: a bad index raises)
             args[0] = a1
-            args[2] = c.arg3
-            args[3] = c.arg4
+            args[2] = get_slot(&_CMD, c, 3, "arg3")
+            args[3] = get_slot(&_CMD, c, 4, "arg4")
             variables.record_access(args[2], R, lists)
             variables.record_access(args[3], RW if prop & kPropagateAdds else W, lists)
         elif ct == kBackprop or ct == kBackpropNoModelUpdate:
-            a1 = c.arg1
+            a1 = get_slot(&_CMD, c, 1, "arg1")
             prop = props[a1]
             args[0] = a1
-            args[2] = c.arg3
-            args[3] = c.arg4
-            args[4] = c.arg5
-            args[5] = c.arg6
+            args[2] = get_slot(&_CMD, c, 3, "arg3")
+            args[3] = get_slot(&_CMD, c, 4, "arg4")
+            args[4] = get_slot(&_CMD, c, 5, "arg5")
+            args[5] = get_slot(&_CMD, c, 6, "arg6")
             variables.record_access(args[2], R, lists)
             variables.record_access(args[3], R, lists)
             variables.record_access(args[4], R, lists)
@@ -408,35 +416,35 @@ cdef int _command_attributes_loop(ComputationVariables variables,
             if ct == kBackprop and prop & kUpdatableComponent:
                 result.side_effects[ci] = 1
         elif ct == kMatrixCopy:
-            args[0] = c.arg1
-            args[1] = c.arg2
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
+            args[1] = get_slot(&_CMD, c, 2, "arg2")
             variables.record_access(args[0], W, lists)
             variables.record_access(args[1], R, lists)
         elif ct == kMatrixAdd or ct == kAddRows or ct == kAddRowRanges:
-            variables.record_access(c.arg1, RW, lists)
-            variables.record_access(c.arg2, R, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW, lists)
+            variables.record_access(get_slot(&_CMD, c, 2, "arg2"), R, lists)
         elif ct == kCopyRows:
-            variables.record_access(c.arg1, RW if -1 in indexes[c.arg3] else W, lists)
-            variables.record_access(c.arg2, R, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW if -1 in indexes[get_slot(&_CMD, c, 3, "arg3")] else W, lists)
+            variables.record_access(get_slot(&_CMD, c, 2, "arg2"), R, lists)
         elif ct == kAddRowsMulti or ct == kCopyRowsMulti:
-            variables.record_access(c.arg1, RW if ct == kAddRowsMulti else W, lists)
-            _multi_submatrices(indexes_multi[c.arg2], subs)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW if ct == kAddRowsMulti else W, lists)
+            _multi_submatrices(indexes_multi[get_slot(&_CMD, c, 2, "arg2")], subs)
             for i in range(<int>subs.size()):
                 variables.record_access(subs[i], R, lists)
         elif ct == kAddToRowsMulti or ct == kCopyToRowsMulti:
-            variables.record_access(c.arg1, R, lists)
-            _multi_submatrices(indexes_multi[c.arg2], subs)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), R, lists)
+            _multi_submatrices(indexes_multi[get_slot(&_CMD, c, 2, "arg2")], subs)
             for i in range(<int>subs.size()):
                 variables.record_access(subs[i], RW, lists)
         elif ct == kCompressMatrix:
-            variables.record_access(c.arg1, RW, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW, lists)
         elif ct == kDecompressMatrix:
-            variables.record_access(c.arg1, W, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), W, lists)
         elif ct == kAcceptInput:
-            args[0] = c.arg1
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
             variables.record_access(args[0], W, lists)
         elif ct == kProvideOutput:
-            args[0] = c.arg1
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
             variables.record_access(args[0], R, lists)
         elif 20 <= ct <= kGotoLabel:   # the no-ops, the label and the goto
             pass

@@ -12,6 +12,13 @@ interpreted loops over every command.
 
 from cpython.long cimport PyLong_AsLongAndOverflow
 
+from pynnet3._fast.slots cimport Slots, get_slot, slots_init
+
+from pynnet3.compile.computation import Command
+
+cdef Slots _CMD     # direct slot reads of the commands (see slots.pxd)
+slots_init(&_CMD, Command, ("command_type",))
+
 
 def command_type_bytes(list commands):
     """bytes with one byte per command: its command type when that is an int
@@ -23,7 +30,7 @@ def command_type_bytes(list commands):
     cdef long v
     cdef int overflow
     for i in range(n):
-        t = (<object>commands[i]).command_type
+        t = get_slot(&_CMD, commands[i], 0, "command_type")
         p[i] = 255
         # (CommandType members are ints; read as C longs, not compared as
         # Python objects)
