@@ -32,8 +32,8 @@ import numpy as np
 
 from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
-from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo,
-                          NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
+from .computation import (Command, CommandType, LazyMatrixDebugInfo, MatrixDebugInfo,
+                          MatrixInfo, NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
 from .request import ComputationRequest, IoSpecification
 
 __all__ = ["find_n_stride", "request_is_decomposable", "expand_computation",
@@ -622,57 +622,33 @@ def _cindex_list(rows):
     return [(r[0], new(Index, r[1:])) for r in rows.tolist()]
 
 
-_CINDEXES_SLOT = MatrixDebugInfo.__dict__["cindexes"]
-
-
-class _ExpandedDebugInfo(MatrixDebugInfo):
+class _ExpandedDebugInfo(LazyMatrixDebugInfo):
     """MatrixDebugInfo of an expanded matrix whose Cindex list is built on
     first access. An expanded computation has N/2 times the rows of the mini
     one, and building a Python tuple per row would cost far more than the
     rest of the expansion, while running a computation never reads them;
     printing, writing or checking it does, and then gets the same list."""
 
-    __slots__ = ("_recipe",)
+    __slots__ = ()
 
     def __init__(self, is_deriv, num_rows, old_n, old_keys, n_stride, num_n):
         """``old_n``, ``old_keys``: n and (node, t, x) of the two-sequence
-        matrix's rows; the expanded matrix has ``num_rows`` rows."""
-        MatrixDebugInfo.__init__(self, is_deriv, None)
-        self._recipe = (num_rows, old_n, old_keys, n_stride, num_n)
+        matrix's rows; the expanded matrix has ``num_rows`` rows (n from 0)."""
+        LazyMatrixDebugInfo.__init__(self, is_deriv, num_rows, 0, _expanded_cindexes,
+                                     (num_rows, old_n, old_keys, n_stride, num_n))
 
-    def _build(self):
-        num_rows, old_n, old_keys, n_stride, num_n = self._recipe
-        n0_rows = np.flatnonzero(old_n == 0)
-        key = old_keys[n0_rows]
-        n_range = np.arange(num_n)
-        dest = _new_rows(n0_rows, n_stride, num_n)[:, None] + n_stride * n_range
-        rows = np.zeros((num_rows, 4), dtype=np.int64)
-        rows[dest, 0] = key[:, None, 0]
-        rows[dest, 1] = n_range
-        rows[dest, 2] = key[:, None, 1]
-        rows[dest, 3] = key[:, None, 2]
-        return _cindex_list(rows)
 
-    @property
-    def cindexes(self):
-        value = _CINDEXES_SLOT.__get__(self)
-        if value is None:
-            value = self._build()
-            _CINDEXES_SLOT.__set__(self, value)
-            self._recipe = None
-        return value
-
-    @cindexes.setter
-    def cindexes(self, value):
-        _CINDEXES_SLOT.__set__(self, value)
-        self._recipe = None
-
-    def __eq__(self, other):
-        if not isinstance(other, MatrixDebugInfo):
-            return NotImplemented
-        return self.is_deriv == other.is_deriv and self.cindexes == other.cindexes
-
-    __hash__ = None
+def _expanded_cindexes(num_rows, old_n, old_keys, n_stride, num_n):
+    n0_rows = np.flatnonzero(old_n == 0)
+    key = old_keys[n0_rows]
+    n_range = np.arange(num_n)
+    dest = _new_rows(n0_rows, n_stride, num_n)[:, None] + n_stride * n_range
+    rows = np.zeros((num_rows, 4), dtype=np.int64)
+    rows[dest, 0] = key[:, None, 0]
+    rows[dest, 1] = n_range
+    rows[dest, 2] = key[:, None, 1]
+    rows[dest, 3] = key[:, None, 2]
+    return _cindex_list(rows)
 
 
 def expand_computation(nnet, misc_info, computation, need_debug_info, num_n_values):

@@ -40,7 +40,7 @@ import logging
 from operator import itemgetter
 
 from .. import _fast
-from ..compile.computation import CommandType
+from ..compile.computation import CommandType, LazyMatrixDebugInfo
 from ..compile.computation_io import command_string
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
@@ -578,13 +578,23 @@ class ComputationChecker:
             self._fail("debug-info", "debug info has %d entries for %d matrices"
                        % (len(comp.matrix_debug_info), len(comp.matrices)))
         for m in range(1, len(comp.matrix_debug_info)):
-            cindexes = comp.matrix_debug_info[m].cindexes
-            if len(cindexes) != comp.matrices[m].num_rows:
+            info = comp.matrix_debug_info[m]
+            # a debug info built on first access says how many Cindexes it
+            # will have and their smallest n without being built
+            pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+            if pending is None:
+                cindexes = info.cindexes
+                num_cindexes = len(cindexes)
+                min_n = min(map(_n_of_index, map(_index_of_cindex, cindexes))) \
+                    if cindexes else 0
+            else:
+                num_cindexes, min_n = pending[:2]
+            if num_cindexes != comp.matrices[m].num_rows:
                 self._fail("debug-info", "debug info for matrix m%d has wrong num-rows "
-                           "(%d cindexes for %d rows)" % (m, len(cindexes),
+                           "(%d cindexes for %d rows)" % (m, num_cindexes,
                                                           comp.matrices[m].num_rows),
                            None, m)
-            if cindexes and min(map(_n_of_index, map(_index_of_cindex, cindexes))) < 0:
+            if min_n < 0:
                 self._fail("debug-info", "negative n index in debug info of matrix m%d" % m,
                            None, m)
 

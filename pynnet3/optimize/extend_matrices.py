@@ -14,7 +14,7 @@ nothing anybody reads; their debug cindexes repeat earlier rows' with
 
 import numpy as np
 
-from ..compile.computation import CommandType as C, SubMatrixInfo
+from ..compile.computation import CommandType as C, LazyMatrixDebugInfo, SubMatrixInfo
 from ..nnet.index import kNoTime
 from .computation_edit import commands_of_types, get_whole_submatrices
 from .renumber import renumber_computation
@@ -101,14 +101,35 @@ def _fix_computation(computation, orig_num_rows, extended):
                     and info.num_cols == mats[m].num_cols
                     and info.num_rows == orig_num_rows[m]):
                 c.arg1 = whole[m]
-    if computation.matrix_debug_info:
+    debug = computation.matrix_debug_info
+    if debug:
         for m in extended:
-            cindexes = computation.matrix_debug_info[m].cindexes
-            old_rows = len(cindexes)
-            extra = mats[m].num_rows - old_rows
-            if extra:
-                assert extra <= old_rows
-                for r in range(old_rows, old_rows + extra):
-                    node, index = cindexes[r - extra]
-                    cindexes.append((node, type(index)(index[0], kNoTime, index[2])))
+            info = debug[m]
+            pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+            if pending is None:
+                _pad_cindexes(info.cindexes, mats[m].num_rows)
+                continue
+            # not built yet: build it padded when it is first read
+            old_rows, min_n, build, args = pending
+            if mats[m].num_rows != old_rows:
+                debug[m] = LazyMatrixDebugInfo(info.is_deriv, mats[m].num_rows, min_n,
+                                               _padded_cindexes,
+                                               (build, args, mats[m].num_rows))
     renumber_computation(computation)
+
+
+def _pad_cindexes(cindexes, num_rows):
+    """Extends a matrix's debug Cindexes to ``num_rows`` rows: each added row
+    repeats the row that many rows earlier, with t = kNoTime."""
+    old_rows = len(cindexes)
+    extra = num_rows - old_rows
+    assert 0 <= extra <= old_rows
+    for r in range(old_rows, num_rows):
+        node, index = cindexes[r - extra]
+        cindexes.append((node, type(index)(index[0], kNoTime, index[2])))
+
+
+def _padded_cindexes(build, args, num_rows):
+    cindexes = build(*args)
+    _pad_cindexes(cindexes, num_rows)
+    return cindexes
