@@ -23,7 +23,8 @@ from libcpp.vector cimport vector
 import numpy as np
 
 from pynnet3._fast.cindex cimport (
-    Predicate, MODE_EXISTS, K_NO_TIME, key_n, key_node, key_t, key_x, pack, pred_holds,
+    Predicate, MODE_EXISTS, K_NO_TIME, N_BIAS, N_MASK, NODE_SHIFT, T_BIAS, T_MASK, T_SHIFT,
+    X_BIAS, X_MASK, X_SHIFT, key_n, key_node, key_t, key_x, pack, pred_holds,
     sum_is_computable, with_node)
 from pynnet3._fast.graph cimport FastGraph, NetInfo
 from pynnet3._fast.split_locations cimport hash_order_c
@@ -570,3 +571,13 @@ def cindexes_from_keys(int node, bytes keys):
         Py_INCREF(t)
         PyList_SET_ITEM(out, i, t)
     return out
+
+
+def unpack_keys(bytes keys):
+    """(node, n, t, x) as int64 arrays for packed Cindex keys (see
+    FastStepsData.step_keys_c), all rows at once."""
+    k = np.frombuffer(keys, dtype=np.int64)
+    tf = (k >> T_SHIFT) & T_MASK
+    return (k >> NODE_SHIFT, (k & N_MASK) - N_BIAS,
+            np.where(tf == 0, <int64_t>K_NO_TIME, tf - T_BIAS),
+            ((k >> X_SHIFT) & X_MASK) - X_BIAS)

@@ -345,15 +345,14 @@ class ComputationExpander:
             raise ComputationError("shortcut compilation: the computation to expand has no "
                                    "matrix debug info")
         infos = comp.matrix_debug_info
-        sizes = [len(info.cindexes) for info in infos]
+        sizes = [_debug_row_count(info) for info in infos]
         for m in range(1, len(comp.matrices)):
             if sizes[m] != comp.matrices[m].num_rows:
                 raise ComputationError("shortcut compilation: matrix m%d has %d rows but "
                                        "debug info for %d" % (m, comp.matrices[m].num_rows,
                                                               sizes[m]))
         # all rows of all matrices at once; per matrix, views into them
-        n_all, key_all = _cindex_arrays(list(chain.from_iterable(
-            info.cindexes for info in infos[1:])))
+        n_all, key_all = _debug_row_arrays(infos[1:], sizes[1:])
         n_list = n_all.tolist()
         self.n_of_row = [None]      # per matrix: the n value of each row
         self.key_of_row = [None]    # per matrix: (node, t, x) of each row
@@ -620,6 +619,53 @@ def _cindex_list(rows):
     """Cindexes (node, Index(n, t, x)) from an (R, 4) array of (node, n, t, x)."""
     new = tuple.__new__
     return [(r[0], new(Index, r[1:])) for r in rows.tolist()]
+
+
+def _packed_keys(info):
+    """(node, packed keys) of a debug info still to be built from a compiled
+    step's packed keys, else None."""
+    pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+    if pending is None or _unpack_keys is None or pending[2] is not _cindexes_from_keys:
+        return None
+    return pending[3]
+
+
+def _debug_row_count(info):
+    pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+    return len(info.cindexes) if pending is None else pending[0]
+
+
+def _debug_row_arrays(infos, sizes):
+    """_cindex_arrays of the debug Cindexes of ``infos`` (matrices m1 ...,
+    with ``sizes`` rows), all concatenated. Lists not built yet from a
+    compiled step are read from their packed keys instead of being built."""
+    packed = [_packed_keys(info) for info in infos]
+    from_keys = np.repeat(np.array([p is not None for p in packed], dtype=bool),
+                          np.array(sizes, dtype=np.int64))
+    n_all = np.empty(len(from_keys), dtype=np.int64)
+    key_all = np.empty((len(from_keys), 3), dtype=np.int64)
+    if from_keys.any():
+        present = [p for p in packed if p is not None]
+        node_ids = np.repeat(np.array([p[0] for p in present], dtype=np.int64),
+                             np.array([len(p[1]) // 8 for p in present], dtype=np.int64))
+        node, n, t, x = _unpack_keys(b"".join(p[1] for p in present))
+        n_all[from_keys] = n
+        key_all[from_keys, 0] = node_ids
+        key_all[from_keys, 1] = t
+        key_all[from_keys, 2] = x
+    if not from_keys.all():
+        n, key = _cindex_arrays(list(chain.from_iterable(
+            info.cindexes for info, p in zip(infos, packed) if p is None)))
+        n_all[~from_keys] = n
+        key_all[~from_keys] = key
+    return n_all, key_all
+
+
+try:    # the compiled compiler's debug info (see _debug_row_arrays)
+    from .._fast.steps import cindexes_from_keys as _cindexes_from_keys
+    from .._fast.steps import unpack_keys as _unpack_keys
+except ImportError:
+    _cindexes_from_keys = _unpack_keys = None
 
 
 class _ExpandedDebugInfo(LazyMatrixDebugInfo):
