@@ -480,7 +480,12 @@ class ComputationChecker:
         if types.find(_COMPRESS) < 0 and types.find(_DECOMPRESS) < 0:
             return
         middle = types.find(_MARKER)
-        for m in range(1, len(self.a.matrix_accesses)):
+        # Only a matrix that some (de)compression touches can fail; in
+        # increasing order, as a visit of every matrix would find them.
+        subs = self.computation.submatrices
+        touched = sorted({subs[commands[ci].arg1].matrix_index
+                          for ci, t in enumerate(types) if t == _COMPRESS or t == _DECOMPRESS})
+        for m in touched:
             accesses = self.a.matrix_accesses[m].accesses
             n = len(accesses)
             for i, access in enumerate(accesses):
