@@ -96,6 +96,17 @@ command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not Non
                       else command_type_bytes_py)
 
 
+def _component_facts(nnet):
+    """What the index check needs of the network: per component its
+    properties, input and output dims; per node whether it is an input or
+    output node (as bytes)."""
+    components = [nnet.get_component(i) for i in range(nnet.num_components())]
+    return ([int(c.properties()) for c in components], [c.input_dim() for c in components],
+            [c.output_dim() for c in components],
+            bytes(1 if nnet.is_input_node(n) or nnet.is_output_node(n) else 0
+                  for n in range(nnet.num_nodes())))
+
+
 class ComputationCheckError(ComputationError):
     """A computation failed a check. ``check`` names the check (indexes,
     order, matrix-accesses, compression, undefined, rewrite, debug-info),
@@ -184,6 +195,14 @@ class ComputationChecker:
 
     # -- indexes ----------------------------------------------------------------------------
     def check_computation_indexes(self):
+        # The compiled check answers yes or no for the whole computation; the
+        # loop below (its twin) runs when it says no, to name the fault.
+        if _fast_module is not None and _fast_module.indexes_look_valid(
+                self.computation, *_component_facts(self.nnet)):
+            return
+        self.check_computation_indexes_py()
+
+    def check_computation_indexes_py(self):
         comp = self.computation
         nnet = self.nnet
         submatrices = comp.submatrices
