@@ -30,6 +30,7 @@ from itertools import chain
 
 import numpy as np
 
+from .. import _fast
 from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
 from .computation import (Command, CommandType, LazyMatrixDebugInfo, MatrixDebugInfo,
@@ -403,6 +404,7 @@ class ComputationExpander:
         subs = [comp.submatrices[0]]
         n_list, matrix_start, n_stride, num_n = (self.n_list, self.matrix_start,
                                                  self.n_stride, self.num_n)
+        fields = [[], [], [], [], []]       # matrix, first row, rows, first col, cols
         for s in range(1, len(comp.submatrices)):
             info = comp.submatrices[s]
             m = info.matrix_index
@@ -413,10 +415,19 @@ class ComputationExpander:
                 raise ComputationError(
                     "Submatrix s%d = %s has strange dimensions.  Computation is: %s"
                     % (s, submatrix_strings(comp)[s], print_computation(comp, self.nnet)))
-            new_first = _new_rows(first, n_stride[m], num_n)
-            new_last = _new_rows(last, n_stride[m], num_n)
-            subs.append(SubMatrixInfo(m, new_first, new_last + 1 - new_first,
-                                      info.col_offset, info.num_cols))
+            fields[0].append(m)
+            fields[1].append(first)
+            fields[2].append(last)
+            fields[3].append(info.col_offset)
+            fields[4].append(info.num_cols)
+        # the new rows of all submatrices' first and last rows at once
+        if len(comp.submatrices) > 1:
+            stride = np.array(n_stride, dtype=np.int64)[fields[0]]
+            new_first = _new_rows(np.array(fields[1], dtype=np.int64), stride, num_n)
+            new_last = _new_rows(np.array(fields[2], dtype=np.int64), stride, num_n)
+            fields[1] = new_first.tolist()
+            fields[2] = (new_last + 1 - new_first).tolist()
+        subs += _make_submatrices(*fields)
         self.expanded.submatrices = subs
         # Per submatrix (old and new row offsets, matrix) and per matrix
         # (n-stride, first row in n_all) as arrays, for the row tables whose
@@ -588,19 +599,42 @@ class ComputationExpander:
         return len(self.expanded.indexes_ranges) - 1
 
     def _compute_commands(self):
-        commands = []
-        for c in self.computation.commands:
-            new = Command(c.command_type, c.arg1, c.arg2, c.arg3, c.arg4, c.arg5, c.arg6,
-                          c.arg7, c.alpha)
-            ct = c.command_type
-            if ct in _ROWS_COMMANDS:
-                new.arg3 = self._expand_rows(c)
-            elif ct in _MULTI_COMMANDS:
-                new.arg2 = self._expand_rows_multi(c)
-            elif ct == _T.kAddRowRanges:
-                new.arg3 = self._expand_row_ranges(c)
-            commands.append(new)
+        old = self.computation.commands
+        commands = _copy_commands(old)
+        # only the row commands get new index tables, in command order
+        rows, multi = frozenset(map(int, _ROWS_COMMANDS)), frozenset(map(int, _MULTI_COMMANDS))
+        ranges = int(_T.kAddRowRanges)
+        for i, c in enumerate(old):
+            t = c.command_type
+            if t in rows:
+                commands[i].arg3 = self._expand_rows(old[i])
+            elif t in multi:
+                commands[i].arg2 = self._expand_rows_multi(old[i])
+            elif t == ranges:
+                commands[i].arg3 = self._expand_row_ranges(old[i])
         self.expanded.commands = commands
+
+
+def copy_commands_py(commands):
+    """A new Command with the same fields for each command, in order (the
+    twin of ``copy_commands`` in pynnet3/_fast/records.pyx)."""
+    return [Command(c.command_type, c.arg1, c.arg2, c.arg3, c.arg4, c.arg5, c.arg6, c.arg7,
+                    c.alpha) for c in commands]
+
+
+def make_submatrices_py(matrix_index, row_offset, num_rows, col_offset, num_cols):
+    """SubMatrixInfo records from five equally long lists (the twin of
+    ``make_submatrices`` in pynnet3/_fast/records.pyx)."""
+    if not (len(row_offset) == len(num_rows) == len(col_offset) == len(num_cols)
+            == len(matrix_index)):
+        raise ValueError("make_submatrices: lists of different lengths")
+    return list(map(SubMatrixInfo, matrix_index, row_offset, num_rows, col_offset, num_cols))
+
+
+_records = _fast.load("records")
+_copy_commands = _records.copy_commands if _records is not None else copy_commands_py
+_make_submatrices = (_records.make_submatrices if _records is not None
+                     else make_submatrices_py)
 
 
 def _new_rows(old_rows, n_stride, num_n):
