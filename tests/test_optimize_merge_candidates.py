@@ -1,5 +1,6 @@
-"""Variable merging's candidate scan: the compiled kernel
-(pynnet3/_fast/variable_merging.pyx) lists the same (command, s1, s2)
+"""Variable merging's candidate scan: the compiled kernels
+(pynnet3/_fast/variable_merging.pyx: from the commands, and from the
+analysis' copy of their arguments) list the same (command, s1, s2)
 candidates as the Python twin on every reference computation (ours
 unoptimized and optimized, Kaldi's optimized), under each combination of the
 three merging options."""
@@ -13,6 +14,7 @@ from test_optimize_renumber_fast import _computations, _id
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.components.base import ComponentProperty as P
 from pynnet3.nnet.nnet import Nnet
+from pynnet3.optimize import analysis
 from pynnet3.optimize.variable_merging import merge_candidates_py
 from reference_cases import COMPILE_CASES as CASES
 
@@ -29,3 +31,7 @@ def test_candidates_match_twin(case):
             a = fast.merge_candidates(computation.commands, props, *flags, *bits)
             b = merge_candidates_py(computation.commands, props, *flags, *bits)
             assert a == b, flags
+            if analysis._impl is not analysis._py:
+                analyzer = analysis.Analyzer().init(nnet, computation)
+                c = fast.merge_candidates_of_analysis(analyzer, props, *flags, *bits)
+                assert c == b, flags

@@ -15,29 +15,25 @@ read-only.
 from libcpp.algorithm cimport sort, unique
 from libcpp.vector cimport vector
 
-from pynnet3.compile.computation import SubMatrixInfo
+from pynnet3.compile.computation import Command, MatrixInfo, SubMatrixInfo
 from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
                                           CommandAttributes, MatrixAccesses,
                                           MatrixAccessSummary)
 
 from pynnet3._fast.command_types cimport *
+from pynnet3._fast.slots cimport Slots, get_slot, slots_init
+
+# direct slot reads of the records (see slots.pxd)
+cdef Slots _CMD, _SUB, _MAT
+slots_init(&_CMD, Command, ("command_type", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"))
+slots_init(&_SUB, SubMatrixInfo, ("matrix_index", "row_offset", "num_rows", "col_offset",
+                                  "num_cols"))
+slots_init(&_MAT, MatrixInfo, ("num_rows", "num_cols"))
 
 # ComponentProperty bits
 DEF kUpdatableComponent = 0x002
 DEF kPropagateAdds = 0x008
 DEF kBackpropAdds = 0x020
-
-DEF R = 0
-DEF W = 1
-DEF RW = 2
-
-# indexes of the six lists of a command's attributes in CommandAttributesList
-DEF VR = 0   # variables_read
-DEF VW = 1   # variables_written
-DEF SR = 2   # submatrices_read
-DEF SW = 3   # submatrices_written
-DEF MR = 4   # matrices_read
-DEF MW = 5   # matrices_written
 
 _tuple_new = tuple.__new__
 _ACCESS_TYPES = (AccessType.kReadAccess, AccessType.kWriteAccess,
@@ -67,17 +63,6 @@ cdef inline int find_index(const vector[int]& sp, int begin, int end, int value)
 cdef class ComputationVariables:
     """Kaldi's ComputationVariables (see analysis_py.ComputationVariables)."""
 
-    cdef vector[int] row_sp, row_sp_start      # split rows per matrix (CSR)
-    cdef vector[int] col_sp, col_sp_start      # split columns per matrix (CSR)
-    cdef vector[int] matrix_to_variable_index  # num_matrices + 1 entries
-    cdef vector[int] submatrix_to_matrix
-    cdef vector[char] submatrix_is_whole_matrix
-    # each submatrix covers split-grid rows [r0, r1) and columns [c0, c1)
-    cdef vector[int] sub_r0, sub_r1, sub_c0, sub_c1
-    cdef vector[int] variable_to_matrix
-    cdef int _num_variables
-    cdef bint _initialized
-
     def init(self, computation):
         if self._initialized:
             raise AnalysisError("ComputationVariables.init() called twice")
@@ -97,8 +82,8 @@ cdef class ComputationVariables:
         mat_cols.resize(num_matrices)
         for m in range(num_matrices):
             info = matrices[m]
-            mat_rows[m] = info.num_rows
-            mat_cols[m] = info.num_cols
+            mat_rows[m] = get_slot(&_MAT, info, 0, "num_rows")
+            mat_cols[m] = get_slot(&_MAT, info, 1, "num_cols")
         if num_submatrices > 0 and submatrices[0].num_rows != 0:
             raise AnalysisError("submatrix 0 must be the empty submatrix")
         sm_m.resize(num_submatrices)
@@ -109,11 +94,11 @@ cdef class ComputationVariables:
         off.assign(num_matrices + 2, 0)
         for s in range(1, num_submatrices):
             info = submatrices[s]
-            m = info.matrix_index
-            ro = info.row_offset
-            nr = info.num_rows
-            co = info.col_offset
-            nc = info.num_cols
+            m = get_slot(&_SUB, info, 0, "matrix_index")
+            ro = get_slot(&_SUB, info, 1, "row_offset")
+            nr = get_slot(&_SUB, info, 2, "num_rows")
+            co = get_slot(&_SUB, info, 3, "col_offset")
+            nc = get_slot(&_SUB, info, 4, "num_cols")
             if not 0 < m < num_matrices:
                 raise AnalysisError(
                     "submatrix %d refers to matrix m%d, but the computation has matrices "
@@ -202,7 +187,7 @@ cdef class ComputationVariables:
                            self.matrix_to_variable_index[m + 1]):
                 self.variable_to_matrix[i] = m
 
-    cdef inline void append_submatrix_variables(self, int s, vector[int]& out):
+    cdef void append_submatrix_variables(self, int s, vector[int]& out):
         cdef int m = self.submatrix_to_matrix[s]
         cdef int ncv = self.col_sp_start[m + 1] - self.col_sp_start[m] - 1
         cdef int base = self.matrix_to_variable_index[m]
@@ -211,8 +196,7 @@ cdef class ComputationVariables:
             for c in range(self.sub_c0[s], self.sub_c1[s]):
                 out.push_back(base + r * ncv + c)
 
-    cdef inline int record_access(self, int s, int access_type,
-                                  vector[int]* lists) except -1:
+    cdef int record_access(self, int s, int access_type, vector[int]* lists) except -1:
         """Appends to the six lists (VR..MW) what an access to ``s`` touches."""
         if s == 0:
             return 0
@@ -239,7 +223,7 @@ cdef class ComputationVariables:
             lists[MR].push_back(m)
         return 0
 
-    cdef inline int check_submatrix_index(self, int s) except -1:
+    cdef int check_submatrix_index(self, int s) except -1:
         if s < 0 or s >= <int>self.submatrix_to_matrix.size():
             raise IndexError("submatrix %d out of range [0, %d)"
                              % (s, self.submatrix_to_matrix.size()))
@@ -313,16 +297,6 @@ cdef class CommandAttributesList:
     std::vector<CommandAttributes>), stored as six CSR arrays; indexing
     gives a (cached) analysis_py.CommandAttributes."""
 
-    cdef vector[int] data[6]
-    cdef vector[int] start[6]       # num_commands + 1 offsets into data[k]
-    cdef vector[char] side_effects
-    # per command: its type, and for allocation, deallocation, swap, input and
-    # output commands its submatrix arguments (else -1), so that
-    # compute_matrix_accesses need not read the commands again
-    cdef vector[int] command_type, command_arg1, command_arg2
-    cdef int num_commands
-    cdef list _cache
-
     def __len__(self):
         return self.num_commands
 
@@ -383,8 +357,7 @@ def compute_command_attributes(nnet, computation, ComputationVariables variables
     result._cache = [None] * num_commands
     result.side_effects.assign(num_commands, 0)
     result.command_type.assign(num_commands, -1)
-    result.command_arg1.assign(num_commands, -1)
-    result.command_arg2.assign(num_commands, -1)
+    result.command_args.assign(6 * num_commands, -1)
     for k in range(6):
         result.start[k].reserve(num_commands + 1)
         result.start[k].push_back(0)
@@ -404,61 +377,75 @@ cdef int _command_attributes_loop(ComputationVariables variables,
                                   indexes, indexes_multi, vector[int]* lists,
                                   vector[int]& subs, int* ci_out) except -1:
     cdef int ci, ct, k, i, prop
+    cdef int* args
     for ci in range(result.num_commands):
         ci_out[0] = ci
         c = commands[ci]
-        ct = c.command_type
+        ct = get_slot(&_CMD, c, 0, "command_type")
         result.command_type[ci] = ct
+        args = &result.command_args[6 * ci]
         for k in range(6):
             lists[k].clear()
         if ct == kAllocMatrix or ct == kDeallocMatrix:
-            result.command_arg1[ci] = c.arg1
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
         elif ct == kSwapMatrix:
-            result.command_arg1[ci] = c.arg1
-            result.command_arg2[ci] = c.arg2
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
+            args[1] = get_slot(&_CMD, c, 2, "arg2")
         elif ct == kSetConst:
-            variables.record_access(c.arg1, W, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), W, lists)
         elif ct == kPropagate:
-            prop = props[c.arg1]
-            variables.record_access(c.arg3, R, lists)
-            variables.record_access(c.arg4, RW if prop & kPropagateAdds else W, lists)
+            a1 = get_slot(&_CMD, c, 1, "arg1")
+            prop = props[a1]     # (indexed as a Python list: a bad index raises)
+            args[0] = a1
+            args[2] = get_slot(&_CMD, c, 3, "arg3")
+            args[3] = get_slot(&_CMD, c, 4, "arg4")
+            variables.record_access(args[2], R, lists)
+            variables.record_access(args[3], RW if prop & kPropagateAdds else W, lists)
         elif ct == kBackprop or ct == kBackpropNoModelUpdate:
-            prop = props[c.arg1]
-            variables.record_access(c.arg3, R, lists)
-            variables.record_access(c.arg4, R, lists)
-            variables.record_access(c.arg5, R, lists)
-            variables.record_access(c.arg6, RW if prop & kBackpropAdds else W, lists)
+            a1 = get_slot(&_CMD, c, 1, "arg1")
+            prop = props[a1]
+            args[0] = a1
+            args[2] = get_slot(&_CMD, c, 3, "arg3")
+            args[3] = get_slot(&_CMD, c, 4, "arg4")
+            args[4] = get_slot(&_CMD, c, 5, "arg5")
+            args[5] = get_slot(&_CMD, c, 6, "arg6")
+            variables.record_access(args[2], R, lists)
+            variables.record_access(args[3], R, lists)
+            variables.record_access(args[4], R, lists)
+            variables.record_access(args[5], RW if prop & kBackpropAdds else W, lists)
             if ct == kBackprop and prop & kUpdatableComponent:
                 result.side_effects[ci] = 1
         elif ct == kMatrixCopy:
-            variables.record_access(c.arg1, W, lists)
-            variables.record_access(c.arg2, R, lists)
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
+            args[1] = get_slot(&_CMD, c, 2, "arg2")
+            variables.record_access(args[0], W, lists)
+            variables.record_access(args[1], R, lists)
         elif ct == kMatrixAdd or ct == kAddRows or ct == kAddRowRanges:
-            variables.record_access(c.arg1, RW, lists)
-            variables.record_access(c.arg2, R, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW, lists)
+            variables.record_access(get_slot(&_CMD, c, 2, "arg2"), R, lists)
         elif ct == kCopyRows:
-            variables.record_access(c.arg1, RW if -1 in indexes[c.arg3] else W, lists)
-            variables.record_access(c.arg2, R, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW if -1 in indexes[get_slot(&_CMD, c, 3, "arg3")] else W, lists)
+            variables.record_access(get_slot(&_CMD, c, 2, "arg2"), R, lists)
         elif ct == kAddRowsMulti or ct == kCopyRowsMulti:
-            variables.record_access(c.arg1, RW if ct == kAddRowsMulti else W, lists)
-            _multi_submatrices(indexes_multi[c.arg2], subs)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW if ct == kAddRowsMulti else W, lists)
+            _multi_submatrices(indexes_multi[get_slot(&_CMD, c, 2, "arg2")], subs)
             for i in range(<int>subs.size()):
                 variables.record_access(subs[i], R, lists)
         elif ct == kAddToRowsMulti or ct == kCopyToRowsMulti:
-            variables.record_access(c.arg1, R, lists)
-            _multi_submatrices(indexes_multi[c.arg2], subs)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), R, lists)
+            _multi_submatrices(indexes_multi[get_slot(&_CMD, c, 2, "arg2")], subs)
             for i in range(<int>subs.size()):
                 variables.record_access(subs[i], RW, lists)
         elif ct == kCompressMatrix:
-            variables.record_access(c.arg1, RW, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), RW, lists)
         elif ct == kDecompressMatrix:
-            variables.record_access(c.arg1, W, lists)
+            variables.record_access(get_slot(&_CMD, c, 1, "arg1"), W, lists)
         elif ct == kAcceptInput:
-            result.command_arg1[ci] = c.arg1
-            variables.record_access(result.command_arg1[ci], W, lists)
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
+            variables.record_access(args[0], W, lists)
         elif ct == kProvideOutput:
-            result.command_arg1[ci] = c.arg1
-            variables.record_access(result.command_arg1[ci], R, lists)
+            args[0] = get_slot(&_CMD, c, 1, "arg1")
+            variables.record_access(args[0], R, lists)
         elif 20 <= ct <= kGotoLabel:   # the no-ops, the label and the goto
             pass
         else:
@@ -516,12 +503,6 @@ cdef void _fill_merged(int c, const vector[int]& data_r, int rb, int re,
 cdef class AccessLists:
     """Per item (variable or matrix), its accesses in command order (CSR);
     indexing gives a cached list of Access."""
-
-    cdef vector[int] start      # num_items + 1
-    cdef vector[int] cmd
-    cdef vector[char] kind
-    cdef int num_items
-    cdef list _cache
 
     def __len__(self):
         return self.num_items
@@ -583,12 +564,6 @@ cdef class MatrixAccessesList:
     """Kaldi's std::vector<MatrixAccesses>; indexing gives a cached
     analysis_py.MatrixAccesses."""
 
-    cdef AccessLists accesses
-    cdef vector[int] allocate_command, deallocate_command
-    cdef vector[char] is_input, is_output
-    cdef int num_matrices
-    cdef list _cache
-
     def __len__(self):
         return self.num_matrices
 
@@ -645,14 +620,14 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
     for c in range(attrs.num_commands):
         ct = attrs.command_type[c]
         if ct == kAllocMatrix:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
                                     % (m, out.allocate_command[m], c), c, m)
             out.allocate_command[m] = c
         elif ct == kSwapMatrix:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
-            m2 = _whole_matrix_of(variables, c, attrs.command_arg2[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
+            m2 = _whole_matrix_of(variables, c, attrs.command_args[6 * c + 1])
             if out.allocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d initialized twice (commands c%d and c%d)."
                                     % (m, out.allocate_command[m], c), c, m)
@@ -662,18 +637,18 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
                                     % (m2, out.deallocate_command[m2], c), c, m2)
             out.deallocate_command[m2] = c
         elif ct == kDeallocMatrix:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             if out.deallocate_command[m] != -1:
                 raise AnalysisError("Matrix m%d destroyed twice (commands c%d and c%d)."
                                     % (m, out.deallocate_command[m], c), c, m)
             out.deallocate_command[m] = c
         elif ct == kAcceptInput:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             out.is_input[m] = 1
             if out.allocate_command[m] == -1:
                 out.allocate_command[m] = c
         elif ct == kProvideOutput:
-            m = _whole_matrix_of(variables, c, attrs.command_arg1[c])
+            m = _whole_matrix_of(variables, c, attrs.command_args[6 * c])
             out.is_output[m] = 1
     return out
 
@@ -764,11 +739,6 @@ cdef class Analyzer:
     """Kaldi's Analyzer: init(nnet, computation) fills variables,
     command_attributes, variable_accesses and matrix_accesses."""
 
-    cdef public ComputationVariables variables
-    cdef public object command_attributes
-    cdef public object variable_accesses
-    cdef public object matrix_accesses
-
     def __init__(self):
         self.variables = ComputationVariables()
         self.command_attributes = []
@@ -785,21 +755,19 @@ cdef class Analyzer:
         return self
 
 
-cdef inline bint _is_zeroing(list commands, int c):
+cdef inline bint _is_zeroing(list commands, int c) except -1:
     command = commands[c]
-    return command.command_type == kSetConst and command.alpha == 0.0
+    return <int>command.command_type == kSetConst and command.alpha == 0.0
 
 
 cdef class ComputationAnalysis:
     """Kaldi's ComputationAnalysis over a (compiled) Analyzer; see the twin
     for what each question means. Reads the computation's commands at query
-    time, as Kaldi does."""
+    time, as Kaldi does.
 
-    cdef public object computation
-    cdef public Analyzer analyzer
-    cdef ComputationVariables vars
-    cdef AccessLists va
-    cdef MatrixAccessesList ma
+    The ``*_c`` methods (declared in analysis.pxd) are the same questions
+    for kernels that cimport this class; they take a submatrix already known
+    to be in range and use the analysis' own submatrix-to-matrix map."""
 
     def __init__(self, computation, Analyzer analyzer):
         self.computation = computation
@@ -823,14 +791,15 @@ cdef class ComputationAnalysis:
             raise IndexError("matrix %d out of range [1, %d)" % (m, n))
         return 0
 
-    def first_nontrivial_access(self, int s):
-        self.check_submatrix(s)
+    cdef int first_nontrivial_access_c(self, int s) except -2:
         cdef list commands = self.computation.commands
-        cdef int ans = len(commands), i, p, ci
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            for p in range(self.va.start[vs[i]], self.va.start[vs[i] + 1]):
+        cdef int ans = len(commands), p, ci, v
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
+            for p in range(self.va.start[v], self.va.start[v + 1]):
                 ci = self.va.cmd[p]
                 if ci >= ans:
                     break
@@ -839,40 +808,27 @@ cdef class ComputationAnalysis:
                     break
         return ans
 
-    def first_access(self, int s):
-        self.check_submatrix(s)
-        cdef int ans = len(self.computation.commands), i, v
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            v = vs[i]
-            if self.va.start[v] < self.va.start[v + 1] and self.va.cmd[self.va.start[v]] < ans:
-                ans = self.va.cmd[self.va.start[v]]
-        return ans
-
-    def last_access(self, int s):
-        self.check_submatrix(s)
-        cdef int ans = -1, i, v
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            v = vs[i]
+    cdef int last_access_c(self, int s):
+        cdef int ans = -1, v
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
             if self.va.start[v] < self.va.start[v + 1] and \
                     self.va.cmd[self.va.start[v + 1] - 1] > ans:
                 ans = self.va.cmd[self.va.start[v + 1] - 1]
         return ans
 
-    def last_write_access(self, int s):
-        self.check_submatrix(s)
-        cdef int m = self.computation.submatrices[s].matrix_index
-        self.check_matrix(m)
+    cdef int last_write_access_c(self, int s, int m):
         if self.ma.is_output[m]:
             return len(self.computation.commands)
-        cdef int ans = -1, i, v, p
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            v = vs[i]
+        cdef int ans = -1, v, p
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
             p = self.va.start[v + 1] - 1
             while p >= self.va.start[v]:
                 if self.va.kind[p] != R:
@@ -882,6 +838,49 @@ cdef class ComputationAnalysis:
                 p -= 1
         return ans
 
+    cdef int data_invalidated_command_c(self, int c, int s, int m):
+        cdef int ans = self.ma.deallocate_command[m], v, p
+        cdef size_t i
+        if ans == -1:
+            ans = len(self.computation.commands)
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
+            for p in range(self.va.start[v], self.va.start[v + 1]):
+                if self.va.cmd[p] > c and self.va.kind[p] != R:
+                    if self.va.cmd[p] < ans:
+                        ans = self.va.cmd[p]
+                    break
+        return ans
+
+    def first_nontrivial_access(self, int s):
+        self.check_submatrix(s)
+        return self.first_nontrivial_access_c(s)
+
+    def first_access(self, int s):
+        self.check_submatrix(s)
+        cdef int ans = len(self.computation.commands), v
+        cdef size_t i
+        self.vs.clear()
+        self.vars.append_submatrix_variables(s, self.vs)
+        for i in range(self.vs.size()):
+            v = self.vs[i]
+            if self.va.start[v] < self.va.start[v + 1] and self.va.cmd[self.va.start[v]] < ans:
+                ans = self.va.cmd[self.va.start[v]]
+        return ans
+
+    def last_access(self, int s):
+        self.check_submatrix(s)
+        return self.last_access_c(s)
+
+    def last_write_access(self, int s):
+        self.check_submatrix(s)
+        # the computation's matrix of s, as the twin reads it
+        cdef int m = self.computation.submatrices[s].matrix_index
+        self.check_matrix(m)
+        return self.last_write_access_c(s, m)
+
     def data_invalidated_command(self, int c, int s):
         cdef int num_commands = len(self.computation.commands)
         if not 0 <= c < num_commands:
@@ -889,18 +888,7 @@ cdef class ComputationAnalysis:
         self.check_submatrix(s)
         cdef int m = self.computation.submatrices[s].matrix_index
         self.check_matrix(m)
-        cdef int ans = self.ma.deallocate_command[m], i, p
-        if ans == -1:
-            ans = num_commands
-        cdef vector[int] vs
-        self.vars.append_submatrix_variables(s, vs)
-        for i in range(<int>vs.size()):
-            for p in range(self.va.start[vs[i]], self.va.start[vs[i] + 1]):
-                if self.va.cmd[p] > c and self.va.kind[p] != R:
-                    if self.va.cmd[p] < ans:
-                        ans = self.va.cmd[p]
-                    break
-        return ans
+        return self.data_invalidated_command_c(c, s, m)
 
     def first_nontrivial_matrix_access(self, int m):
         self.check_matrix(m)

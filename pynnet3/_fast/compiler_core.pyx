@@ -16,7 +16,7 @@ whole computations on every reference case).
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
 
@@ -29,11 +29,13 @@ from pynnet3._fast.split_locations cimport (
     split_locations_c)
 from pynnet3._fast.steps cimport FastStepsData
 
-from ..compile.computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo,
+from ..compile.computation import (Command, CommandType, LazyMatrixDebugInfo,
+                                   MatrixDebugInfo, MatrixInfo,
                                    MatrixStrideType, NnetComputation, PrecomputedIndexesInfo,
                                    SubMatrixInfo)
 from ..components.base import Component
 from ..errors import ComputationError
+from .steps import cindexes_from_keys
 
 
 cdef extern from "Python.h":
@@ -155,13 +157,34 @@ cdef class _RecordMaker:
 
 cdef list _INTS = []
 
+# Row-index tables share the int objects of _INTS up to this value (larger
+# values get their own), so that the cache stays small.
+DEF _MAX_SHARED_ROW = 1 << 20
+
 
 cdef object _int_list(const vector[int32_t] &v):
+    """A row-index table as a list of ints, sharing one int object per value
+    (from _INTS): building it allocates no int, and freeing it, as the
+    optimizer does for the many tables it replaces (an x-vector request's are
+    10,000 rows long), frees none."""
+    global _INTS
     cdef Py_ssize_t i, n = v.size()
+    cdef int32_t top = 0
+    for i in range(n):
+        if v[i] >= top:
+            top = v[i] + 1
+    if top > _MAX_SHARED_ROW:
+        top = _MAX_SHARED_ROW
+    if len(_INTS) < top:
+        _INTS = list(range(top))
+    cdef list ints = _INTS
     cdef list out = PyList_New(n)
     cdef object item
     for i in range(n):
-        item = v[i]
+        if 0 <= v[i] < top:
+            item = <object>PyList_GET_ITEM(ints, v[i])
+        else:
+            item = v[i]
         Py_INCREF(item)
         PyList_SET_ITEM(out, i, item)
     return out
@@ -942,15 +965,17 @@ cdef class _Core:
         return computation
 
     cdef list debug_info(self):
-        """Kaldi's matrix debug info: per whole-matrix step, its cindexes (and a
-        copy for its derivative matrix). Decided on C arrays first, then each
-        record is made once with its final fields."""
+        """Kaldi's matrix debug info: per whole-matrix step, its cindexes (and the
+        same for its derivative matrix). Decided on C arrays first, then each
+        record is made once with its final fields; the Cindex lists are built
+        on first access (LazyMatrixDebugInfo), from the step's packed keys."""
         cdef size_t s, i, num_matrices = self.matrices.size()
-        cdef int32_t value_matrix, deriv_matrix
+        cdef int32_t value_matrix, deriv_matrix, min_n
         cdef _RecordMaker dm = _RecordMaker(MatrixDebugInfo, ("is_deriv", "cindexes"))
         cdef vector[uint8_t] is_deriv
-        cdef list cindexes = [None] * num_matrices
-        cdef list entry
+        cdef list recipes = [None] * num_matrices     # (node, keys, min_n)
+        cdef tuple recipe
+        cdef bytes keys
         cdef object obj
         is_deriv.assign(num_matrices, 0)
         for s in range(self.steps.size()):
@@ -961,22 +986,25 @@ cdef class _Core:
             if self.steps[s].deriv != 0 and self.is_whole(self.steps[s].deriv):
                 deriv_matrix = self.subs[self.steps[s].deriv].matrix
             is_deriv[value_matrix] = 0
-            if cindexes[value_matrix] is not None:
+            if recipes[value_matrix] is not None:
                 continue  # a whole-matrix dim-range alias of an existing matrix
-            entry = self.data.step_cindexes_c(<int>s, self.steps[s].node)
-            cindexes[value_matrix] = entry
+            keys = self.data.step_keys_c(<int>s, &min_n)
+            recipe = (self.steps[s].node, keys, min_n)
+            recipes[value_matrix] = recipe
             if deriv_matrix != 0:
                 is_deriv[deriv_matrix] = 1
-                cindexes[deriv_matrix] = list(entry)
+                recipes[deriv_matrix] = recipe
         debug = PyList_New(num_matrices)
         for i in range(num_matrices):
-            entry = cindexes[i]
-            if entry is None:
-                entry = []
-            if dm.direct:
-                obj = dm.make((True if is_deriv[i] else False, entry))
+            recipe = recipes[i]
+            if recipe is not None:
+                keys = recipe[1]
+                obj = LazyMatrixDebugInfo(True if is_deriv[i] else False, len(keys) // 8,
+                                          recipe[2], cindexes_from_keys, recipe[:2])
+            elif dm.direct:
+                obj = dm.make((True if is_deriv[i] else False, []))
             else:
-                obj = MatrixDebugInfo(True if is_deriv[i] else False, entry)
+                obj = MatrixDebugInfo(True if is_deriv[i] else False, [])
             Py_INCREF(obj)
             PyList_SET_ITEM(debug, i, obj)
         return debug

@@ -13,12 +13,20 @@ Same results as the twin, field for field (tests/test_optimize_renumber_fast.py
 cross-checks them on the reference computations).
 """
 
+from cpython.ref cimport Py_REFCNT
 from libc.stdint cimport uint64_t
 from libcpp.vector cimport vector
 
-from pynnet3.compile.computation import SubMatrixInfo
+from pynnet3.compile.computation import Command, SubMatrixInfo
 
 from pynnet3._fast.command_types cimport *
+from pynnet3._fast.slots cimport Slots, get_slot, slots_init
+
+# direct slot reads of the records (see slots.pxd)
+cdef Slots _CMD, _SUB
+slots_init(&_CMD, Command, ("command_type", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6"))
+slots_init(&_SUB, SubMatrixInfo, ("matrix_index", "row_offset", "num_rows", "col_offset",
+                                  "num_cols"))
 
 
 cdef inline int _kind(int t):
@@ -55,28 +63,28 @@ def scan_commands(list commands, bytearray sub_used):
     cdef object c
     cdef int t, k
     for c in commands:
-        t = c.command_type
+        t = get_slot(&_CMD, c, 0, "command_type")
         k = _kind(t)
         if k == 1:
-            _mark(sub_used, n, c.arg1)
+            _mark(sub_used, n, get_slot(&_CMD, c, 1, "arg1"))
             if kCopyRowsMulti <= t <= kAddToRowsMulti:
                 multi.append(c)
         elif k == 2:
-            _mark(sub_used, n, c.arg1)
-            _mark(sub_used, n, c.arg2)
+            _mark(sub_used, n, get_slot(&_CMD, c, 1, "arg1"))
+            _mark(sub_used, n, get_slot(&_CMD, c, 2, "arg2"))
             if t == kCopyRows or t == kAddRows:
                 indexes.append(c)
             elif t == kAddRowRanges:
                 ranges.append(c)
         elif k == 3:
-            _mark(sub_used, n, c.arg3)
-            _mark(sub_used, n, c.arg4)
+            _mark(sub_used, n, get_slot(&_CMD, c, 3, "arg3"))
+            _mark(sub_used, n, get_slot(&_CMD, c, 4, "arg4"))
             props.append(c)
         elif k == 4:
-            _mark(sub_used, n, c.arg3)
-            _mark(sub_used, n, c.arg4)
-            _mark(sub_used, n, c.arg5)
-            _mark(sub_used, n, c.arg6)
+            _mark(sub_used, n, get_slot(&_CMD, c, 3, "arg3"))
+            _mark(sub_used, n, get_slot(&_CMD, c, 4, "arg4"))
+            _mark(sub_used, n, get_slot(&_CMD, c, 5, "arg5"))
+            _mark(sub_used, n, get_slot(&_CMD, c, 6, "arg6"))
             backs.append(c)
     return multi, indexes, ranges, props, backs
 
@@ -84,40 +92,39 @@ def scan_commands(list commands, bytearray sub_used):
 def map_submatrix_fields(list commands, list mapping):
     """Replaces every submatrix field s > 0 of every command by
     ``mapping[s]``."""
-    cdef vector[long] m
-    cdef Py_ssize_t i, n = len(mapping)
-    m.resize(n)
-    for i in range(n):
-        m[i] = mapping[i]
+    cdef Py_ssize_t n = len(mapping)
     cdef object c
     cdef int k
-    cdef long s
     for c in commands:
-        k = _kind(c.command_type)
+        k = _kind(get_slot(&_CMD, c, 0, "command_type"))
         if k == 0:
             continue
         if k <= 2:
-            s = c.arg1
-            if s > 0:
-                c.arg1 = _at(m, n, s)
+            _map_field(c, 1, "arg1", mapping, n)
             if k == 2:
-                s = c.arg2
-                if s > 0:
-                    c.arg2 = _at(m, n, s)
+                _map_field(c, 2, "arg2", mapping, n)
         else:
-            s = c.arg3
-            if s > 0:
-                c.arg3 = _at(m, n, s)
-            s = c.arg4
-            if s > 0:
-                c.arg4 = _at(m, n, s)
+            _map_field(c, 3, "arg3", mapping, n)
+            _map_field(c, 4, "arg4", mapping, n)
             if k == 4:
-                s = c.arg5
-                if s > 0:
-                    c.arg5 = _at(m, n, s)
-                s = c.arg6
-                if s > 0:
-                    c.arg6 = _at(m, n, s)
+                _map_field(c, 5, "arg5", mapping, n)
+                _map_field(c, 6, "arg6", mapping, n)
+
+
+cdef inline int _map_field(object c, int i, str name, list mapping, Py_ssize_t n) except -1:
+    """c.<name> (field i of _CMD) = mapping[c.<name>] when that is > 0. The mapping's own int
+    objects are stored (no new int per field), and only where the number
+    changes (a renumbering often keeps most numbers)."""
+    cdef object old = get_slot(&_CMD, c, i, name)
+    cdef long s = old
+    if s <= 0:
+        return 0
+    if s >= n:
+        raise IndexError("submatrix index %d out of range (%d submatrices)" % (s, n))
+    new = mapping[s]
+    if new is not old and <long>new != s:
+        setattr(c, name, new)
+    return 0
 
 
 cdef inline long _at(vector[long]& m, Py_ssize_t n, long s) except? -2:
@@ -131,7 +138,7 @@ def without_no_ops(list commands):
     cdef list out = []
     cdef object c
     for c in commands:
-        if <int>c.command_type != kNoOperation:
+        if <int>get_slot(&_CMD, c, 0, "command_type") != kNoOperation:
             out.append(c)
     return out
 
@@ -183,7 +190,10 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
     """Steps 2 to 4 of renumbering for the submatrix and matrix lists: the
     surviving submatrices, each old submatrix's new number and which matrices
     are used (see the twin in renumber_py). Identical submatrices are found
-    with an open-addressing hash table over their five fields."""
+    with an open-addressing hash table over their five fields. A surviving
+    record whose matrix number changes and that only ``submatrices`` refers
+    to is renumbered in place (the caller replaces the list); any other gets
+    a new record."""
     cdef Py_ssize_t num_sub = len(submatrices)
     if len(used) < num_sub:
         raise ValueError("used has %d entries for %d submatrices" % (len(used), num_sub))
@@ -199,12 +209,12 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
     old_to_new_matrix.assign(num_matrices, -1)
     for s in range(num_sub):
         info = submatrices[s]
-        m = info.matrix_index
+        m = get_slot(&_SUB, info, 0, "matrix_index")
         fields[5 * s] = m
-        fields[5 * s + 1] = info.row_offset
-        fields[5 * s + 2] = info.num_rows
-        fields[5 * s + 3] = info.col_offset
-        fields[5 * s + 4] = info.num_cols
+        fields[5 * s + 1] = get_slot(&_SUB, info, 1, "row_offset")
+        fields[5 * s + 2] = get_slot(&_SUB, info, 2, "num_rows")
+        fields[5 * s + 3] = get_slot(&_SUB, info, 3, "col_offset")
+        fields[5 * s + 4] = get_slot(&_SUB, info, 4, "num_cols")
         if s > 0 and used[s]:
             if not 0 <= m < num_matrices:
                 raise IndexError("submatrix %d names matrix %d (%d matrices)"
@@ -215,6 +225,7 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
         if matrix_used[m]:
             old_to_new_matrix[m] = n
             n += 1
+    cdef list matrix_numbers = list(range(n))    # one int object per new number
     cdef Py_ssize_t cap = 16
     while cap < 2 * num_sub:
         cap *= 2
@@ -254,8 +265,17 @@ def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
             new_number[s] = num_distinct
             old_to_new[s] = num_distinct
             m = old_to_new_matrix[k[0]]
-        new_submatrices.append(info if m == fields[5 * s] else SubMatrixInfo(
-            m, fields[5 * s + 1], fields[5 * s + 2], fields[5 * s + 3], fields[5 * s + 4]))
+        if m != fields[5 * s]:
+            if Py_REFCNT(info) == 2:
+                # Only the old list and this loop hold the record, and the old
+                # list is being replaced: renumber it in place rather than
+                # build a new one (a record shared with anything else is
+                # left alone).
+                info.matrix_index = matrix_numbers[m]
+            else:
+                info = SubMatrixInfo(m, fields[5 * s + 1], fields[5 * s + 2],
+                                     fields[5 * s + 3], fields[5 * s + 4])
+        new_submatrices.append(info)
     if num_sub:
         old_to_new[0] = 0
     return new_submatrices, old_to_new, matrix_used

@@ -31,5 +31,6 @@ cdef class FastStepsData:
     cdef object _index(self, int64_t key)
     cdef list _index_list(self, vector[int64_t] &keys)
     cdef list step_cindexes_c(self, int s, int node)
+    cdef bytes step_keys_c(self, int s, int32_t *min_n)
     cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
                            vector[int32_t] &loc_steps, vector[int32_t] &loc_rows) except -1

@@ -9,6 +9,7 @@ input locations of a Descriptor part, debug Cindexes). Results are identical to
 the Python twin's (a test compares whole computations).
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -22,7 +23,8 @@ from libcpp.vector cimport vector
 import numpy as np
 
 from pynnet3._fast.cindex cimport (
-    Predicate, MODE_EXISTS, K_NO_TIME, key_n, key_node, key_t, key_x, pack, pred_holds,
+    Predicate, MODE_EXISTS, K_NO_TIME, N_BIAS, N_MASK, NODE_SHIFT, T_BIAS, T_MASK, T_SHIFT,
+    X_BIAS, X_MASK, X_SHIFT, key_n, key_node, key_t, key_x, pack, pred_holds,
     sum_is_computable, with_node)
 from pynnet3._fast.graph cimport FastGraph, NetInfo
 from pynnet3._fast.split_locations cimport hash_order_c
@@ -326,6 +328,23 @@ cdef class FastStepsData:
             PyList_SET_ITEM(out, i, t)
         return out
 
+    cdef bytes step_keys_c(self, int s, int32_t *min_n):
+        """The packed keys of step s's rows as bytes (an int64 each), from which
+        :func:`cindexes_from_keys` builds step_cindexes' list later; the
+        smallest n among them (0 for none) in ``min_n``."""
+        cdef size_t i, n = self.steps[s].size()
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(8 * n))
+        cdef int64_t *p = <int64_t *>PyBytes_AS_STRING(out)
+        cdef int64_t key
+        cdef int32_t lowest = 0
+        for i in range(n):
+            key = self.graph.cindexes[self.steps[s][i]]
+            p[i] = key
+            if i == 0 or key_n(key) < lowest:
+                lowest = key_n(key)
+        min_n[0] = lowest
+        return out
+
     cdef int locate_inputs(self, int s, int part_index, vector[int64_t] &ptr,
                            vector[int32_t] &loc_steps, vector[int32_t] &loc_rows) except -1:
         """For part ``part_index`` of the Descriptor of step s's node: CSR lists
@@ -530,3 +549,35 @@ def compute_steps(NetInfo net, FastGraph graph, requests):
         raise ComputationError("internal error: not every cindex was assigned a phase")
     data.check()
     return data
+
+
+def cindexes_from_keys(int node, bytes keys):
+    """[(node, Index(n, t, x))] for the packed keys of a step (see
+    FastStepsData.step_keys_c): the list step_cindexes gives for that step,
+    built when a matrix's debug info is first read."""
+    cdef const int64_t *p = <const int64_t *>PyBytes_AS_STRING(keys)
+    cdef Py_ssize_t i, n = len(keys) // 8
+    cdef list out = PyList_New(n)
+    cdef tuple t
+    cdef object node_obj = node, idx
+    cdef object new_tuple = tuple.__new__
+    for i in range(n):
+        idx = new_tuple(Index, (key_n(p[i]), key_t(p[i]), key_x(p[i])))
+        t = PyTuple_New(2)
+        Py_INCREF(node_obj)
+        PyTuple_SET_ITEM(t, 0, node_obj)
+        Py_INCREF(idx)
+        PyTuple_SET_ITEM(t, 1, idx)
+        Py_INCREF(t)
+        PyList_SET_ITEM(out, i, t)
+    return out
+
+
+def unpack_keys(bytes keys):
+    """(node, n, t, x) as int64 arrays for packed Cindex keys (see
+    FastStepsData.step_keys_c), all rows at once."""
+    k = np.frombuffer(keys, dtype=np.int64)
+    tf = (k >> T_SHIFT) & T_MASK
+    return (k >> NODE_SHIFT, (k & N_MASK) - N_BIAS,
+            np.where(tf == 0, <int64_t>K_NO_TIME, tf - T_BIAS),
+            ((k >> X_SHIFT) & X_MASK) - X_BIAS)

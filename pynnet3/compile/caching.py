@@ -23,6 +23,7 @@ writes back byte for byte (Kaldi's own read + write reverses the entries of
 such a file; see :meth:`_KaldiHashOrder.restore`).
 """
 
+import gc
 import logging
 import time
 from collections import OrderedDict
@@ -375,9 +376,17 @@ class CachingOptimizingCompiler:
         """The optimized NnetComputation for ``request`` (shared with the
         cache: do not modify it)."""
         start = time.perf_counter()
+        # Each stage (compile, check, optimize, expand) already pauses the
+        # cyclic GC while it runs; paused across all of them too, the young
+        # objects of one stage are not rescanned at the start of the next
+        # (nothing here makes reference cycles).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
             return self._compile_internal(request)
         finally:
+            if gc_was_enabled:
+                gc.enable()
             self.seconds_taken["total"] += time.perf_counter() - start
 
     def _compile_internal(self, request):

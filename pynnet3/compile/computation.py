@@ -77,6 +77,56 @@ class MatrixDebugInfo:
     cindexes: list = field(default_factory=list)   # list of (node, (n, t, x))
 
 
+_CINDEXES_SLOT = MatrixDebugInfo.__dict__["cindexes"]
+
+
+class LazyMatrixDebugInfo(MatrixDebugInfo):
+    """A MatrixDebugInfo whose Cindex list is built on first access, by
+    ``build(*args)`` from a compact recipe (the compiler's packed keys, the
+    shortcut's two-sequence rows). A computation has a Python tuple per
+    matrix row in its debug info, which costs time to build and to free,
+    while running a computation never reads them; printing, writing or
+    checking it does, and then gets the same list as an eager one. Equal to
+    any MatrixDebugInfo with the same fields.
+
+    ``num_rows`` and ``min_n`` (the number of Cindexes and their smallest n)
+    let the checker look at an unbuilt list without building it."""
+
+    __slots__ = ("_recipe",)
+
+    def __init__(self, is_deriv, num_rows, min_n, build, args):
+        MatrixDebugInfo.__init__(self, is_deriv, None)
+        self._recipe = (num_rows, min_n, build, args)
+
+    def pending(self):
+        """(num_rows, min_n, build, args) while the list is not built yet,
+        else None (a pass may wrap ``build`` to change the list it will
+        give without building it now)."""
+        return self._recipe
+
+    @property
+    def cindexes(self):
+        value = _CINDEXES_SLOT.__get__(self)
+        if value is None:
+            _, _, build, args = self._recipe
+            value = build(*args)
+            _CINDEXES_SLOT.__set__(self, value)
+            self._recipe = None
+        return value
+
+    @cindexes.setter
+    def cindexes(self, value):
+        _CINDEXES_SLOT.__set__(self, value)
+        self._recipe = None
+
+    def __eq__(self, other):
+        if not isinstance(other, MatrixDebugInfo):
+            return NotImplemented
+        return self.is_deriv == other.is_deriv and self.cindexes == other.cindexes
+
+    __hash__ = None
+
+
 @dataclass(slots=True)
 class SubMatrixInfo:
     matrix_index: int

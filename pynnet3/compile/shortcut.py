@@ -30,10 +30,11 @@ from itertools import chain
 
 import numpy as np
 
+from .. import _fast
 from ..errors import ComputationError
 from ..nnet.index import Index, kNoTime
-from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo,
-                          NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
+from .computation import (Command, CommandType, LazyMatrixDebugInfo, MatrixDebugInfo,
+                          MatrixInfo, NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
 from .request import ComputationRequest, IoSpecification
 
 __all__ = ["find_n_stride", "request_is_decomposable", "expand_computation",
@@ -345,15 +346,14 @@ class ComputationExpander:
             raise ComputationError("shortcut compilation: the computation to expand has no "
                                    "matrix debug info")
         infos = comp.matrix_debug_info
-        sizes = [len(info.cindexes) for info in infos]
+        sizes = [_debug_row_count(info) for info in infos]
         for m in range(1, len(comp.matrices)):
             if sizes[m] != comp.matrices[m].num_rows:
                 raise ComputationError("shortcut compilation: matrix m%d has %d rows but "
                                        "debug info for %d" % (m, comp.matrices[m].num_rows,
                                                               sizes[m]))
         # all rows of all matrices at once; per matrix, views into them
-        n_all, key_all = _cindex_arrays(list(chain.from_iterable(
-            info.cindexes for info in infos[1:])))
+        n_all, key_all = _debug_row_arrays(infos[1:], sizes[1:])
         n_list = n_all.tolist()
         self.n_of_row = [None]      # per matrix: the n value of each row
         self.key_of_row = [None]    # per matrix: (node, t, x) of each row
@@ -404,6 +404,7 @@ class ComputationExpander:
         subs = [comp.submatrices[0]]
         n_list, matrix_start, n_stride, num_n = (self.n_list, self.matrix_start,
                                                  self.n_stride, self.num_n)
+        fields = [[], [], [], [], []]       # matrix, first row, rows, first col, cols
         for s in range(1, len(comp.submatrices)):
             info = comp.submatrices[s]
             m = info.matrix_index
@@ -414,11 +415,31 @@ class ComputationExpander:
                 raise ComputationError(
                     "Submatrix s%d = %s has strange dimensions.  Computation is: %s"
                     % (s, submatrix_strings(comp)[s], print_computation(comp, self.nnet)))
-            new_first = _new_rows(first, n_stride[m], num_n)
-            new_last = _new_rows(last, n_stride[m], num_n)
-            subs.append(SubMatrixInfo(m, new_first, new_last + 1 - new_first,
-                                      info.col_offset, info.num_cols))
+            fields[0].append(m)
+            fields[1].append(first)
+            fields[2].append(last)
+            fields[3].append(info.col_offset)
+            fields[4].append(info.num_cols)
+        # the new rows of all submatrices' first and last rows at once
+        if len(comp.submatrices) > 1:
+            stride = np.array(n_stride, dtype=np.int64)[fields[0]]
+            new_first = _new_rows(np.array(fields[1], dtype=np.int64), stride, num_n)
+            new_last = _new_rows(np.array(fields[2], dtype=np.int64), stride, num_n)
+            fields[1] = new_first.tolist()
+            fields[2] = (new_last + 1 - new_first).tolist()
+        subs += _make_submatrices(*fields)
         self.expanded.submatrices = subs
+        # Per submatrix (old and new row offsets, matrix) and per matrix
+        # (n-stride, first row in n_all) as arrays, for the row tables whose
+        # every row names its own source submatrix.
+        self.sub_matrix = np.array([info.matrix_index for info in comp.submatrices],
+                                   dtype=np.int64)
+        self.sub_row_offset = np.array([info.row_offset for info in comp.submatrices],
+                                       dtype=np.int64)
+        self.new_sub_row_offset = np.array([info.row_offset for info in subs], dtype=np.int64)
+        self.n_stride_array = np.array(n_stride, dtype=np.int64)
+        self.matrix_start_array = np.array(matrix_start, dtype=np.int64)
+        self.n_all = np.array(n_list, dtype=np.int64)
 
     # -- precomputed indexes ----------------------------------------------------------
     def _expand_index_lists(self, lists):
@@ -500,6 +521,18 @@ class ComputationExpander:
         return (self._new_matrix_rows(m, rows) - self.expanded.submatrices[s].row_offset,
                 self.n_stride[m])
 
+    def _new_rows_of_submatrices(self, subs, old_rows):
+        """_new_submatrix_rows for rows each of its own submatrix (arrays
+        ``subs``, ``old_rows``): (new rows, n-stride of each row)."""
+        m = self.sub_matrix[subs]
+        rows = old_rows + self.sub_row_offset[subs]
+        bad = self.n_all[self.matrix_start_array[m] + rows] != 0
+        if bad.any():
+            raise ComputationError("shortcut compilation: a row command mixes sequences "
+                                   "(submatrix s%d)" % int(subs[bad].min()))
+        stride = self.n_stride_array[m]
+        return _new_rows(rows, stride, self.num_n) - self.new_sub_row_offset[subs], stride
+
     def _n0_rows(self, s):
         """Rows of submatrix s (in the mini computation) that hold n == 0."""
         old = self.computation.submatrices[s]
@@ -536,12 +569,10 @@ class ComputationExpander:
             new_i1, stride1 = self._new_submatrix_rows(s1, i1)
             n_range = np.arange(self.num_n)
             dest = new_i1[:, None] + stride1 * n_range
-            # the source submatrices differ per row: map each group at once
-            for s2 in np.unique(pairs[:, 0]).tolist():
-                sel = pairs[:, 0] == s2
-                new_i2, stride2 = self._new_submatrix_rows(s2, pairs[sel, 1])
-                new[dest[sel], 0] = s2
-                new[dest[sel], 1] = new_i2[:, None] + stride2 * n_range
+            # the source submatrices differ per row
+            new_i2, stride2 = self._new_rows_of_submatrices(pairs[:, 0], pairs[:, 1])
+            new[dest, 0] = pairs[:, 0, None]
+            new[dest, 1] = new_i2[:, None] + stride2[:, None] * n_range
         self.expanded.indexes_multi.append(list(zip(new[:, 0].tolist(), new[:, 1].tolist())))
         return len(self.expanded.indexes_multi) - 1
 
@@ -568,19 +599,42 @@ class ComputationExpander:
         return len(self.expanded.indexes_ranges) - 1
 
     def _compute_commands(self):
-        commands = []
-        for c in self.computation.commands:
-            new = Command(c.command_type, c.arg1, c.arg2, c.arg3, c.arg4, c.arg5, c.arg6,
-                          c.arg7, c.alpha)
-            ct = c.command_type
-            if ct in _ROWS_COMMANDS:
-                new.arg3 = self._expand_rows(c)
-            elif ct in _MULTI_COMMANDS:
-                new.arg2 = self._expand_rows_multi(c)
-            elif ct == _T.kAddRowRanges:
-                new.arg3 = self._expand_row_ranges(c)
-            commands.append(new)
+        old = self.computation.commands
+        commands = _copy_commands(old)
+        # only the row commands get new index tables, in command order
+        rows, multi = frozenset(map(int, _ROWS_COMMANDS)), frozenset(map(int, _MULTI_COMMANDS))
+        ranges = int(_T.kAddRowRanges)
+        for i, c in enumerate(old):
+            t = c.command_type
+            if t in rows:
+                commands[i].arg3 = self._expand_rows(old[i])
+            elif t in multi:
+                commands[i].arg2 = self._expand_rows_multi(old[i])
+            elif t == ranges:
+                commands[i].arg3 = self._expand_row_ranges(old[i])
         self.expanded.commands = commands
+
+
+def copy_commands_py(commands):
+    """A new Command with the same fields for each command, in order (the
+    twin of ``copy_commands`` in pynnet3/_fast/records.pyx)."""
+    return [Command(c.command_type, c.arg1, c.arg2, c.arg3, c.arg4, c.arg5, c.arg6, c.arg7,
+                    c.alpha) for c in commands]
+
+
+def make_submatrices_py(matrix_index, row_offset, num_rows, col_offset, num_cols):
+    """SubMatrixInfo records from five equally long lists (the twin of
+    ``make_submatrices`` in pynnet3/_fast/records.pyx)."""
+    if not (len(row_offset) == len(num_rows) == len(col_offset) == len(num_cols)
+            == len(matrix_index)):
+        raise ValueError("make_submatrices: lists of different lengths")
+    return list(map(SubMatrixInfo, matrix_index, row_offset, num_rows, col_offset, num_cols))
+
+
+_records = _fast.load("records")
+_copy_commands = _records.copy_commands if _records is not None else copy_commands_py
+_make_submatrices = (_records.make_submatrices if _records is not None
+                     else make_submatrices_py)
 
 
 def _new_rows(old_rows, n_stride, num_n):
@@ -601,57 +655,80 @@ def _cindex_list(rows):
     return [(r[0], new(Index, r[1:])) for r in rows.tolist()]
 
 
-_CINDEXES_SLOT = MatrixDebugInfo.__dict__["cindexes"]
+def _packed_keys(info):
+    """(node, packed keys) of a debug info still to be built from a compiled
+    step's packed keys, else None."""
+    pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+    if pending is None or _unpack_keys is None or pending[2] is not _cindexes_from_keys:
+        return None
+    return pending[3]
 
 
-class _ExpandedDebugInfo(MatrixDebugInfo):
+def _debug_row_count(info):
+    pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+    return len(info.cindexes) if pending is None else pending[0]
+
+
+def _debug_row_arrays(infos, sizes):
+    """_cindex_arrays of the debug Cindexes of ``infos`` (matrices m1 ...,
+    with ``sizes`` rows), all concatenated. Lists not built yet from a
+    compiled step are read from their packed keys instead of being built."""
+    packed = [_packed_keys(info) for info in infos]
+    from_keys = np.repeat(np.array([p is not None for p in packed], dtype=bool),
+                          np.array(sizes, dtype=np.int64))
+    n_all = np.empty(len(from_keys), dtype=np.int64)
+    key_all = np.empty((len(from_keys), 3), dtype=np.int64)
+    if from_keys.any():
+        present = [p for p in packed if p is not None]
+        node_ids = np.repeat(np.array([p[0] for p in present], dtype=np.int64),
+                             np.array([len(p[1]) // 8 for p in present], dtype=np.int64))
+        node, n, t, x = _unpack_keys(b"".join(p[1] for p in present))
+        n_all[from_keys] = n
+        key_all[from_keys, 0] = node_ids
+        key_all[from_keys, 1] = t
+        key_all[from_keys, 2] = x
+    if not from_keys.all():
+        n, key = _cindex_arrays(list(chain.from_iterable(
+            info.cindexes for info, p in zip(infos, packed) if p is None)))
+        n_all[~from_keys] = n
+        key_all[~from_keys] = key
+    return n_all, key_all
+
+
+try:    # the compiled compiler's debug info (see _debug_row_arrays)
+    from .._fast.steps import cindexes_from_keys as _cindexes_from_keys
+    from .._fast.steps import unpack_keys as _unpack_keys
+except ImportError:
+    _cindexes_from_keys = _unpack_keys = None
+
+
+class _ExpandedDebugInfo(LazyMatrixDebugInfo):
     """MatrixDebugInfo of an expanded matrix whose Cindex list is built on
     first access. An expanded computation has N/2 times the rows of the mini
     one, and building a Python tuple per row would cost far more than the
     rest of the expansion, while running a computation never reads them;
     printing, writing or checking it does, and then gets the same list."""
 
-    __slots__ = ("_recipe",)
+    __slots__ = ()
 
     def __init__(self, is_deriv, num_rows, old_n, old_keys, n_stride, num_n):
         """``old_n``, ``old_keys``: n and (node, t, x) of the two-sequence
-        matrix's rows; the expanded matrix has ``num_rows`` rows."""
-        MatrixDebugInfo.__init__(self, is_deriv, None)
-        self._recipe = (num_rows, old_n, old_keys, n_stride, num_n)
+        matrix's rows; the expanded matrix has ``num_rows`` rows (n from 0)."""
+        LazyMatrixDebugInfo.__init__(self, is_deriv, num_rows, 0, _expanded_cindexes,
+                                     (num_rows, old_n, old_keys, n_stride, num_n))
 
-    def _build(self):
-        num_rows, old_n, old_keys, n_stride, num_n = self._recipe
-        n0_rows = np.flatnonzero(old_n == 0)
-        key = old_keys[n0_rows]
-        n_range = np.arange(num_n)
-        dest = _new_rows(n0_rows, n_stride, num_n)[:, None] + n_stride * n_range
-        rows = np.zeros((num_rows, 4), dtype=np.int64)
-        rows[dest, 0] = key[:, None, 0]
-        rows[dest, 1] = n_range
-        rows[dest, 2] = key[:, None, 1]
-        rows[dest, 3] = key[:, None, 2]
-        return _cindex_list(rows)
 
-    @property
-    def cindexes(self):
-        value = _CINDEXES_SLOT.__get__(self)
-        if value is None:
-            value = self._build()
-            _CINDEXES_SLOT.__set__(self, value)
-            self._recipe = None
-        return value
-
-    @cindexes.setter
-    def cindexes(self, value):
-        _CINDEXES_SLOT.__set__(self, value)
-        self._recipe = None
-
-    def __eq__(self, other):
-        if not isinstance(other, MatrixDebugInfo):
-            return NotImplemented
-        return self.is_deriv == other.is_deriv and self.cindexes == other.cindexes
-
-    __hash__ = None
+def _expanded_cindexes(num_rows, old_n, old_keys, n_stride, num_n):
+    n0_rows = np.flatnonzero(old_n == 0)
+    key = old_keys[n0_rows]
+    n_range = np.arange(num_n)
+    dest = _new_rows(n0_rows, n_stride, num_n)[:, None] + n_stride * n_range
+    rows = np.zeros((num_rows, 4), dtype=np.int64)
+    rows[dest, 0] = key[:, None, 0]
+    rows[dest, 1] = n_range
+    rows[dest, 2] = key[:, None, 1]
+    rows[dest, 3] = key[:, None, 2]
+    return _cindex_list(rows)
 
 
 def expand_computation(nnet, misc_info, computation, need_debug_info, num_n_values):

@@ -6,26 +6,48 @@ this very command adds to zeros, so it can copy instead. That lets the
 zeroing go later (RemoveUnnecessaryZeroing) and lets assignments be merged.
 kAddToRowsMulti is converted only with alpha 1, since kCopyToRowsMulti has
 no scale.
+
+Which commands qualify is decided in C (``additions_to_convert`` in
+``pynnet3/_fast/analysis_passes.pyx``) when the compiled analysis is in use;
+:func:`additions_to_convert_py` is its twin.
 """
 
+from .. import _fast
 from ..compile.computation import CommandType as C
+from . import analysis as _analysis
 from .analysis import Analyzer, ComputationAnalysis
 from .computation_edit import commands_of_types
 
 _COPY_OF = {C.kMatrixAdd: C.kMatrixCopy, C.kAddRows: C.kCopyRows,
             C.kAddRowsMulti: C.kCopyRowsMulti, C.kAddToRowsMulti: C.kCopyToRowsMulti}
 
+_fast_module = _fast.load("analysis_passes")
+# The kernel reads the compiled analysis' arrays.
+_kernel = (_fast_module.additions_to_convert
+           if _fast_module is not None and _analysis._impl is not _analysis._py else None)
 
-def convert_addition_to_assignment(nnet, computation):
-    """Rewrites adding commands into copies where that is exact."""
-    analyzer = Analyzer().init(nnet, computation)
+
+def additions_to_convert_py(analyzer, computation):
+    """The adding commands, in order, whose every written submatrix is first
+    non-trivially accessed (zeroing aside) by the command itself."""
     analysis = ComputationAnalysis(computation, analyzer)
-    commands = computation.commands
+    out = []
     for index in commands_of_types(computation, _COPY_OF):
-        c = commands[index]
-        copy_type = _COPY_OF[c.command_type]
         written = analyzer.command_attributes[index].submatrices_written
         assert written, "adding command %d writes nothing" % index
         if all(analysis.first_nontrivial_access(s) == index for s in written):
-            if c.command_type != C.kAddToRowsMulti or c.alpha == 1.0:
-                c.command_type = copy_type
+            out.append(index)
+    return out
+
+
+def convert_addition_to_assignment(nnet, computation):
+    """Rewrites adding commands into copies where that is exact. (Converting
+    one command changes no other's answer: only zeroings are skipped when
+    looking for a first non-trivial access.)"""
+    analyzer = Analyzer().init(nnet, computation)
+    find = _kernel if _kernel is not None else additions_to_convert_py
+    commands = computation.commands
+    for index in find(analyzer, computation):
+        c = commands[index]
+        if c.command_type != C.kAddToRowsMulti or c.alpha == 1.0:
+            c.command_type = _COPY_OF[c.command_type]

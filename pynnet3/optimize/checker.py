@@ -40,7 +40,7 @@ import logging
 from operator import itemgetter
 
 from .. import _fast
-from ..compile.computation import CommandType
+from ..compile.computation import CommandType, LazyMatrixDebugInfo
 from ..compile.computation_io import command_string
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
@@ -94,6 +94,17 @@ def command_type_bytes_py(commands):
 _fast_module = _fast.load("checker")
 command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not None
                       else command_type_bytes_py)
+
+
+def _component_facts(nnet):
+    """What the index check needs of the network: per component its
+    properties, input and output dims; per node whether it is an input or
+    output node (as bytes)."""
+    components = [nnet.get_component(i) for i in range(nnet.num_components())]
+    return ([int(c.properties()) for c in components], [c.input_dim() for c in components],
+            [c.output_dim() for c in components],
+            bytes(1 if nnet.is_input_node(n) or nnet.is_output_node(n) else 0
+                  for n in range(nnet.num_nodes())))
 
 
 class ComputationCheckError(ComputationError):
@@ -184,6 +195,14 @@ class ComputationChecker:
 
     # -- indexes ----------------------------------------------------------------------------
     def check_computation_indexes(self):
+        # The compiled check answers yes or no for the whole computation; the
+        # loop below (its twin) runs when it says no, to name the fault.
+        if _fast_module is not None and _fast_module.indexes_look_valid(
+                self.computation, *_component_facts(self.nnet)):
+            return
+        self.check_computation_indexes_py()
+
+    def check_computation_indexes_py(self):
         comp = self.computation
         nnet = self.nnet
         submatrices = comp.submatrices
@@ -480,7 +499,12 @@ class ComputationChecker:
         if types.find(_COMPRESS) < 0 and types.find(_DECOMPRESS) < 0:
             return
         middle = types.find(_MARKER)
-        for m in range(1, len(self.a.matrix_accesses)):
+        # Only a matrix that some (de)compression touches can fail; in
+        # increasing order, as a visit of every matrix would find them.
+        subs = self.computation.submatrices
+        touched = sorted({subs[commands[ci].arg1].matrix_index
+                          for ci, t in enumerate(types) if t == _COMPRESS or t == _DECOMPRESS})
+        for m in touched:
             accesses = self.a.matrix_accesses[m].accesses
             n = len(accesses)
             for i, access in enumerate(accesses):
@@ -578,13 +602,23 @@ class ComputationChecker:
             self._fail("debug-info", "debug info has %d entries for %d matrices"
                        % (len(comp.matrix_debug_info), len(comp.matrices)))
         for m in range(1, len(comp.matrix_debug_info)):
-            cindexes = comp.matrix_debug_info[m].cindexes
-            if len(cindexes) != comp.matrices[m].num_rows:
+            info = comp.matrix_debug_info[m]
+            # a debug info built on first access says how many Cindexes it
+            # will have and their smallest n without being built
+            pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+            if pending is None:
+                cindexes = info.cindexes
+                num_cindexes = len(cindexes)
+                min_n = min(map(_n_of_index, map(_index_of_cindex, cindexes))) \
+                    if cindexes else 0
+            else:
+                num_cindexes, min_n = pending[:2]
+            if num_cindexes != comp.matrices[m].num_rows:
                 self._fail("debug-info", "debug info for matrix m%d has wrong num-rows "
-                           "(%d cindexes for %d rows)" % (m, len(cindexes),
+                           "(%d cindexes for %d rows)" % (m, num_cindexes,
                                                           comp.matrices[m].num_rows),
                            None, m)
-            if cindexes and min(map(_n_of_index, map(_index_of_cindex, cindexes))) < 0:
+            if min_n < 0:
                 self._fail("debug-info", "negative n index in debug info of matrix m%d" % m,
                            None, m)
 

@@ -7,7 +7,7 @@ renumbered here (a pass calls :func:`renumber_computation` afterwards, which
 drops what became unused).
 """
 
-import re
+import numpy as np
 
 from ..compile.computation import SubMatrixInfo
 from ..errors import ComputationError
@@ -17,13 +17,14 @@ from .checker import command_type_bytes
 def commands_of_types(computation, command_types):
     """Indexes, in order, of the commands whose type is one of
     ``command_types``. The types are scanned as bytes (one compiled pass over
-    the commands, then a regular-expression search), so a pass that only
-    touches a few kinds of commands does not visit every command in Python."""
+    the commands, then a NumPy table lookup), so a pass that only touches a
+    few kinds of commands does not visit every command in Python."""
     if not command_types:
         return []
-    types = command_type_bytes(computation.commands)
-    pattern = b"[" + b"".join(b"\\x%02x" % int(t) for t in command_types) + b"]"
-    return [m.start() for m in re.finditer(pattern, types)]
+    types = np.frombuffer(command_type_bytes(computation.commands), dtype=np.uint8)
+    wanted = np.zeros(256, dtype=bool)
+    wanted[[int(t) for t in command_types]] = True
+    return np.flatnonzero(wanted[types]).tolist()
 
 
 def new_sub_matrix(computation, base_submatrix, row_offset, num_rows, col_offset, num_cols):
@@ -59,10 +60,14 @@ def get_whole_submatrices(computation):
     """For each matrix index, the submatrix covering all of it; where several
     do, the last one (index 0 maps to 0; Kaldi's GetWholeSubmatrices). Every
     matrix must have one (the compiler creates it with the matrix)."""
-    whole = [0] * len(computation.matrices)
-    for s in range(1, len(computation.submatrices)):
-        if computation.is_whole_matrix(s):
-            whole[computation.submatrices[s].matrix_index] = s
+    mats = computation.matrices
+    whole = [0] * len(mats)
+    for s, info in enumerate(computation.submatrices):
+        # (NnetComputation.is_whole_matrix, inlined: this runs per submatrix)
+        if info.row_offset == 0 and info.col_offset == 0 and s > 0:
+            m = mats[info.matrix_index]
+            if info.num_rows == m.num_rows and info.num_cols == m.num_cols:
+                whole[info.matrix_index] = s
     for m in range(1, len(whole)):
         if whole[m] == 0:
             raise ComputationError("matrix m%d has no submatrix covering all of it" % m)

@@ -14,7 +14,7 @@ nothing anybody reads; their debug cindexes repeat earlier rows' with
 
 import numpy as np
 
-from ..compile.computation import CommandType as C, SubMatrixInfo
+from ..compile.computation import CommandType as C, LazyMatrixDebugInfo, SubMatrixInfo
 from ..nnet.index import kNoTime
 from .computation_edit import commands_of_types, get_whole_submatrices
 from .renumber import renumber_computation
@@ -43,7 +43,11 @@ def extend_matrices(computation):
             copies.append(c)
         else:
             is_io[subs[c.arg1].matrix_index] = True
+    # Kaldi compares with min_proportion * num_rows in float32; the products
+    # for every matrix at once
+    min_rows = (_MIN_PROPORTION * np.array(orig_num_rows, dtype=np.float32)).tolist()
     changed = False
+    extended = set()        # matrices made taller
     for c in copies:
         if c.alpha != 1.0:
             continue
@@ -51,7 +55,7 @@ def extend_matrices(computation):
         if src.matrix_index == dest.matrix_index or is_io[dest.matrix_index]:
             continue
         src_mat = mats[src.matrix_index]
-        if src.num_rows < float(_MIN_PROPORTION * np.float32(orig_num_rows[src.matrix_index])):
+        if src.num_rows < min_rows[src.matrix_index]:
             continue
         if not (src.col_offset == 0 and src.num_cols == src_mat.num_cols
                 and src.row_offset == 0 and src.num_rows < src_mat.num_rows
@@ -62,6 +66,7 @@ def extend_matrices(computation):
         if new_rows > dest_mat.num_rows:
             dest_mat.num_rows = new_rows
             subs.append(SubMatrixInfo(dest.matrix_index, 0, new_rows, 0, dest_mat.num_cols))
+            extended.add(dest.matrix_index)
         c.arg1 = len(subs)
         subs.append(SubMatrixInfo(dest.matrix_index, dest.row_offset, src_mat.num_rows,
                                   dest.col_offset, dest.num_cols))
@@ -70,13 +75,13 @@ def extend_matrices(computation):
                                   src_mat.num_cols))
         changed = True
     if changed:
-        _fix_computation(computation, orig_num_rows)
+        _fix_computation(computation, orig_num_rows, sorted(extended))
 
 
-def _fix_computation(computation, orig_num_rows):
+def _fix_computation(computation, orig_num_rows, extended):
     """Points allocations, deallocations and whole-matrix zeroings of
-    extended matrices at the new whole submatrices, fixes debug info, and
-    renumbers."""
+    extended matrices (``extended``, in order) at the new whole submatrices,
+    fixes their debug info, and renumbers."""
     subs = computation.submatrices
     mats = computation.matrices
     whole = get_whole_submatrices(computation)
@@ -96,14 +101,35 @@ def _fix_computation(computation, orig_num_rows):
                     and info.num_cols == mats[m].num_cols
                     and info.num_rows == orig_num_rows[m]):
                 c.arg1 = whole[m]
-    if computation.matrix_debug_info:
-        for m in range(1, len(mats)):
-            cindexes = computation.matrix_debug_info[m].cindexes
-            old_rows = len(cindexes)
-            extra = mats[m].num_rows - old_rows
-            if extra:
-                assert extra <= old_rows
-                for r in range(old_rows, old_rows + extra):
-                    node, index = cindexes[r - extra]
-                    cindexes.append((node, type(index)(index[0], kNoTime, index[2])))
+    debug = computation.matrix_debug_info
+    if debug:
+        for m in extended:
+            info = debug[m]
+            pending = info.pending() if isinstance(info, LazyMatrixDebugInfo) else None
+            if pending is None:
+                _pad_cindexes(info.cindexes, mats[m].num_rows)
+                continue
+            # not built yet: build it padded when it is first read
+            old_rows, min_n, build, args = pending
+            if mats[m].num_rows != old_rows:
+                debug[m] = LazyMatrixDebugInfo(info.is_deriv, mats[m].num_rows, min_n,
+                                               _padded_cindexes,
+                                               (build, args, mats[m].num_rows))
     renumber_computation(computation)
+
+
+def _pad_cindexes(cindexes, num_rows):
+    """Extends a matrix's debug Cindexes to ``num_rows`` rows: each added row
+    repeats the row that many rows earlier, with t = kNoTime."""
+    old_rows = len(cindexes)
+    extra = num_rows - old_rows
+    assert 0 <= extra <= old_rows
+    for r in range(old_rows, num_rows):
+        node, index = cindexes[r - extra]
+        cindexes.append((node, type(index)(index[0], kNoTime, index[2])))
+
+
+def _padded_cindexes(build, args, num_rows):
+    cindexes = build(*args)
+    _pad_cindexes(cindexes, num_rows)
+    return cindexes

@@ -23,9 +23,12 @@ every backend with Kaldi's CuCompressedMatrix arithmetic.
 
 import logging
 
+import numpy as np
+
 from ..compile.computation import Command
 from ..compile.computation import CommandType as C
 from .analysis import Analyzer, kReadAccess, matrix_access_summary
+from .checker import command_type_bytes
 from .computation_edit import get_whole_submatrices, insert_commands
 
 log = logging.getLogger(__name__)
@@ -105,12 +108,25 @@ def optimize_memory_compression(nnet, memory_compression_level, computation):
         return
     if commands[-1].command_type == C.kGotoLabel:
         return
-    markers = [i for i, c in enumerate(commands) if c.command_type == C.kNoOperationMarker]
+    types = np.frombuffer(command_type_bytes(commands), dtype=np.uint8)
+    markers = np.flatnonzero(types == int(C.kNoOperationMarker)).tolist()
     if not markers:
         return
     if len(markers) > 1:
         log.warning("Found more than one command of type kNoOperationMarker in non-looped "
                     "computation.")
         return
+    # Only a matrix accessed after the marker, and not an output, can be
+    # compressed; when everything after it only frees matrices or hands over
+    # outputs (an inference computation), none is, and the analysis that
+    # would find that is not needed.
+    if np.isin(types[markers[0] + 1:], _NOTHING_TO_COMPRESS_AFTER).all():
+        return
     MemoryCompressionOptimizer(nnet, memory_compression_level, markers[0],
                                computation).optimize()
+
+
+_NOTHING_TO_COMPRESS_AFTER = np.array([int(C.kDeallocMatrix), int(C.kProvideOutput),
+                                       int(C.kNoOperation), int(C.kNoOperationPermanent),
+                                       int(C.kNoOperationMarker), int(C.kNoOperationLabel)],
+                                      dtype=np.uint8)

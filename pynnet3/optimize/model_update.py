@@ -14,26 +14,34 @@ Components with memos are left alone.
 from ..compile.computation import (Command, CommandType as C, MatrixDebugInfo,
                                    MatrixStrideType)
 from ..components.base import ComponentProperty as P
+from .computation_edit import commands_of_types
 
 
 class ModelUpdateConsolidator:
     def __init__(self, nnet, computation):
         self.nnet = nnet
         self.computation = computation
-        # extra_commands[c]: new commands to go right before old command c.
-        self.extra_commands = [[] for _ in computation.commands]
+        # extra_commands[c]: new commands to go right before old command c
+        # (only the few commands that get some are keys).
+        self.extra_commands = {}
         self.final_commands = []
         self.final_deallocate_commands = []
 
     def consolidate_model_update(self):
         nnet = self.nnet
         per_component = {}
-        for index, c in enumerate(self.computation.commands):
-            if c.command_type == C.kBackprop:
-                props = nnet.get_component(c.arg1).properties()
-                if (props & P.kUpdatableComponent and props & P.kSimpleComponent
-                        and not props & P.kUsesMemo):
-                    per_component.setdefault(c.arg1, []).append(index)
+        commands = self.computation.commands
+        eligible = {}      # component -> whether its updates can be consolidated
+        for index in commands_of_types(self.computation, (C.kBackprop,)):
+            component = commands[index].arg1
+            ok = eligible.get(component)
+            if ok is None:
+                props = nnet.get_component(component).properties()
+                ok = eligible[component] = bool(
+                    props & P.kUpdatableComponent and props & P.kSimpleComponent
+                    and not props & P.kUsesMemo)
+            if ok:
+                per_component.setdefault(component, []).append(index)
         consolidated = False
         for component in sorted(per_component):
             if len(per_component[component]) > 1:
@@ -68,8 +76,9 @@ class ModelUpdateConsolidator:
                     == MatrixStrideType.kStrideEqualNumCols):
                 stride = MatrixStrideType.kStrideEqualNumCols
         whole = comp.new_matrix(num_rows, num_cols, stride)
-        self.extra_commands[0].append(Command(C.kAllocMatrix, whole))
-        self.extra_commands[0].append(Command(C.kSetConst, whole, alpha=0.0))
+        first = self.extra_commands.setdefault(0, [])
+        first.append(Command(C.kAllocMatrix, whole))
+        first.append(Command(C.kSetConst, whole, alpha=0.0))
         self.final_deallocate_commands.append(Command(C.kDeallocMatrix, whole))
         matrix = comp.submatrices[whole].matrix_index
         if comp.matrix_debug_info:
@@ -78,7 +87,8 @@ class ModelUpdateConsolidator:
         for command_index, s in zip(commands, submatrices):
             rows = comp.submatrices[s].num_rows
             part = comp.new_submatrix(matrix, row_offset, rows, 0, num_cols)
-            self.extra_commands[command_index].append(Command(C.kMatrixCopy, part, s))
+            self.extra_commands.setdefault(command_index, []).append(
+                Command(C.kMatrixCopy, part, s))
             row_offset += rows
         return whole
 
@@ -105,9 +115,13 @@ class ModelUpdateConsolidator:
 
     def _add_commands_to_computation(self):
         new = []
-        for extra, c in zip(self.extra_commands, self.computation.commands):
-            new.extend(extra)
-            new.append(c)
+        commands = self.computation.commands
+        done = 0
+        for index in sorted(self.extra_commands):
+            new.extend(commands[done:index])
+            new.extend(self.extra_commands[index])
+            done = index
+        new.extend(commands[done:])
         new.extend(self.final_commands)
         new.extend(self.final_deallocate_commands)
         self.computation.commands = new

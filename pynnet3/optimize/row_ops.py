@@ -28,7 +28,7 @@ from .. import _fast
 from ..compile.computation import Command
 from ..compile.computation import CommandType as C
 from ..errors import ComputationError
-from .computation_edit import insert_commands, new_sub_matrix
+from .computation_edit import commands_of_types, insert_commands, new_sub_matrix
 
 # How much larger than the number of rows a split source block may be (a
 # command over mostly-unused source rows would waste a kernel launch).
@@ -83,15 +83,23 @@ def snip_row_ops(computation):
     """Kaldi's SnipRowOps (see the module docstring); True if it changed
     anything."""
     changed = False
-    for i, c in enumerate(computation.commands):
-        t = c.command_type
-        if t == C.kAddRows:
+    commands = computation.commands
+    add_rows, add_row_ranges = int(C.kAddRows), int(C.kAddRowRanges)
+    for i in commands_of_types(computation, _SNIPPED_TYPES):
+        t = commands[i].command_type
+        if t == add_rows:
             changed |= _snip(computation, i, "indexes", "arg3", 0)
-        elif t in (C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti):
-            changed |= _snip(computation, i, "indexes_multi", "arg2", 1)
-        elif t == C.kAddRowRanges:
+        elif t == add_row_ranges:
             changed |= _snip(computation, i, "indexes_ranges", "arg3", 2)
+        else:
+            changed |= _snip(computation, i, "indexes_multi", "arg2", 1)
     return changed
+
+
+# The commands snip_row_ops looks at (found by one scan of the command types,
+# not a Python visit of every command).
+_SNIPPED_TYPES = (C.kAddRows, C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsMulti,
+                  C.kAddRowRanges)
 
 
 # ---------------------------------------------------------------------------
@@ -131,9 +139,9 @@ def replace_row_with_matrix_ops(computation):
     """Kaldi's ReplaceRowWithMatrixOps (see the module docstring); True if it
     changed anything."""
     changed = False
-    for c in computation.commands:
-        if c.command_type not in (C.kCopyRows, C.kAddRows):
-            continue
+    commands = computation.commands
+    for i in commands_of_types(computation, (C.kCopyRows, C.kAddRows)):
+        c = commands[i]
         block = _consecutive_block(computation.indexes[c.arg3])
         if block is None:
             continue
@@ -251,9 +259,8 @@ def split_row_ops(computation):
     changed = False
     extra = []
     commands = computation.commands
-    for i, c in enumerate(commands):
-        if c.command_type not in _AS_MATRIX_OP:
-            continue
+    for i in commands_of_types(computation, _AS_MATRIX_OP):
+        c = commands[i]
         splits = tables[c.arg2]
         if splits is None:
             continue

@@ -13,8 +13,11 @@ becomes one kSwapMatrix at the allocation, reusing the freed memory.
 
 import bisect
 
+import numpy as np
+
 from ..compile.computation import CommandType as C, MatrixStrideType
 from .analysis import Analyzer, matrix_access_summary
+from .checker import command_type_bytes
 from .computation_edit import commands_of_types
 from .looped import fix_goto_label
 from .renumber import remove_no_ops
@@ -22,45 +25,55 @@ from .renumber import remove_no_ops
 
 def move_sizing_commands(nnet, computation):
     """Reorders allocation/zeroing pairs and deallocations (stable sort on
-    positions scaled by 3, so "just before" is 3k-1 and "just after" 3k+1)."""
+    positions scaled by 3, so "just before" is 3k-1 and "just after" 3k+1).
+    The positions are computed and sorted as NumPy arrays over the analysis'
+    per-matrix summary; only the commands themselves are Python objects."""
     analyzer = Analyzer().init(nnet, computation)
     commands = computation.commands
     n = len(commands)
-    alloc_type, set_const = int(C.kAllocMatrix), int(C.kSetConst)
-    is_pair = [False] * n
-    for i in commands_of_types(computation, (C.kAllocMatrix,)):
-        if i + 1 < n:
-            a, b = commands[i], commands[i + 1]
-            if b.command_type == set_const and a.arg1 == b.arg1 and b.alpha == 0.0:
-                is_pair[i] = True
-    position = [3 * i for i in range(n)]
-    summary = matrix_access_summary(analyzer.matrix_accesses)
-    dealloc_type = int(C.kDeallocMatrix)
-    for m in range(1, len(summary.first_access)):
-        first = summary.first_access[m]
-        alloc = summary.allocate_command[m]
-        if alloc != -1 and commands[alloc].command_type == alloc_type:
-            if first == alloc + 1 and is_pair[alloc]:
-                first = summary.second_access[m]
-            if first != -1:
-                assert first > alloc
-                position[alloc] = 3 * first - 1
-        dealloc = summary.deallocate_command[m]
-        last = summary.last_access[m]
-        if dealloc != -1 and last != -1 and commands[dealloc].command_type == dealloc_type:
-            position[dealloc] = 3 * last + 1
-    if commands_of_types(computation, (C.kGotoLabel,)):
+    if n == 0:
+        return
+    types = np.frombuffer(command_type_bytes(commands), dtype=np.uint8)
+    if (types == int(C.kGotoLabel)).any():
         raise AssertionError("move_sizing_commands cannot run after looped optimization")
-    # Python's sort is stable: equal positions keep their old order.
-    order = sorted(range(n), key=position.__getitem__)
-    reordered = []
-    for old in order:
-        if old > 0 and is_pair[old - 1]:
-            continue            # the zeroing travels with its allocation
-        reordered.append(commands[old])
-        if is_pair[old]:
-            reordered.append(commands[old + 1])
-    computation.commands = reordered
+    alloc_type, dealloc_type = int(C.kAllocMatrix), int(C.kDeallocMatrix)
+    set_const = int(C.kSetConst)
+    # an allocation directly followed by the zeroing of the same submatrix
+    # moves with it, as one unit
+    is_pair = np.zeros(n + 1, dtype=bool)
+    for i in np.flatnonzero(types[:-1] == alloc_type).tolist():
+        a, b = commands[i], commands[i + 1]
+        if b.command_type == set_const and a.arg1 == b.arg1 and b.alpha == 0.0:
+            is_pair[i] = True
+    summary = matrix_access_summary(analyzer.matrix_accesses)
+    position = np.arange(n, dtype=np.int64) * 3
+    # per matrix (from m1): where its allocation goes, just before its first
+    # other access ...
+    alloc = np.array(summary.allocate_command[1:], dtype=np.int64)
+    first = np.array(summary.first_access[1:], dtype=np.int64)
+    second = np.array(summary.second_access[1:], dtype=np.int64)
+    at = np.maximum(alloc, 0)
+    moves = (alloc != -1) & (types[at] == alloc_type)
+    first = np.where((first == alloc + 1) & is_pair[at], second, first)
+    moves &= first != -1
+    assert (first[moves] > alloc[moves]).all()
+    position[alloc[moves]] = 3 * first[moves] - 1
+    # ... and its deallocation, just after its last access
+    dealloc = np.array(summary.deallocate_command[1:], dtype=np.int64)
+    last = np.array(summary.last_access[1:], dtype=np.int64)
+    at = np.maximum(dealloc, 0)
+    moves = (dealloc != -1) & (last != -1) & (types[at] == dealloc_type)
+    position[dealloc[moves]] = 3 * last[moves] + 1
+    order = np.argsort(position, kind="stable")
+    # The zeroing of a pair is not placed by its own position: it follows
+    # its allocation.
+    follows = np.zeros(n, dtype=bool)
+    follows[1:] = is_pair[:n - 1]
+    placed = order[~follows[order]]
+    units = 1 + is_pair[placed]
+    new_order = np.repeat(placed, units)
+    new_order[(np.cumsum(units) - 1)[units == 2]] += 1
+    computation.commands = [commands[i] for i in new_order.tolist()]
 
 
 def _command_pairs(deallocs, allocs):

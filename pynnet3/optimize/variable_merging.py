@@ -20,6 +20,7 @@ Rounds repeat until nothing merges; each round ends with a renumbering.
 from .. import _fast
 from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
 from ..components.base import ComponentProperty as P
+from . import analysis as _analysis
 from .analysis import (Analyzer, ComputationAnalysis, compute_matrix_to_submatrix,
                        matrix_access_summary)
 from .renumber import remove_no_ops, renumber_computation
@@ -75,17 +76,31 @@ _COPY = int(C.kMatrixCopy)
 _fast_module = _fast.load("variable_merging")
 _merge_candidates = (_fast_module.merge_candidates if _fast_module is not None
                      else merge_candidates_py)
+_merge_round = _fast_module.merge_round if _fast_module is not None else None
+# The compiled round reads the compiled analysis' arrays.
+_compiled_analysis = _analysis._impl is not _analysis._py
 
 
 class VariableMergingOptimizer:
     """One round of merging on ``computation`` (a new instance per round, as
-    the analysis is computed once, at construction)."""
+    the analysis is computed once, at construction).
+
+    The round runs in C (``merge_round`` of pynnet3/_fast/variable_merging.pyx)
+    when both it and the compiled analysis are in use; the methods below are
+    its twin, the readable specification."""
 
     def __init__(self, options, nnet, computation):
         self.options = options
         self.nnet = nnet
         self.computation = computation
         self.analyzer = Analyzer().init(nnet, computation)
+        self._called = False
+        self._allow_left = options.allow_left_merge
+        self._allow_right = options.allow_right_merge
+
+    def _init_twin(self):
+        """The state the twin's methods use (the kernel keeps its own)."""
+        computation = self.computation
         self.matrix_to_submatrix = compute_matrix_to_submatrix(computation)
         self.variable_dirty = [False] * self.analyzer.variables.num_variables()
         # Kaldi asks a fresh ComputationAnalysis each time; it holds no state
@@ -96,12 +111,11 @@ class VariableMergingOptimizer:
         self.summary = matrix_access_summary(self.analyzer.matrix_accesses)
         # The analysis' variables of a submatrix do not change in a round.
         self._variables_cache = {}
-        self._called = False
-        self._allow_left = options.allow_left_merge
-        self._allow_right = options.allow_right_merge
 
-    def merge_variables(self):
-        """Does every merge this round allows; returns True if any was done."""
+    def merge_variables(self, use_kernel=None):
+        """Does every merge this round allows; returns True if any was done.
+        ``use_kernel`` (None: whenever it can) chooses between the compiled
+        round and the twin; tests cross-check the two."""
         assert not self._called, "merge_variables may be called once per instance"
         self._called = True
         opts = self.options
@@ -110,18 +124,29 @@ class VariableMergingOptimizer:
         comp = self.computation
         props = [int(self.nnet.get_component(i).properties())
                  for i in range(self.nnet.num_components())]
-        candidates = _merge_candidates(
-            comp.commands, props, opts.remove_assignments, opts.propagate_in_place,
-            opts.backprop_in_place, int(P.kPropagateInPlace), int(P.kBackpropInPlace))
-        merged = False
-        for command_index, s1, s2 in candidates:
-            left, right = self.may_be_merged(command_index, s1, s2)
-            if left:
-                self.do_merge(command_index, s1, s2)
-                merged = True
-            elif right:
-                self.do_merge(command_index, s2, s1)
-                merged = True
+        flags = (opts.remove_assignments, opts.propagate_in_place, opts.backprop_in_place,
+                 int(P.kPropagateInPlace), int(P.kBackpropInPlace))
+        if use_kernel is None:
+            use_kernel = _merge_round is not None and _compiled_analysis
+        if use_kernel:
+            # (the analysis kept the arguments: the commands are not read again)
+            candidates = _fast_module.merge_candidates_of_analysis(self.analyzer, props, *flags)
+        else:
+            candidates = _merge_candidates(comp.commands, props, *flags)
+        if use_kernel:
+            merged = _merge_round(self.analyzer, comp, candidates, self._allow_left,
+                                  self._allow_right)
+        else:
+            self._init_twin()
+            merged = False
+            for command_index, s1, s2 in candidates:
+                left, right = self.may_be_merged(command_index, s1, s2)
+                if left:
+                    self.do_merge(command_index, s1, s2)
+                    merged = True
+                elif right:
+                    self.do_merge(command_index, s2, s1)
+                    merged = True
         if merged:
             renumber_computation(comp)
             remove_no_ops(comp)
@@ -228,11 +253,15 @@ class VariableMergingOptimizer:
         summary = self.summary
         # One deallocation survives: the discarded matrix's if it has one
         # (i.e. it is not an output), else the kept one's.
-        if summary.deallocate_command[m_discard] != -1:
-            commands[summary.deallocate_command[m_discard]].command_type = C.kNoOperation
-        else:
-            commands[summary.deallocate_command[m_keep]].command_type = C.kNoOperation
+        dealloc = summary.deallocate_command[m_discard]
+        if dealloc == -1:
+            dealloc = summary.deallocate_command[m_keep]
+        assert dealloc != -1, "neither m%d nor m%d is deallocated" % (m_keep, m_discard)
+        commands[dealloc].command_type = C.kNoOperation
         # One allocation survives; a kAcceptInput must stay where it is.
+        assert (summary.allocate_command[m_keep] != -1
+                and summary.allocate_command[m_discard] != -1), \
+            "m%d or m%d is never allocated" % (m_keep, m_discard)
         alloc_keep = commands[summary.allocate_command[m_keep]]
         alloc_discard = commands[summary.allocate_command[m_discard]]
         if alloc_discard.command_type == C.kAcceptInput:

@@ -5,38 +5,49 @@ it when every one of its variables is next accessed by a pure write (so the
 zeros are never read). The zeroing becomes a no-op; it is kept for an output
 matrix with a variable nothing else touches (the user reads those zeros, e.g.
 derivatives that derivative-time limits made always zero).
+
+Which zeroings go is decided in C (``unnecessary_zeroings`` in
+``pynnet3/_fast/analysis_passes.pyx``) when the compiled analysis is in use;
+:func:`unnecessary_zeroings_py` is its twin.
 """
 
+from .. import _fast
 from ..compile.computation import CommandType as C
+from . import analysis as _analysis
 from .analysis import Analyzer, kWriteAccess
 from .computation_edit import commands_of_types
 
+_fast_module = _fast.load("analysis_passes")
+# The kernel reads the compiled analysis' arrays.
+_kernel = (_fast_module.unnecessary_zeroings
+           if _fast_module is not None and _analysis._impl is not _analysis._py else None)
 
-def remove_unnecessary_zeroing(nnet, computation):
-    """Turns needless zeroing commands into kNoOperation (they are removed
-    later, by the next renumbering or RemoveNoOps)."""
-    a = Analyzer().init(nnet, computation)
+
+def unnecessary_zeroings_py(analyzer, commands, computation):
+    """The zeroing commands that are their matrix's first access and whose
+    zeros nothing reads, in matrix order."""
     # Only a matrix that some zeroing command touches can have a zeroing as
     # its first access; looking at those alone skips building the access
     # lists of all the others.
     subs = computation.submatrices
-    commands = computation.commands
     zeroed = sorted({subs[commands[i].arg1].matrix_index
                      for i in commands_of_types(computation, (C.kSetConst,))
                      if commands[i].alpha == 0.0})
+    out = []
     vfm = []
     for m in zeroed:
-        accesses = a.matrix_accesses[m]
+        accesses = analyzer.matrix_accesses[m]
         if not accesses.accesses:
             continue
-        command = computation.commands[accesses.accesses[0].command_index]
+        first = accesses.accesses[0].command_index
+        command = commands[first]
         if not (command.command_type == C.kSetConst and command.alpha == 0.0):
             continue
         vfm.clear()
-        a.variables.append_variables_for_matrix(m, vfm)
+        analyzer.variables.append_variables_for_matrix(m, vfm)
         needed = False
         for v in vfm:
-            va = a.variable_accesses[v]
+            va = analyzer.variable_accesses[v]
             if len(va) > 1 and va[1].access_type != kWriteAccess:
                 needed = True
                 break
@@ -44,4 +55,20 @@ def remove_unnecessary_zeroing(nnet, computation):
                 needed = True
                 break
         if not needed:
-            command.command_type = C.kNoOperation
+            out.append(first)
+    return out
+
+
+def remove_unnecessary_zeroing(nnet, computation):
+    """Turns needless zeroing commands into kNoOperation (they are removed
+    later, by the next renumbering or RemoveNoOps). (Each zeroing is the
+    first access of one matrix only, so removing one changes no other's
+    answer.)"""
+    analyzer = Analyzer().init(nnet, computation)
+    commands = computation.commands
+    if _kernel is not None:
+        found = _kernel(analyzer, commands)
+    else:
+        found = unnecessary_zeroings_py(analyzer, commands, computation)
+    for index in found:
+        commands[index].command_type = C.kNoOperation
