@@ -8,7 +8,9 @@ Same float32 weight arithmetic, same double costs, same task heap moves,
 same subset lookups (exact states and strings, weights within delta), so the
 output states, arcs and strings are the twin's; the tests compare the two.
 Strings are interned in a trie (one id per distinct sequence, 0 = empty), as
-Kaldi's LatticeStringRepository does.
+Kaldi's LatticeStringRepository does; a trie node is "alive" while Kaldi's
+repository would hold an Entry for it (made by a successor call since the
+last rebuild, or kept by the rebuild), which gives Kaldi's memory count.
 """
 
 import numpy as np
@@ -22,7 +24,15 @@ from libcpp.algorithm cimport sort as csort
 from libcpp.queue cimport priority_queue
 from cython.operator cimport dereference as deref
 
+from ..errors import PynnetError
+
 cnp.import_array()
+
+# Kaldi's sizes on x86-64 (see pynnet3/decode/determinize.py)
+cdef enum:
+    REPOSITORY_BYTES_PER_ENTRY = 32
+    TEMP_ARC_BYTES = 32
+    ELEMENT_BYTES = 24
 
 cdef struct Elem:
     int state
@@ -80,7 +90,13 @@ cdef class LatticeDeterminizerCore:
     cdef vector[char] isym_or_final
     # string repository
     cdef vector[int] s_parent, s_label, s_len
+    cdef vector[char] s_alive
+    cdef long long s_num_alive
     cdef unordered_map[long long, int] s_succ
+    # limits and Kaldi's memory count
+    cdef int max_mem, max_loop, max_states, max_arcs
+    cdef int num_arcs, num_elems
+    cdef public list events
     # output states
     cdef vector[vector[Elem]] o_minimal
     cdef vector[vector[TempArc]] o_arcs
@@ -99,7 +115,8 @@ cdef class LatticeDeterminizerCore:
     cdef vector[int] t_free
 
     def __init__(self, arc_begin, ilabel, olabel, aw1, aw2, nextstate, fw1, fw2, int start,
-                 double beam, float delta):
+                 double beam, float delta, int max_mem=-1, int max_loop=-1,
+                 int max_states=-1, int max_arcs=-1):
         self.arc_begin = arc_begin
         self.ilabel = ilabel
         self.olabel = olabel
@@ -116,19 +133,46 @@ cdef class LatticeDeterminizerCore:
         self.s_parent.push_back(-1)
         self.s_label.push_back(0)
         self.s_len.push_back(0)
+        self.s_alive.push_back(0)      # the empty string is no entry
+        self.s_num_alive = 0
+        self.max_mem = max_mem
+        self.max_loop = max_loop
+        self.max_states = max_states
+        self.max_arcs = max_arcs
+        self.num_arcs = 0
+        self.num_elems = 0
+        self.events = []
 
     # -- strings -----------------------------------------------------------------------
     cdef int successor(self, int s, int label):
         cdef long long key = ((<long long>s) << 32) | (<unsigned int>label)
+        cdef int nid
         it = self.s_succ.find(key)
         if it != self.s_succ.end():
-            return deref(it).second
-        cdef int nid = <int>self.s_parent.size()
+            nid = deref(it).second
+            if not self.s_alive[nid]:       # dropped by a rebuild, made again
+                self.s_alive[nid] = 1
+                self.s_num_alive += 1
+            return nid
+        nid = <int>self.s_parent.size()
         self.s_parent.push_back(s)
         self.s_label.push_back(label)
         self.s_len.push_back(self.s_len[s] + 1)
+        self.s_alive.push_back(1)
+        self.s_num_alive += 1
         self.s_succ[key] = nid
         return nid
+
+    cdef inline void keep_string(self, int s):
+        while s != 0 and not self.s_alive[s]:
+            self.s_alive[s] = 1
+            self.s_num_alive += 1
+            s = self.s_parent[s]
+
+    cdef inline void keep_strings(self, vector[Elem] &subset):
+        cdef size_t i
+        for i in range(subset.size()):
+            self.keep_string(subset[i].string)
 
     cdef void to_vector(self, int s, vector[int] *out):
         cdef int n = self.s_len[s], i
@@ -236,6 +280,7 @@ cdef class LatticeDeterminizerCore:
         cdef Elem elem, ne
         cdef long long a
         cdef int t, ol, comp, nstr
+        cdef long long loops = 0
         cdef float n1, n2
         while not queue.empty():
             elem = pending[queue.top().second]
@@ -244,6 +289,11 @@ cdef class LatticeDeterminizerCore:
                 ne = cur[elem.state]
                 if ne.string != elem.string or ne.w1 != elem.w1 or ne.w2 != elem.w2:
                     continue
+            if self.max_loop > 0:
+                loops += 1
+                if loops > <long long>self.max_loop + 1:
+                    raise PynnetError("Lattice determinization aborted since looped more "
+                                      "than %d times during epsilon closure." % self.max_loop)
             for a in range(self.arc_begin[elem.state], self.arc_begin[elem.state + 1]):
                 if self.ilabel[a] != 0 or (self.aw1[a] == INFINITY and self.aw2[a] == INFINITY):
                     continue
@@ -334,12 +384,14 @@ cdef class LatticeDeterminizerCore:
             arc.w1 = f1
             arc.w2 = f2
             self.o_arcs[osid].push_back(arc)
+            self.num_arcs += 1
 
     cdef int new_output_state(self, vector[Elem] &subset, double forward_cost):
         cdef int osid = <int>self.o_minimal.size()
         self.o_minimal.push_back(subset)
         self.o_arcs.push_back(vector[TempArc]())
         self.o_forward.push_back(forward_cost)
+        self.num_elems += <int>subset.size()
         cdef vector[long long] key
         self.make_key(subset, &key)
         self.minimal_hash[key].push_back(osid)
@@ -384,6 +436,7 @@ cdef class LatticeDeterminizerCore:
         self.init_w1.push_back(w1)
         self.init_w2.push_back(w2)
         self.initial_hash[key].push_back(idx)
+        self.num_elems += <int>subset_in.size()
         return idx
 
     # -- the task heap (libstdc++'s push_heap / pop_heap) -------------------------------
@@ -514,6 +567,7 @@ cdef class LatticeDeterminizerCore:
         arc.w1 = t1 + self.init_w1[idx]
         arc.w2 = t2 + self.init_w2[idx]
         self.o_arcs[osid].push_back(arc)
+        self.num_arcs += 1
 
     cdef void compute_backward_weight(self):
         self.backward.resize(self.num_states)
@@ -532,7 +586,49 @@ cdef class LatticeDeterminizerCore:
             self.backward[s] = cost
         self.cutoff = self.backward[self.start] + self.beam
 
+    # -- the memory limit -------------------------------------------------------------
+    cdef void rebuild_repository(self):
+        """Keeps the strings of the output states, the queued tasks and the
+        initial-subset table (and their prefixes); drops the others."""
+        cdef size_t s, i
+        for s in range(self.s_alive.size()):
+            self.s_alive[s] = 0
+        self.s_num_alive = 0
+        for s in range(self.o_minimal.size()):
+            self.keep_strings(self.o_minimal[s])
+            for i in range(self.o_arcs[s].size()):
+                self.keep_string(self.o_arcs[s][i].string)
+        for i in range(self.heap.size()):
+            self.keep_strings(self.t_subset[self.heap[i]])
+        for s in range(self.init_subsets.size()):
+            self.keep_strings(self.init_subsets[s])
+            self.keep_string(self.init_string[s])
+        self.events.append(("rebuild",))
+
+    cdef double effective_beam(self):
+        if self.heap.empty():
+            return self.beam
+        return self.t_priority[self.heap[0]] - self.backward[self.start]
+
+    cdef bint check_memory_usage(self):
+        """The twin's check_memory_usage (int32 sizes as Kaldi's)."""
+        cdef int repo = <int>(self.s_num_alive * REPOSITORY_BYTES_PER_ENTRY)
+        cdef int arcs = <int>(<long long>self.num_arcs * TEMP_ARC_BYTES)
+        cdef int elems = <int>(<long long>self.num_elems * ELEMENT_BYTES)
+        cdef int total = <int>(<unsigned int>repo + <unsigned int>arcs + <unsigned int>elems)
+        if self.max_mem <= 0 or total <= self.max_mem:
+            return True
+        self.rebuild_repository()
+        cdef int new_repo = <int>(self.s_num_alive * REPOSITORY_BYTES_PER_ENTRY)
+        total = <int>(<unsigned int>new_repo + <unsigned int>arcs + <unsigned int>elems)
+        if total > <int>(self.max_mem * 0.8):
+            self.events.append(("memory", self.max_mem, repo, arcs, elems, new_repo,
+                                self.effective_beam(), self.beam))
+            return False
+        return True
+
     def determinize(self):
+        """Returns (success, effective_beam), as the twin's."""
         self.compute_backward_weight()
         cdef vector[Elem] subset
         cdef Elem e
@@ -547,13 +643,19 @@ cdef class LatticeDeterminizerCore:
         self.process_final(0)
         self.process_transitions(0)
         cdef int task
+        cdef size_t num_states
         cdef vector[Elem] tsubset
         while not self.heap.empty():
+            num_states = self.o_minimal.size()
+            if ((self.max_states > 0 and num_states > <size_t>self.max_states)
+                    or (self.max_arcs > 0 and self.num_arcs > self.max_arcs)
+                    or (num_states % 10 == 0 and not self.check_memory_usage())):
+                break
             task = self.heap_pop()
             tsubset.swap(self.t_subset[task])
             self.t_free.push_back(task)
             self.process_transition(self.t_state[task], self.t_label[task], &tsubset)
-        return True
+        return self.heap.empty(), self.effective_beam()
 
     def output(self):
         """[(arcs, final)] per output state: arcs (label, w1, w2, string tuple,

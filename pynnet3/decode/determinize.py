@@ -20,25 +20,103 @@ are created, numbered and given arcs in Kaldi's order (the task queue is a
 binary heap handled exactly as the C++ standard library's
 std::priority_queue, subsets are found again with Kaldi's approximate
 equality), so the text of the result is Kaldi's wherever the input lattice
-and its float costs are. Not reproduced: Kaldi's approximate memory limit
-(``max_mem``, which stops determinization early on very large lattices), so
-such lattices come out complete here.
+and its float costs are.
+
+Limits (Kaldi's DeterminizeLatticePrunedOptions): ``max_states`` and
+``max_arcs`` stop the expansion when the output has more states or arcs;
+``max_mem`` stops it when Kaldi's approximate memory count, which is checked
+before each task while the number of output states is a multiple of 10, is
+above the limit even after the string repository has been rebuilt (cut down
+to the strings still referenced) to at most 80% of it. The count is Kaldi's
+in bytes of its x86-64 structures: 32 per repository entry (a 16-byte Entry,
+counted twice), 32 per output arc or final weight (TempArc) and 24 per
+subset element (Element) of output states and of the initial-subset table.
+pynnet3 keeps the same entry set (an entry per distinct non-empty string
+prefix created since the last rebuild, plus the prefixes of the strings still
+referenced), so the cut happens at Kaldi's task. What is expanded by then is
+the result; if the effective beam (the best unexpanded task's cost above the
+best path) is below ``retry_cutoff`` times the beam, the input is pruned with
+a narrower beam and determinized again (at most 10 tries), as Kaldi's
+DeterminizeLatticePruned does. ``max_loop`` bounds each epsilon closure (an
+error, for input with negative-cost epsilon loops).
 """
 
 import heapq
+import logging
 import math
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import PynnetError
 from .lattice import CompactLattice, Lattice
 
-__all__ = ["CompactLattice", "determinize_lattice_pruned",
-           "determinize_lattice_phone_pruned_wrapper", "top_sort", "K_DELTA"]
+__all__ = ["CompactLattice", "DeterminizeLatticePrunedOptions",
+           "DeterminizeLatticePhonePrunedOptions", "determinize_lattice_pruned",
+           "determinize_lattice_phone_pruned_wrapper", "prune_lattice", "top_sort",
+           "K_DELTA"]
+
+logger = logging.getLogger(__name__)
 
 K_DELTA = np.float32(1.0 / 1024.0)
 _F = np.float32
 _INF = math.inf
+
+# Bytes Kaldi's memory count gives each object (sizeof on x86-64 with
+# libstdc++): a repository Entry (parent pointer, int32 label) is 16 bytes
+# and MemSize() counts it twice; a TempArc (int32 ilabel, string pointer,
+# int32 nextstate, two-float weight) is 32 with padding; an Element (int32
+# state, string pointer, two-float weight) is 24.
+REPOSITORY_BYTES_PER_ENTRY = 32
+TEMP_ARC_BYTES = 32
+ELEMENT_BYTES = 24
+MAX_DETERMINIZE_TRIES = 10
+
+
+def _int32(x):
+    """x wrapped to a signed 32-bit int, as Kaldi's int32 sizes are."""
+    return (x + 2**31) % 2**32 - 2**31
+
+
+@dataclass(slots=True)
+class DeterminizeLatticePrunedOptions:
+    """Kaldi's DeterminizeLatticePrunedOptions (limits off when <= 0)."""
+
+    delta: float = float(K_DELTA)
+    max_mem: int = -1
+    max_loop: int = -1
+    max_states: int = -1
+    max_arcs: int = -1
+    retry_cutoff: float = 0.5
+
+
+@dataclass(slots=True)
+class DeterminizeLatticePhonePrunedOptions:
+    """Kaldi's DeterminizeLatticePhonePrunedOptions (nnet3-latgen-faster's
+    --delta, --max-mem, --phone-determinize, --word-determinize,
+    --minimize)."""
+
+    delta: float = float(K_DELTA)
+    max_mem: int = 50000000
+    phone_determinize: bool = True
+    word_determinize: bool = True
+    minimize: bool = False
+
+
+def log_determinization_events(events):
+    """Logs what a determinizer reported, as Kaldi's LOG and WARNING lines:
+    ("rebuild",) for each repository rebuild, ("memory", max_mem, repo, arcs,
+    elems, new_repo, effective_beam, beam) when the memory limit stopped it."""
+    for event in events:
+        if event[0] == "rebuild":
+            logger.info("Rebuilding repository.")
+        else:
+            max_mem, repo, arcs, elems, new_repo, effective_beam, beam = event[1:]
+            logger.warning("Did not reach requested beam in determinize-lattice: size exceeds "
+                           "maximum %d bytes; (repo,arcs,elems) = (%d,%d,%d), after rebuilding, "
+                           "repo size was %d, effective beam was %g vs. requested beam %g",
+                           max_mem, repo, arcs, elems, new_repo, effective_beam, beam)
 
 
 # Weights are Python floats holding float32 values. A float32 sum or
@@ -169,8 +247,145 @@ def invert(lat):
 
 
 def arc_sort_ilabel(lat):
+    """OpenFst's ArcSort with ILabelCompare: each state's arcs sorted on
+    (input label, output label) by std::sort, which is not stable, so arcs
+    with equal labels end up in libstdc++'s order (see :func:`std_sort`)."""
+    key = _labels
     for s in range(lat.num_states):
-        lat.arcs[s].sort(key=lambda a: a[0])
+        arcs = lat.arcs[s]
+        if len(arcs) > _STD_SORT_THRESHOLD:
+            std_sort(arcs, key)
+        else:
+            arcs.sort(key=key)   # libstdc++ insertion-sorts short ranges: stable
+
+
+def _labels(arc):
+    return arc[0], arc[1]
+
+
+_STD_SORT_THRESHOLD = 16
+
+
+def std_sort(v, key):
+    """Sorts list ``v`` in place on ``key`` exactly as libstdc++'s std::sort
+    (introsort: median-of-three partitioning down to ranges of 16, heapsort
+    past the depth limit 2 floor(log2 n), then one insertion sort), so that
+    elements with equal keys end up where C++ puts them."""
+    n = len(v)
+    if n < 2:
+        return
+    k = [key(x) for x in v]
+    items = list(zip(k, range(n)))       # sort (key, original) pairs, compare keys only
+    _introsort_loop(items, 0, n, 2 * (n.bit_length() - 1))
+    _final_insertion_sort(items, 0, n)
+    v[:] = [v[i] for _, i in items]
+
+
+def _introsort_loop(a, first, last, depth_limit):
+    while last - first > _STD_SORT_THRESHOLD:
+        if depth_limit == 0:
+            _heap_sort(a, first, last)
+            return
+        depth_limit -= 1
+        mid = first + (last - first) // 2
+        _move_median_to_first(a, first, first + 1, mid, last - 1)
+        cut = _unguarded_partition(a, first + 1, last, first)
+        _introsort_loop(a, cut, last, depth_limit)
+        last = cut
+
+
+def _move_median_to_first(a, result, i, j, k):
+    x, y, z = a[i][0], a[j][0], a[k][0]
+    if x < y:
+        m = j if y < z else (k if x < z else i)
+    elif x < z:
+        m = i
+    elif y < z:
+        m = k
+    else:
+        m = j
+    a[result], a[m] = a[m], a[result]
+
+
+def _unguarded_partition(a, first, last, pivot):
+    p = a[pivot][0]
+    while True:
+        while a[first][0] < p:
+            first += 1
+        last -= 1
+        while p < a[last][0]:
+            last -= 1
+        if not first < last:
+            return first
+        a[first], a[last] = a[last], a[first]
+        first += 1
+
+
+def _final_insertion_sort(a, first, last):
+    if last - first > _STD_SORT_THRESHOLD:
+        _insertion_sort(a, first, first + _STD_SORT_THRESHOLD)
+        for i in range(first + _STD_SORT_THRESHOLD, last):
+            _unguarded_linear_insert(a, i)
+    else:
+        _insertion_sort(a, first, last)
+
+
+def _insertion_sort(a, first, last):
+    for i in range(first + 1, last):
+        if a[i][0] < a[first][0]:
+            val = a[i]
+            a[first + 1:i + 1] = a[first:i]
+            a[first] = val
+        else:
+            _unguarded_linear_insert(a, i)
+
+
+def _unguarded_linear_insert(a, last):
+    val = a[last]
+    nxt = last - 1
+    while val[0] < a[nxt][0]:
+        a[last] = a[nxt]
+        last = nxt
+        nxt -= 1
+    a[last] = val
+
+
+def _heap_sort(a, first, last):
+    # std::__partial_sort(first, last, last): make_heap, then sort_heap
+    n = last - first
+    if n >= 2:
+        parent = (n - 2) // 2
+        while True:
+            _adjust_heap(a, first, parent, n, a[first + parent])
+            if parent == 0:
+                break
+            parent -= 1
+    while last - first > 1:
+        last -= 1
+        val = a[last]
+        a[last] = a[first]
+        _adjust_heap(a, first, 0, last - first, val)
+
+
+def _adjust_heap(a, first, hole, n, val):
+    top = hole
+    child = hole
+    while child < (n - 1) // 2:
+        child = 2 * (child + 1)
+        if a[first + child][0] < a[first + child - 1][0]:
+            child -= 1
+        a[first + hole] = a[first + child]
+        hole = child
+    if (n & 1) == 0 and child == (n - 2) // 2:
+        child = 2 * (child + 1)
+        a[first + hole] = a[first + child - 1]
+        hole = child - 1
+    parent = (hole - 1) // 2
+    while hole > top and a[first + parent][0] < val[0]:
+        a[first + hole] = a[first + parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    a[first + hole] = val
 
 
 # -- std::priority_queue as libstdc++ runs it ------------------------------------------------
@@ -234,22 +449,79 @@ class _TaskQueue:
         return top
 
 
+# -- the string repository -------------------------------------------------------------------
+
+class LatticeStringRepository:
+    """Kaldi's LatticeStringRepository as far as its size goes. Strings are
+    tuples of labels here; ``entries`` holds the strings Kaldi's repository
+    holds an Entry for: every non-empty string its Successor has made since
+    the last rebuild (the callers below make them at Kaldi's points, so the
+    set is Kaldi's), and after a rebuild the prefixes of the strings kept."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self):
+        self.entries = set()
+
+    def successor(self, s, label):
+        t = s + (label,)
+        self.entries.add(t)
+        return t
+
+    def convert_from_vector(self, seq):
+        for i in range(1, len(seq) + 1):
+            self.entries.add(seq[:i])
+        return seq
+
+    def remove_prefix(self, s, n):
+        return s if n == 0 else self.convert_from_vector(s[n:])
+
+    def concatenate(self, a, b):
+        if not a:
+            return b
+        if not b:
+            return a
+        for i in range(1, len(b) + 1):
+            self.entries.add(a + b[:i])
+        return a + b
+
+    def mem_size(self):
+        return _int32(len(self.entries) * REPOSITORY_BYTES_PER_ENTRY)
+
+    def rebuild(self, to_keep):
+        kept = set()
+        for s in to_keep:
+            for n in range(len(s), 0, -1):
+                prefix = s[:n]
+                if prefix in kept:
+                    break
+                kept.add(prefix)
+        self.entries = kept
+
+
 # -- the determinizer ------------------------------------------------------------------------
 
 class LatticeDeterminizerPruned:
     """Kaldi's LatticeDeterminizerPruned over a top-sorted :class:`Lattice`
-    (determinizes on input labels; output labels become strings)."""
+    (determinizes on input labels; output labels become strings), with the
+    limits of :class:`DeterminizeLatticePrunedOptions`. ``events`` collects
+    what Kaldi logs (see :func:`log_determinization_events`)."""
 
-    def __init__(self, ifst, beam, delta=K_DELTA):
+    def __init__(self, ifst, beam, opts=None):
+        opts = opts if opts is not None else DeterminizeLatticePrunedOptions()
         self.ifst = ifst
         self.beam = float(beam)
-        self.delta = float(_F(delta))
+        self.opts = opts
+        self.delta = float(_F(opts.delta))
         self.output_states = []     # [minimal_subset, arcs, forward_cost]
         self.minimal_hash = {}
         self.initial_hash = {}
         self.queue = _TaskQueue()
         self.isymbol_or_final = {}
-        self.task_counter = 0
+        self.repository = LatticeStringRepository()
+        self.num_arcs = 0           # arcs and final weights in output_states
+        self.num_elems = 0          # elements of output subsets and initial_hash keys
+        self.events = []
 
     # subsets are lists of (state, string, w1, w2), sorted by state
     @staticmethod
@@ -286,10 +558,18 @@ class LatticeDeterminizerPruned:
             count += 1
         replaced = False
         arcs_of = self.ifst.arcs
+        successor = self.repository.successor
+        max_loop = self.opts.max_loop
+        loops = 0
         while heap:
             _, _, elem = heapq.heappop(heap)
             if replaced and cur[elem[0]] != elem:
                 continue
+            if max_loop > 0:
+                loops += 1
+                if loops > max_loop + 1:
+                    raise PynnetError("Lattice determinization aborted since looped more than "
+                                      "%d times during epsilon closure." % max_loop)
             state, string, w1, w2 = elem
             for il, ol, x, y, t in arcs_of[state]:
                 if il != 0 or (x == _INF and y == _INF):
@@ -297,7 +577,7 @@ class LatticeDeterminizerPruned:
                 n1, n2 = _times(w1, w2, x, y)
                 old = cur.get(t)
                 if old is None:
-                    nstr = string + (ol,) if ol else string
+                    nstr = successor(string, ol) if ol else string
                     ne = (t, nstr, n1, n2)
                     cur[t] = ne
                     heapq.heappush(heap, (t, count, ne))
@@ -306,11 +586,11 @@ class LatticeDeterminizerPruned:
                     comp = _compare(n1, n2, old[2], old[3])
                     nstr = None
                     if comp == 0:
-                        nstr = string + (ol,) if ol else string
+                        nstr = successor(string, ol) if ol else string
                         comp = _compare_ws(n1, n2, nstr, old[2], old[3], old[1])
                     if comp == 1:
                         if nstr is None:
-                            nstr = string + (ol,) if ol else string
+                            nstr = successor(string, ol) if ol else string
                         ne = (t, nstr, n1, n2)
                         cur[t] = ne
                         heapq.heappush(heap, (t, count, ne))
@@ -335,10 +615,11 @@ class LatticeDeterminizerPruned:
                 n += 1
             prefix = prefix[:n]
         k = len(prefix)
+        remove_prefix = self.repository.remove_prefix
         out = []
         for st, s, w1, w2 in subset:
-            out.append((st, s[k:], _f32(w1 - t1), _f32(w2 - t2)))
-        return out, (t1, t2), prefix
+            out.append((st, remove_prefix(s, k), _f32(w1 - t1), _f32(w2 - t2)))
+        return out, (t1, t2), self.repository.convert_from_vector(prefix)
 
     def process_final(self, osid):
         minimal, arcs, forward_cost = self.output_states[osid]
@@ -357,6 +638,7 @@ class LatticeDeterminizerPruned:
                 fw1, fw2, fstr = t1, t2, s
         if is_final and _cost(fw1, fw2) + forward_cost <= self.cutoff:
             arcs.append((0, fstr, None, fw1, fw2))
+            self.num_arcs += 1
 
     def minimal_to_state_id(self, subset, forward_cost):
         found = self._find(self.minimal_hash, subset)
@@ -365,6 +647,7 @@ class LatticeDeterminizerPruned:
         osid = len(self.output_states)
         self.output_states.append((subset, [], forward_cost))
         self._insert(self.minimal_hash, subset, osid)
+        self.num_elems += len(subset)
         self.process_final(osid)
         self.process_transitions(osid)
         return osid
@@ -379,6 +662,7 @@ class LatticeDeterminizerPruned:
         osid = self.minimal_to_state_id(subset, forward_cost)
         value = (osid, w1, w2, prefix)
         self._insert(self.initial_hash, subset_in, value)
+        self.num_elems += len(subset_in)
         return value
 
     @staticmethod
@@ -395,13 +679,14 @@ class LatticeDeterminizerPruned:
 
     def process_transitions(self, osid):
         minimal, _, forward_cost = self.output_states[osid]
+        successor = self.repository.successor
         all_elems = []
         for st, s, w1, w2 in minimal:
             for il, ol, x, y, t in self.ifst.arcs[st]:
                 if il == 0 or (x == _INF and y == _INF):
                     continue
                 n1, n2 = _times(w1, w2, x, y)
-                all_elems.append((il, t, s + (ol,) if ol else s, n1, n2))
+                all_elems.append((il, t, successor(s, ol) if ol else s, n1, n2))
         all_elems.sort(key=lambda p: (p[0], p[1]))
         i, n = 0, len(all_elems)
         back = self.backward_costs
@@ -425,9 +710,10 @@ class LatticeDeterminizerPruned:
         subset, (t1, t2), common = self.normalize_subset(subset)
         forward_cost += _cost(t1, t2)
         nextstate, n1, n2, nstr = self.initial_to_state_id(subset, forward_cost)
-        common = common + nstr
+        common = self.repository.concatenate(common, nstr)
         t1, t2 = _times(t1, t2, n1, n2)
         self.output_states[osid][1].append((label, common, nextstate, t1, t2))
+        self.num_arcs += 1
 
     def compute_backward_weight(self):
         lat = self.ifst
@@ -444,20 +730,69 @@ class LatticeDeterminizerPruned:
         self.backward_costs = back
         self.cutoff = back[lat.start] + self.beam
 
+    # -- the memory limit ---------------------------------------------------------------------
+    def rebuild_repository(self):
+        """Keeps only the strings the output states, queued tasks and the
+        initial-subset table still refer to (and their prefixes)."""
+        needed = []
+        for minimal, arcs, _ in self.output_states:
+            needed.extend(e[1] for e in minimal)
+            needed.extend(a[1] for a in arcs)
+        for task in self.queue.c:
+            needed.extend(e[1] for e in task[3])
+        for key, entries in self.initial_hash.items():
+            needed.extend(string for _, string in key)
+            needed.extend(value[3] for _, value in entries)
+        self.events.append(("rebuild",))
+        self.repository.rebuild(needed)
+
+    def memory_sizes(self):
+        """Kaldi's (repository, arcs, elements) byte counts."""
+        return (self.repository.mem_size(), _int32(self.num_arcs * TEMP_ARC_BYTES),
+                _int32(self.num_elems * ELEMENT_BYTES))
+
+    def check_memory_usage(self):
+        """False when over ``max_mem`` even after rebuilding the repository
+        to 80% of it (then the expansion stops, as Kaldi's)."""
+        max_mem = self.opts.max_mem
+        repo, arcs, elems = self.memory_sizes()
+        if max_mem <= 0 or _int32(repo + arcs + elems) <= max_mem:
+            return True
+        self.rebuild_repository()
+        new_repo = self.repository.mem_size()
+        if _int32(new_repo + arcs + elems) > int(max_mem * 0.8):
+            self.events.append(("memory", max_mem, repo, arcs, elems, new_repo,
+                                self.effective_beam(), self.beam))
+            return False
+        return True
+
+    def effective_beam(self):
+        if not len(self.queue):
+            return self.beam
+        return self.queue.top()[0] - self.backward_costs[self.ifst.start]
+
     def determinize(self):
-        """Returns (success, effective_beam)."""
+        """Returns (success, effective_beam): success is false when a limit
+        stopped the expansion before the queue ran out."""
         lat = self.ifst
         self.compute_backward_weight()
         start = [(lat.start, (), 0.0, 0.0)]
         subset = self.convert_to_minimal(self.epsilon_closure(start))
         self.output_states.append((subset, [], 0.0))
         self._insert(self.minimal_hash, subset, 0)
+        self.num_elems += len(subset)
         self.process_final(0)
         self.process_transitions(0)
+        opts = self.opts
         while len(self.queue):
+            num_states = len(self.output_states)
+            if ((opts.max_states > 0 and num_states > opts.max_states)
+                    or (opts.max_arcs > 0 and self.num_arcs > opts.max_arcs)
+                    or (num_states % 10 == 0 and not self.check_memory_usage())):
+                break
             _, osid, label, subset = self.queue.pop()
             self.process_transition(osid, label, subset)
-        return True, self.beam
+        return not len(self.queue), self.effective_beam()
 
     # -- output ------------------------------------------------------------------------------
     def output_compact(self):
@@ -527,43 +862,132 @@ class _FastDeterminizer(LatticeDeterminizerPruned):
                       dtype=np.float32)
         f2 = np.array([f[1] if f is not None else math.inf for f in lat.final],
                       dtype=np.float32)
+        opts = self.opts
         core = LatticeDeterminizerCore(
             arc_begin, il.astype(np.int32), ol.astype(np.int32), w1.astype(np.float32),
             w2.astype(np.float32), nxt.astype(np.int32), f1, f2, lat.start, self.beam,
-            self.delta)
-        core.determinize()
-        self.output_states = [(None, [(l, st, t, x, y) for l, x, y, st, t in arcs]
-                               + ([(0, final[2], None, final[0], final[1])]
-                                  if final is not None else []), 0.0)
+            self.delta, opts.max_mem, opts.max_loop, opts.max_states, opts.max_arcs)
+        ok, effective_beam = core.determinize()
+        self.events = core.events
+        # a state's final weight is its first TempArc in Kaldi (worked out
+        # when the state is made, before its transitions)
+        self.output_states = [(None, ([(0, final[2], None, final[0], final[1])]
+                                      if final is not None else [])
+                               + [(l, st, t, x, y) for l, x, y, st, t in arcs], 0.0)
                               for arcs, final in core.output()]
-        return True, self.beam
+        return ok, effective_beam
 
 
-def determinize_lattice_pruned(lat, beam, compact, delta=K_DELTA, fast=True):
-    """Kaldi's DeterminizeLatticePruned (no memory limit): returns
+def prune_lattice(beam, lat):
+    """Kaldi's PruneLattice on a :class:`Lattice`, in place: arcs and final
+    weights not on a path within ``beam`` (a float32, as Kaldi's BaseFloat)
+    of the best path are removed, then the lattice is connected. Returns
+    false for an empty or cyclic lattice (the latter with Kaldi's warning)."""
+    beam = float(_F(beam))
+    if not is_top_sorted(lat) and not top_sort(lat):
+        logger.warning("Cycles detected in lattice")
+        return False
+    n = lat.num_states
+    if n == 0:
+        return False
+    cost = [_INF] * n          # forward costs, then (from the end) backward costs
+    cost[lat.start] = 0.0
+    best_final = _INF
+    for s in range(n):
+        here = cost[s]
+        for il, ol, x, y, t in lat.arcs[s]:
+            c = here + _cost(x, y)
+            if cost[t] > c:
+                cost[t] = c
+        f = lat.final[s]
+        c = here + (_cost(*f) if f is not None else _INF)
+        if c < best_final:
+            best_final = c
+    cutoff = best_final + beam
+    bad_state = n              # a non-final state without arcs; Connect removes it
+    lat.add_states(1)
+    for s in range(n - 1, -1, -1):
+        forward = cost[s]
+        f = lat.final[s]
+        backward = _cost(*f) if f is not None else _INF
+        if backward + forward > cutoff and backward != _INF:
+            lat.final[s] = None
+        arcs = []
+        for arc in lat.arcs[s]:
+            arc_backward = _cost(arc[2], arc[3]) + cost[arc[4]]
+            if arc_backward < backward:
+                backward = arc_backward
+            if forward + arc_backward > cutoff:
+                arc = arc[:4] + (bad_state,)
+            arcs.append(arc)
+        lat.arcs[s] = arcs
+        cost[s] = backward
+    lat.connect()
+    return lat.num_states > 0
+
+
+def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
+    """Kaldi's DeterminizeLatticePruned with the limits of ``opts`` (a
+    :class:`DeterminizeLatticePrunedOptions`; default: none): returns
     (result, success); ``compact`` picks a CompactLattice or a Lattice;
-    ``fast``: the C determinizer, else this module's plain-Python twin."""
+    ``fast``: the C determinizer, else this module's plain-Python twin.
+    When a limit leaves the effective beam under ``retry_cutoff`` times the
+    beam, the input is pruned to a narrower beam (a copy; ``lat`` is not
+    changed) and determinized again, as Kaldi's."""
+    opts = opts if opts is not None else DeterminizeLatticePrunedOptions()
     if lat.num_states == 0 or lat.start is None:
         return (CompactLattice() if compact else Lattice()), True
-    det = (_FastDeterminizer if fast else LatticeDeterminizerPruned)(lat, beam, delta)
-    ok, _ = det.determinize()
-    return (det.output_compact() if compact else det.output_lattice()), ok
+    retry_cutoff = float(_F(opts.retry_cutoff))
+    if not 0.0 <= retry_cutoff < 1.0:
+        raise PynnetError("determinization's retry cutoff must be in [0, 1), not %g"
+                          % retry_cutoff)
+    cls = _FastDeterminizer if fast else LatticeDeterminizerPruned
+    beam = float(beam)
+    current = lat
+    attempt = 1
+    while True:
+        det = cls(current, beam, opts)
+        ok, effective_beam = det.determinize()
+        log_determinization_events(det.events)
+        if (effective_beam >= beam * retry_cutoff or (compact and beam == _INF)
+                or attempt == MAX_DETERMINIZE_TRIES):
+            return (det.output_compact() if compact else det.output_lattice()), ok
+        # never narrow the beam by more than half at once
+        effective_beam = max(effective_beam, 0.0)
+        new_beam = max(beam * math.sqrt(effective_beam / beam), 0.5 * beam)
+        if not compact:
+            logger.warning("Effective beam %g was less than beam %g * cutoff %g, pruning raw "
+                           "lattice with new beam %g and retrying.", effective_beam, beam,
+                           retry_cutoff, new_beam)
+        beam = new_beam
+        if attempt == 1:
+            current = Lattice()
+            current.start, current.arcs, current.final = lat.start, list(lat.arcs), \
+                list(lat.final)
+        prune_lattice(beam, current)
+        if compact:
+            logger.info("Pruned state-level lattice with beam %g and retrying determinization "
+                        "with that beam.", beam)
+        attempt += 1
 
 
-def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DELTA,
-                                             phone_determinize=True, fast=True):
-    """Kaldi's DeterminizeLatticePhonePrunedWrapper (phone then word
-    determinization, or word only without ``phone_determinize``; no
-    minimization) on a raw lattice (transition-ids on input, words on output;
-    it is modified). Returns (CompactLattice, success)."""
+def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, fast=True):
+    """Kaldi's DeterminizeLatticePhonePrunedWrapper with ``opts`` (a
+    :class:`DeterminizeLatticePhonePrunedOptions`; default Kaldi's: phone
+    then word determinization, ``max_mem`` 50,000,000, no minimization) on
+    a raw lattice (transition-ids on input, words on output; it is
+    modified). Returns (CompactLattice, success)."""
+    opts = opts if opts is not None else DeterminizeLatticePhonePrunedOptions()
+    # Kaldi passes only delta and max_mem on to the passes
+    det_opts = DeterminizeLatticePrunedOptions(delta=opts.delta, max_mem=opts.max_mem)
     invert(lat)
     if not is_top_sorted(lat):
         if not top_sort(lat):
-            raise ValueError("Topological sorting of state-level lattice failed (probably "
-                             "your lexicon has empty words or your LM has epsilon cycles).")
+            raise PynnetError("Topological sorting of state-level lattice failed (probably "
+                              "your lexicon has empty words or your LM has epsilon cycles).")
     arc_sort_ilabel(lat)
-    if not phone_determinize:
-        clat, ok = determinize_lattice_pruned(lat, beam, True, delta, fast)
+    if not opts.phone_determinize:
+        clat, ok = determinize_lattice_pruned(lat, beam, True, det_opts, fast)
         clat.connect()
         return clat, ok
     # phone pass: insert phone symbols where phones start
@@ -594,11 +1018,11 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DEL
             new_arcs.append(arc)
         lat.arcs[s] = new_arcs
     top_sort(lat)
-    lat, ok1 = determinize_lattice_pruned(lat, beam, False, delta, fast)
+    lat, ok1 = determinize_lattice_pruned(lat, beam, False, det_opts, fast)
     for s in range(lat.num_states):
         lat.arcs[s] = [(0 if a[0] >= first_phone_label else a[0],) + a[1:]
                        for a in lat.arcs[s]]
     top_sort(lat)
-    clat, ok2 = determinize_lattice_pruned(lat, beam, True, delta, fast)
+    clat, ok2 = determinize_lattice_pruned(lat, beam, True, det_opts, fast)
     clat.connect()
     return clat, ok1 and ok2
