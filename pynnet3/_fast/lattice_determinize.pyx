@@ -78,11 +78,348 @@ cdef bint elem_less(const Elem &a, const Elem &b) nogil:
     return a.state < b.state
 
 
+# -- lattices in C++ vectors (twins: the functions of pynnet3/decode/determinize.py) --------
+
+cdef struct Arc:
+    int ilabel
+    int olabel
+    float w1
+    float w2
+    int nextstate
+
+
+cdef bint arc_labels_less(const Arc &a, const Arc &b) noexcept nogil:
+    # OpenFst's ILabelCompare: (ilabel, olabel) lexicographically
+    if a.ilabel != b.ilabel:
+        return a.ilabel < b.ilabel
+    return a.olabel < b.olabel
+
+
+cdef class CLattice:
+    """A :class:`Lattice` held in C++ vectors for the determinization
+    pipeline: ``arcs[s]`` (ilabel, olabel, graph cost, acoustic cost,
+    nextstate), final costs (+inf, +inf when not final), start (-1: none)."""
+
+    cdef vector[vector[Arc]] arcs
+    cdef vector[float] f1, f2
+    cdef public int start
+
+    def __init__(self):
+        self.start = -1
+
+    @staticmethod
+    def from_lattice(lat):
+        cdef CLattice c = CLattice()
+        cdef Py_ssize_t n = len(lat.arcs), s
+        cdef Arc arc
+        c.arcs.resize(n)
+        c.f1.resize(n, INFINITY)
+        c.f2.resize(n, INFINITY)
+        for s in range(n):
+            row = lat.arcs[s]
+            c.arcs[s].reserve(len(row))
+            for a in row:
+                arc.ilabel = a[0]
+                arc.olabel = a[1]
+                arc.w1 = a[2]
+                arc.w2 = a[3]
+                arc.nextstate = a[4]
+                c.arcs[s].push_back(arc)
+            f = lat.final[s]
+            if f is not None:
+                c.f1[s] = f[0]
+                c.f2[s] = f[1]
+        c.start = -1 if lat.start is None else lat.start
+        return c
+
+    def to_lattice(self):
+        from ..decode.lattice import Lattice
+        lat = Lattice()
+        cdef size_t s, i
+        cdef Arc a
+        arcs = []
+        final = []
+        for s in range(self.arcs.size()):
+            row = []
+            for i in range(self.arcs[s].size()):
+                a = self.arcs[s][i]
+                row.append((a.ilabel, a.olabel, a.w1, a.w2, a.nextstate))
+            arcs.append(row)
+            final.append(None if self.f1[s] == INFINITY and self.f2[s] == INFINITY
+                         else (self.f1[s], self.f2[s]))
+        lat.arcs, lat.final = arcs, final
+        lat.start = None if self.start < 0 else self.start
+        return lat
+
+    def copy(self):
+        cdef CLattice c = CLattice()
+        c.arcs = self.arcs
+        c.f1 = self.f1
+        c.f2 = self.f2
+        c.start = self.start
+        return c
+
+    @property
+    def num_states(self):
+        return self.arcs.size()
+
+    def invert(self):
+        cdef size_t s, i
+        cdef int t
+        for s in range(self.arcs.size()):
+            for i in range(self.arcs[s].size()):
+                t = self.arcs[s][i].ilabel
+                self.arcs[s][i].ilabel = self.arcs[s][i].olabel
+                self.arcs[s][i].olabel = t
+
+    def is_top_sorted(self):
+        cdef size_t s, i
+        for s in range(self.arcs.size()):
+            for i in range(self.arcs[s].size()):
+                if <size_t>self.arcs[s][i].nextstate <= s:
+                    return False
+        return True
+
+    def top_sort(self):
+        """The twin's top_sort (OpenFst's TopSort): False, unchanged, on a cycle."""
+        cdef int n = <int>self.arcs.size(), root, s, t, c, k
+        if n == 0:
+            return True
+        cdef vector[char] color = vector[char](n, 0)
+        cdef vector[size_t] pos = vector[size_t](n, 0)
+        cdef vector[int] finish, stack
+        cdef size_t i, na
+        cdef bint descended
+        finish.reserve(n)
+        for k in range(-1 if self.start >= 0 else 0, n):
+            root = self.start if k < 0 else k
+            if color[root]:
+                continue
+            color[root] = 1
+            stack.push_back(root)
+            while not stack.empty():
+                s = stack.back()
+                i = pos[s]
+                na = self.arcs[s].size()
+                descended = False
+                while i < na:
+                    t = self.arcs[s][i].nextstate
+                    i += 1
+                    c = color[t]
+                    if c == 0:
+                        color[t] = 1
+                        stack.push_back(t)
+                        descended = True
+                        break
+                    if c == 1:
+                        return False
+                pos[s] = i
+                if not descended:
+                    color[s] = 2
+                    finish.push_back(s)
+                    stack.pop_back()
+        cdef vector[int] order = vector[int](n, 0)
+        for k in range(n):
+            order[finish[n - 1 - k]] = k
+        self.permute(order)
+        return True
+
+    cdef void permute(self, vector[int] &order):
+        """State s becomes order[s] (a permutation); arcs keep their order."""
+        cdef size_t n = self.arcs.size(), s, i
+        cdef vector[vector[Arc]] arcs = vector[vector[Arc]](n)
+        cdef vector[float] f1 = vector[float](n), f2 = vector[float](n)
+        for s in range(n):
+            arcs[order[s]].swap(self.arcs[s])
+            f1[order[s]] = self.f1[s]
+            f2[order[s]] = self.f2[s]
+        for s in range(n):
+            for i in range(arcs[s].size()):
+                arcs[s][i].nextstate = order[arcs[s][i].nextstate]
+        self.arcs.swap(arcs)
+        self.f1.swap(f1)
+        self.f2.swap(f2)
+        if self.start >= 0:
+            self.start = order[self.start]
+
+    def arc_sort(self):
+        """The twin's arc_sort_ilabel (std::sort, as OpenFst's ArcSort)."""
+        cdef size_t s
+        for s in range(self.arcs.size()):
+            if self.arcs[s].size() > 1:
+                csort(self.arcs[s].begin(), self.arcs[s].end(), arc_labels_less)
+
+    def insert_phones(self, const int[:] phone_of_tid):
+        """The twin's determinize_lattice_insert_phones; returns the first
+        phone label."""
+        cdef size_t n = self.arcs.size(), s, i
+        cdef int first = 0, ol, phone, extra, num_tids = <int>phone_of_tid.shape[0]
+        cdef Arc extra_arc
+        for s in range(n):
+            for i in range(self.arcs[s].size()):
+                if self.arcs[s][i].ilabel > first:
+                    first = self.arcs[s][i].ilabel
+        first += 1
+        for s in range(n):
+            if <int>s == self.start:
+                continue
+            for i in range(self.arcs[s].size()):
+                ol = self.arcs[s][i].olabel
+                if ol == 0:
+                    continue
+                if ol < 0 or ol >= num_tids:
+                    raise PynnetError("lattice has transition-id %d but the transition model "
+                                      "has only %d" % (ol, num_tids - 1))
+                phone = phone_of_tid[ol]
+                if phone == 0:
+                    continue
+                if self.arcs[s][i].ilabel == 0:
+                    self.arcs[s][i].ilabel = first + phone
+                else:
+                    extra = <int>self.arcs.size()
+                    extra_arc.ilabel = first + phone
+                    extra_arc.olabel = 0
+                    extra_arc.w1 = 0
+                    extra_arc.w2 = 0
+                    extra_arc.nextstate = self.arcs[s][i].nextstate
+                    self.arcs.push_back(vector[Arc](1, extra_arc))
+                    self.f1.push_back(INFINITY)
+                    self.f2.push_back(INFINITY)
+                    self.arcs[s][i].nextstate = extra
+        return first
+
+    def delete_phones(self, int first_phone_label):
+        cdef size_t s, i
+        for s in range(self.arcs.size()):
+            for i in range(self.arcs[s].size()):
+                if self.arcs[s][i].ilabel >= first_phone_label:
+                    self.arcs[s][i].ilabel = 0
+
+    def connect(self):
+        """The twin's Lattice.connect (OpenFst's Connect)."""
+        cdef int n = <int>self.arcs.size(), s, t, k
+        cdef size_t i
+        if self.start < 0:
+            self.arcs.clear()
+            self.f1.clear()
+            self.f2.clear()
+            return
+        cdef vector[char] access = vector[char](n, 0), co = vector[char](n, 0)
+        cdef vector[int] stack
+        access[self.start] = 1
+        stack.push_back(self.start)
+        while not stack.empty():
+            s = stack.back()
+            stack.pop_back()
+            for i in range(self.arcs[s].size()):
+                t = self.arcs[s][i].nextstate
+                if not access[t]:
+                    access[t] = 1
+                    stack.push_back(t)
+        # predecessors in CSR form
+        cdef vector[int] pred_begin = vector[int](n + 1, 0), preds, fill
+        for s in range(n):
+            for i in range(self.arcs[s].size()):
+                pred_begin[self.arcs[s][i].nextstate + 1] += 1
+        for s in range(n):
+            pred_begin[s + 1] += pred_begin[s]
+        preds.resize(pred_begin[n])
+        fill = pred_begin
+        for s in range(n):
+            for i in range(self.arcs[s].size()):
+                t = self.arcs[s][i].nextstate
+                preds[fill[t]] = s
+                fill[t] += 1
+        for s in range(n):
+            if not (self.f1[s] == INFINITY and self.f2[s] == INFINITY):
+                co[s] = 1
+                stack.push_back(s)
+        while not stack.empty():
+            s = stack.back()
+            stack.pop_back()
+            for k in range(pred_begin[s], pred_begin[s + 1]):
+                if not co[preds[k]]:
+                    co[preds[k]] = 1
+                    stack.push_back(preds[k])
+        cdef vector[int] new_id = vector[int](n, -1)
+        k = 0
+        for s in range(n):
+            if access[s] and co[s]:
+                new_id[s] = k
+                k += 1
+        if k == n:
+            return
+        cdef vector[vector[Arc]] arcs = vector[vector[Arc]](k)
+        cdef vector[float] f1 = vector[float](k), f2 = vector[float](k)
+        cdef Arc a
+        for s in range(n):
+            if new_id[s] < 0:
+                continue
+            for i in range(self.arcs[s].size()):
+                a = self.arcs[s][i]
+                if new_id[a.nextstate] >= 0:
+                    a.nextstate = new_id[a.nextstate]
+                    arcs[new_id[s]].push_back(a)
+            f1[new_id[s]] = self.f1[s]
+            f2[new_id[s]] = self.f2[s]
+        self.arcs.swap(arcs)
+        self.f1.swap(f1)
+        self.f2.swap(f2)
+        self.start = new_id[self.start]
+        if self.start < 0:
+            self.arcs.clear()
+            self.f1.clear()
+            self.f2.clear()
+
+    def prune(self, float beam):
+        """The twin's prune_lattice (Kaldi's PruneLattice); False for an
+        empty or cyclic lattice (the caller warns about the latter)."""
+        if not self.is_top_sorted() and not self.top_sort():
+            return None
+        cdef int n = <int>self.arcs.size(), s, bad
+        if n == 0:
+            return False
+        cdef vector[double] cost = vector[double](n, INFINITY)
+        cdef double here, c, best_final = INFINITY, cutoff, forward, backward, arc_backward
+        cdef size_t i
+        cost[self.start] = 0.0
+        for s in range(n):
+            here = cost[s]
+            for i in range(self.arcs[s].size()):
+                c = here + (<double>self.arcs[s][i].w1 + <double>self.arcs[s][i].w2)
+                if cost[self.arcs[s][i].nextstate] > c:
+                    cost[self.arcs[s][i].nextstate] = c
+            c = here + (<double>self.f1[s] + <double>self.f2[s])
+            if c < best_final:
+                best_final = c
+        cutoff = best_final + <double>beam
+        bad = n
+        self.arcs.push_back(vector[Arc]())
+        self.f1.push_back(INFINITY)
+        self.f2.push_back(INFINITY)
+        for s in range(n - 1, -1, -1):
+            forward = cost[s]
+            backward = <double>self.f1[s] + <double>self.f2[s]
+            if backward + forward > cutoff and backward != INFINITY:
+                self.f1[s] = INFINITY
+                self.f2[s] = INFINITY
+            for i in range(self.arcs[s].size()):
+                arc_backward = ((<double>self.arcs[s][i].w1 + <double>self.arcs[s][i].w2)
+                                + cost[self.arcs[s][i].nextstate])
+                if arc_backward < backward:
+                    backward = arc_backward
+                if forward + arc_backward > cutoff:
+                    self.arcs[s][i].nextstate = bad
+            cost[s] = backward
+        self.connect()
+        return self.arcs.size() > 0
+
+
 cdef class LatticeDeterminizerCore:
     # input lattice (CSR)
-    cdef const long long[:] arc_begin
-    cdef const int[:] ilabel, olabel, nextstate
-    cdef const float[:] aw1, aw2, fw1, fw2
+    cdef vector[long long] arc_begin
+    cdef vector[int] ilabel, olabel, nextstate
+    cdef vector[float] aw1, aw2, fw1, fw2
     cdef int start, num_states
     cdef double beam, cutoff
     cdef float delta
@@ -114,19 +451,33 @@ cdef class LatticeDeterminizerCore:
     cdef vector[vector[Elem]] t_subset
     cdef vector[int] t_free
 
-    def __init__(self, arc_begin, ilabel, olabel, aw1, aw2, nextstate, fw1, fw2, int start,
-                 double beam, float delta, int max_mem=-1, int max_loop=-1,
-                 int max_states=-1, int max_arcs=-1):
-        self.arc_begin = arc_begin
-        self.ilabel = ilabel
-        self.olabel = olabel
-        self.aw1 = aw1
-        self.aw2 = aw2
-        self.nextstate = nextstate
-        self.fw1 = fw1
-        self.fw2 = fw2
-        self.start = start
-        self.num_states = fw1.shape[0]
+    def __init__(self, CLattice ifst, double beam, float delta, int max_mem=-1,
+                 int max_loop=-1, int max_states=-1, int max_arcs=-1):
+        """``ifst``: top-sorted, with a start state."""
+        cdef size_t s, i, n = ifst.arcs.size(), k = 0
+        self.arc_begin.resize(n + 1)
+        for s in range(n):
+            self.arc_begin[s] = k
+            k += ifst.arcs[s].size()
+        self.arc_begin[n] = k
+        self.ilabel.resize(k)
+        self.olabel.resize(k)
+        self.nextstate.resize(k)
+        self.aw1.resize(k)
+        self.aw2.resize(k)
+        k = 0
+        for s in range(n):
+            for i in range(ifst.arcs[s].size()):
+                self.ilabel[k] = ifst.arcs[s][i].ilabel
+                self.olabel[k] = ifst.arcs[s][i].olabel
+                self.nextstate[k] = ifst.arcs[s][i].nextstate
+                self.aw1[k] = ifst.arcs[s][i].w1
+                self.aw2[k] = ifst.arcs[s][i].w2
+                k += 1
+        self.fw1 = ifst.f1
+        self.fw2 = ifst.f2
+        self.start = ifst.start
+        self.num_states = <int>n
         self.beam = beam
         self.delta = delta
         self.isym_or_final.resize(self.num_states, 0)
@@ -657,23 +1008,81 @@ cdef class LatticeDeterminizerCore:
             self.process_transition(self.t_state[task], self.t_label[task], &tsubset)
         return self.heap.empty(), self.effective_beam()
 
-    def output(self):
-        """[(arcs, final)] per output state: arcs (label, w1, w2, string tuple,
-        nextstate), final (w1, w2, string tuple) or None."""
+    def output_lattice(self):
+        """The twin's output_lattice, as a CLattice."""
+        cdef CLattice lat = CLattice()
+        cdef size_t n = self.o_arcs.size(), s, i, j
+        cdef int cur, nxt
         cdef vector[int] seq
-        cdef size_t s, i
-        cdef TempArc arc
-        result = []
-        for s in range(self.o_arcs.size()):
-            arcs = []
-            final = None
+        cdef TempArc ta
+        cdef Arc arc
+        lat.arcs.resize(n)
+        lat.f1.resize(n, INFINITY)
+        lat.f2.resize(n, INFINITY)
+        if n:
+            lat.start = 0
+        for s in range(n):
             for i in range(self.o_arcs[s].size()):
-                arc = self.o_arcs[s][i]
-                self.to_vector(arc.string, &seq)
-                string = tuple([seq[j] for j in range(seq.size())])
-                if arc.nextstate < 0:
-                    final = (arc.w1, arc.w2, string)
+                ta = self.o_arcs[s][i]
+                self.to_vector(ta.string, &seq)
+                cur = <int>s
+                if ta.nextstate < 0:
+                    # the string as a chain of epsilon-input arcs to a final state
+                    for j in range(seq.size()):
+                        nxt = <int>lat.arcs.size()
+                        lat.arcs.push_back(vector[Arc]())
+                        lat.f1.push_back(INFINITY)
+                        lat.f2.push_back(INFINITY)
+                        arc.ilabel = 0
+                        arc.olabel = seq[j]
+                        arc.w1 = ta.w1 if j == 0 else 0
+                        arc.w2 = ta.w2 if j == 0 else 0
+                        arc.nextstate = nxt
+                        lat.arcs[cur].push_back(arc)
+                        cur = nxt
+                    lat.f1[cur] = ta.w1 if seq.empty() else 0
+                    lat.f2[cur] = ta.w2 if seq.empty() else 0
                 else:
-                    arcs.append((arc.ilabel, arc.w1, arc.w2, string, arc.nextstate))
-            result.append((arcs, final))
-        return result
+                    for j in range(seq.size() - 1 if seq.size() > 0 else 0):
+                        nxt = <int>lat.arcs.size()
+                        lat.arcs.push_back(vector[Arc]())
+                        lat.f1.push_back(INFINITY)
+                        lat.f2.push_back(INFINITY)
+                        arc.ilabel = ta.ilabel if j == 0 else 0
+                        arc.olabel = seq[j]
+                        arc.w1 = ta.w1 if j == 0 else 0
+                        arc.w2 = ta.w2 if j == 0 else 0
+                        arc.nextstate = nxt
+                        lat.arcs[cur].push_back(arc)
+                        cur = nxt
+                    arc.ilabel = ta.ilabel if seq.size() <= 1 else 0
+                    arc.olabel = seq.back() if seq.size() > 0 else 0
+                    arc.w1 = ta.w1 if seq.size() <= 1 else 0
+                    arc.w2 = ta.w2 if seq.size() <= 1 else 0
+                    arc.nextstate = ta.nextstate
+                    lat.arcs[cur].push_back(arc)
+        return lat
+
+    def output_compact(self):
+        """The twin's output_compact (a CompactLattice)."""
+        from ..decode.lattice import CompactLattice
+        cdef vector[int] seq
+        cdef size_t n = self.o_arcs.size(), s, i
+        cdef TempArc ta
+        clat = CompactLattice()
+        arcs = []
+        final = [None] * n
+        for s in range(n):
+            row = []
+            for i in range(self.o_arcs[s].size()):
+                ta = self.o_arcs[s][i]
+                self.to_vector(ta.string, &seq)
+                string = tuple(seq)
+                if ta.nextstate < 0:
+                    final[s] = (ta.w1, ta.w2, string)
+                else:
+                    row.append((ta.ilabel, ta.w1, ta.w2, string, ta.nextstate))
+            arcs.append(row)
+        clat.arcs, clat.final = arcs, final
+        clat.start = 0 if n else None
+        return clat

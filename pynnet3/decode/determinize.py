@@ -841,41 +841,172 @@ class LatticeDeterminizerPruned:
         return lat
 
 
-class _FastDeterminizer(LatticeDeterminizerPruned):
-    """The C determinizer (pynnet3/_fast/lattice_determinize.pyx) behind
-    the twin's output methods."""
+def phone_start_table(trans_model):
+    """Per transition-id, its phone where DeterminizeLatticeInsertPhones puts
+    a phone symbol (the transition starts a phone, TransitionIdIsStartOfPhone,
+    and is not a self-loop), else 0."""
+    id2state, tuples = trans_model.id2state, trans_model.tuples
+    table = np.zeros(len(id2state), dtype=np.int32)
+    for tid in range(1, len(id2state)):
+        phone, hmm_state = tuples[id2state[tid] - 1][:2]
+        if hmm_state == 0 and not trans_model.is_self_loop(tid):
+            table[tid] = phone
+    return table
+
+
+def determinize_lattice_insert_phones(lat, phone_of_tid):
+    """Kaldi's DeterminizeLatticeInsertPhones on a lattice with words on the
+    input side: where a transition-id (output side) starts a phone, the
+    phone symbol (first phone label + phone) goes on the input side, on the
+    arc itself if it has no word, else on an extra arc (a new state, added in
+    order) after it. Arcs of the start state are left alone. Returns the
+    first phone label (highest input label + 1)."""
+    first = max((a[0] for arcs in lat.arcs for a in arcs), default=0) + 1
+    num_tids = len(phone_of_tid)
+    for s in range(lat.num_states):
+        if s == lat.start:
+            continue
+        new_arcs = []
+        for arc in lat.arcs[s]:
+            il, ol, x, y, t = arc
+            if ol != 0:
+                if not 0 < ol < num_tids:
+                    raise PynnetError("lattice has transition-id %d but the transition model "
+                                      "has only %d" % (ol, num_tids - 1))
+                phone = int(phone_of_tid[ol])
+                if phone:
+                    if il == 0:
+                        arc = (first + phone, ol, x, y, t)
+                    else:
+                        lat.add_states(1)
+                        extra = lat.num_states - 1
+                        lat.arcs[extra].append((first + phone, 0, 0.0, 0.0, t))
+                        arc = (il, ol, x, y, extra)
+            new_arcs.append(arc)
+        lat.arcs[s] = new_arcs
+    return first
+
+
+def determinize_lattice_delete_phones(lat, first_phone_label):
+    """Kaldi's DeterminizeLatticeDeletePhones: phone symbols become epsilons."""
+    for s in range(lat.num_states):
+        lat.arcs[s] = [(0 if a[0] >= first_phone_label else a[0],) + a[1:]
+                       for a in lat.arcs[s]]
+
+
+# -- the two implementations of the steps ------------------------------------------------------
+
+class _TwinSteps:
+    """The pipeline's steps on a :class:`Lattice` (the plain-Python twins)."""
+
+    @staticmethod
+    def load(lat):
+        return lat
+
+    @staticmethod
+    def unload(lat):
+        return lat
+
+    @staticmethod
+    def copy(lat):
+        c = Lattice()
+        c.start, c.arcs, c.final = lat.start, list(lat.arcs), list(lat.final)
+        return c
+
+    @staticmethod
+    def is_empty(lat):
+        return lat.num_states == 0 or lat.start is None
+
+    invert = staticmethod(invert)
+    is_top_sorted = staticmethod(is_top_sorted)
+    top_sort = staticmethod(top_sort)
+    arc_sort = staticmethod(arc_sort_ilabel)
+    insert_phones = staticmethod(determinize_lattice_insert_phones)
+    delete_phones = staticmethod(determinize_lattice_delete_phones)
+
+    @staticmethod
+    def prune(lat, beam):
+        return prune_lattice(beam, lat)
+
+    determinizer = LatticeDeterminizerPruned
+
+
+class _FastDeterminizer:
+    """LatticeDeterminizerPruned's interface over the C determinizer."""
+
+    def __init__(self, ifst, beam, opts):
+        from .._fast.lattice_determinize import LatticeDeterminizerCore
+        self.core = LatticeDeterminizerCore(ifst, float(beam), float(_F(opts.delta)),
+                                            opts.max_mem, opts.max_loop, opts.max_states,
+                                            opts.max_arcs)
+        self.events = []
 
     def determinize(self):
-        from .._fast.lattice_determinize import LatticeDeterminizerCore
-        lat = self.ifst
-        n = lat.num_states
-        counts = np.fromiter((len(a) for a in lat.arcs), dtype=np.int64, count=n)
-        arc_begin = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=arc_begin[1:])
-        flat = [a for arcs in lat.arcs for a in arcs]
-        if flat:
-            il, ol, w1, w2, nxt = (np.array(c) for c in zip(*flat))
-        else:
-            il = ol = nxt = np.zeros(0, dtype=np.int32)
-            w1 = w2 = np.zeros(0, dtype=np.float32)
-        f1 = np.array([f[0] if f is not None else math.inf for f in lat.final],
-                      dtype=np.float32)
-        f2 = np.array([f[1] if f is not None else math.inf for f in lat.final],
-                      dtype=np.float32)
-        opts = self.opts
-        core = LatticeDeterminizerCore(
-            arc_begin, il.astype(np.int32), ol.astype(np.int32), w1.astype(np.float32),
-            w2.astype(np.float32), nxt.astype(np.int32), f1, f2, lat.start, self.beam,
-            self.delta, opts.max_mem, opts.max_loop, opts.max_states, opts.max_arcs)
-        ok, effective_beam = core.determinize()
-        self.events = core.events
-        # a state's final weight is its first TempArc in Kaldi (worked out
-        # when the state is made, before its transitions)
-        self.output_states = [(None, ([(0, final[2], None, final[0], final[1])]
-                                      if final is not None else [])
-                               + [(l, st, t, x, y) for l, x, y, st, t in arcs], 0.0)
-                              for arcs, final in core.output()]
+        ok, effective_beam = self.core.determinize()
+        self.events = self.core.events
         return ok, effective_beam
+
+    def output_lattice(self):
+        return self.core.output_lattice()
+
+    def output_compact(self):
+        return self.core.output_compact()
+
+
+class _FastSteps:
+    """The pipeline's steps in C (pynnet3/_fast/lattice_determinize.pyx) on
+    a CLattice; the twins are :class:`_TwinSteps`'."""
+
+    @staticmethod
+    def load(lat):
+        from .._fast.lattice_determinize import CLattice
+        return CLattice.from_lattice(lat)
+
+    @staticmethod
+    def unload(lat):
+        return lat.to_lattice()
+
+    @staticmethod
+    def copy(lat):
+        return lat.copy()
+
+    @staticmethod
+    def is_empty(lat):
+        return lat.num_states == 0 or lat.start < 0
+
+    @staticmethod
+    def invert(lat):
+        lat.invert()
+
+    @staticmethod
+    def is_top_sorted(lat):
+        return lat.is_top_sorted()
+
+    @staticmethod
+    def top_sort(lat):
+        return lat.top_sort()
+
+    @staticmethod
+    def arc_sort(lat):
+        lat.arc_sort()
+
+    @staticmethod
+    def insert_phones(lat, phone_of_tid):
+        return lat.insert_phones(phone_of_tid)
+
+    @staticmethod
+    def delete_phones(lat, first_phone_label):
+        lat.delete_phones(first_phone_label)
+
+    @staticmethod
+    def prune(lat, beam):
+        ok = lat.prune(float(_F(beam)))
+        if ok is None:
+            logger.warning("Cycles detected in lattice")
+            return False
+        return ok
+
+    determinizer = _FastDeterminizer
 
 
 def prune_lattice(beam, lat):
@@ -926,27 +1057,19 @@ def prune_lattice(beam, lat):
     return lat.num_states > 0
 
 
-def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
-    """Kaldi's DeterminizeLatticePruned with the limits of ``opts`` (a
-    :class:`DeterminizeLatticePrunedOptions`; default: none): returns
-    (result, success); ``compact`` picks a CompactLattice or a Lattice;
-    ``fast``: the C determinizer, else this module's plain-Python twin.
-    When a limit leaves the effective beam under ``retry_cutoff`` times the
-    beam, the input is pruned to a narrower beam (a copy; ``lat`` is not
-    changed) and determinized again, as Kaldi's."""
-    opts = opts if opts is not None else DeterminizeLatticePrunedOptions()
-    if lat.num_states == 0 or lat.start is None:
-        return (CompactLattice() if compact else Lattice()), True
+def _determinize_lattice_pruned(steps, lat, beam, compact, opts):
+    """determinize_lattice_pruned on ``steps``' lattices."""
+    if steps.is_empty(lat):
+        return (CompactLattice() if compact else steps.load(Lattice())), True
     retry_cutoff = float(_F(opts.retry_cutoff))
     if not 0.0 <= retry_cutoff < 1.0:
         raise PynnetError("determinization's retry cutoff must be in [0, 1), not %g"
                           % retry_cutoff)
-    cls = _FastDeterminizer if fast else LatticeDeterminizerPruned
     beam = float(beam)
     current = lat
     attempt = 1
     while True:
-        det = cls(current, beam, opts)
+        det = steps.determinizer(current, beam, opts)
         ok, effective_beam = det.determinize()
         log_determinization_events(det.events)
         if (effective_beam >= beam * retry_cutoff or (compact and beam == _INF)
@@ -961,68 +1084,51 @@ def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
                            retry_cutoff, new_beam)
         beam = new_beam
         if attempt == 1:
-            current = Lattice()
-            current.start, current.arcs, current.final = lat.start, list(lat.arcs), \
-                list(lat.final)
-        prune_lattice(beam, current)
+            current = steps.copy(lat)
+        steps.prune(current, beam)
         if compact:
             logger.info("Pruned state-level lattice with beam %g and retrying determinization "
                         "with that beam.", beam)
         attempt += 1
 
 
+def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
+    """Kaldi's DeterminizeLatticePruned on a top-sorted :class:`Lattice`
+    with the limits of ``opts`` (a :class:`DeterminizeLatticePrunedOptions`;
+    default: none): returns (result, success); ``compact`` picks a
+    CompactLattice or a Lattice; ``fast``: in C, else this module's
+    plain-Python twin. When a limit leaves the effective beam under
+    ``retry_cutoff`` times the beam, the input is pruned to a narrower beam
+    (a copy; ``lat`` is not changed) and determinized again, as Kaldi's."""
+    steps = _FastSteps if fast else _TwinSteps
+    opts = opts if opts is not None else DeterminizeLatticePrunedOptions()
+    result, ok = _determinize_lattice_pruned(steps, steps.load(lat), beam, compact, opts)
+    return (result if compact else steps.unload(result)), ok
+
+
 def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, fast=True):
     """Kaldi's DeterminizeLatticePhonePrunedWrapper with ``opts`` (a
     :class:`DeterminizeLatticePhonePrunedOptions`; default Kaldi's: phone
     then word determinization, ``max_mem`` 50,000,000, no minimization) on
-    a raw lattice (transition-ids on input, words on output; it is
-    modified). Returns (CompactLattice, success)."""
+    a raw lattice (transition-ids on input, words on output; the twin
+    (``fast`` false) changes it). Returns (CompactLattice, success)."""
+    steps = _FastSteps if fast else _TwinSteps
     opts = opts if opts is not None else DeterminizeLatticePhonePrunedOptions()
     # Kaldi passes only delta and max_mem on to the passes
     det_opts = DeterminizeLatticePrunedOptions(delta=opts.delta, max_mem=opts.max_mem)
-    invert(lat)
-    if not is_top_sorted(lat):
-        if not top_sort(lat):
-            raise PynnetError("Topological sorting of state-level lattice failed (probably "
-                              "your lexicon has empty words or your LM has epsilon cycles).")
-    arc_sort_ilabel(lat)
-    if not opts.phone_determinize:
-        clat, ok = determinize_lattice_pruned(lat, beam, True, det_opts, fast)
-        clat.connect()
-        return clat, ok
-    # phone pass: insert phone symbols where phones start
-    first_phone_label = max((a[0] for arcs in lat.arcs for a in arcs), default=0) + 1
-    id2state, tuples = trans_model.id2state, trans_model.tuples
-    start_of_phone = {}
-    for s in range(lat.num_states):
-        if s == lat.start:
-            continue
-        new_arcs = []
-        for arc in lat.arcs[s]:
-            il, ol, x, y, t = arc
-            if ol != 0:
-                info = start_of_phone.get(ol)
-                if info is None:
-                    phone, hmm_state = tuples[id2state[ol] - 1][:2]
-                    info = (phone if hmm_state == 0 and not trans_model.is_self_loop(ol)
-                            else 0)
-                    start_of_phone[ol] = info
-                if info:
-                    if il == 0:
-                        arc = (first_phone_label + info, ol, x, y, t)
-                    else:
-                        lat.add_states(1)
-                        extra = lat.num_states - 1
-                        lat.arcs[extra].append((first_phone_label + info, 0, 0.0, 0.0, t))
-                        arc = (il, ol, x, y, extra)
-            new_arcs.append(arc)
-        lat.arcs[s] = new_arcs
-    top_sort(lat)
-    lat, ok1 = determinize_lattice_pruned(lat, beam, False, det_opts, fast)
-    for s in range(lat.num_states):
-        lat.arcs[s] = [(0 if a[0] >= first_phone_label else a[0],) + a[1:]
-                       for a in lat.arcs[s]]
-    top_sort(lat)
-    clat, ok2 = determinize_lattice_pruned(lat, beam, True, det_opts, fast)
+    lat = steps.load(lat)
+    steps.invert(lat)
+    if not steps.is_top_sorted(lat) and not steps.top_sort(lat):
+        raise PynnetError("Topological sorting of state-level lattice failed (probably "
+                          "your lexicon has empty words or your LM has epsilon cycles).")
+    steps.arc_sort(lat)
+    ok = True
+    if opts.phone_determinize:
+        first_phone_label = steps.insert_phones(lat, phone_start_table(trans_model))
+        steps.top_sort(lat)
+        lat, ok = _determinize_lattice_pruned(steps, lat, beam, False, det_opts)
+        steps.delete_phones(lat, first_phone_label)
+        steps.top_sort(lat)
+    clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts)
     clat.connect()
-    return clat, ok1 and ok2
+    return clat, ok and ok2
