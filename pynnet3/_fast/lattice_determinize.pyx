@@ -55,6 +55,14 @@ cdef struct LabelElem:
     float w2
 
 
+cdef inline size_t hash_key(long long key) noexcept nogil:
+    # a 64-bit mix (splitmix64's finalizer)
+    cdef unsigned long long x = <unsigned long long>key
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL
+    return <size_t>(x ^ (x >> 31))
+
+
 cdef inline int compare_w(float a1, float a2, float b1, float b2) nogil:
     cdef float fa = a1 + a2, fb = b1 + b2
     if fa < fb:
@@ -429,7 +437,10 @@ cdef class LatticeDeterminizerCore:
     cdef vector[int] s_parent, s_label, s_len
     cdef vector[char] s_alive
     cdef long long s_num_alive
-    cdef unordered_map[long long, int] s_succ
+    # (parent, label) -> string id: open addressing, linear probing, -1 = empty
+    cdef vector[long long] s_keys
+    cdef vector[int] s_ids
+    cdef size_t s_mask
     # limits and Kaldi's memory count
     cdef int max_mem, max_loop, max_states, max_arcs
     cdef int num_arcs, num_elems
@@ -485,6 +496,9 @@ cdef class LatticeDeterminizerCore:
         self.s_label.push_back(0)
         self.s_len.push_back(0)
         self.s_alive.push_back(0)      # the empty string is no entry
+        self.s_keys.assign(1024, -1)
+        self.s_ids.assign(1024, 0)
+        self.s_mask = 1023
         self.s_num_alive = 0
         self.max_mem = max_mem
         self.max_loop = max_loop
@@ -498,21 +512,43 @@ cdef class LatticeDeterminizerCore:
     cdef int successor(self, int s, int label):
         cdef long long key = ((<long long>s) << 32) | (<unsigned int>label)
         cdef int nid
-        it = self.s_succ.find(key)
-        if it != self.s_succ.end():
-            nid = deref(it).second
-            if not self.s_alive[nid]:       # dropped by a rebuild, made again
-                self.s_alive[nid] = 1
-                self.s_num_alive += 1
-            return nid
+        cdef size_t i = hash_key(key) & self.s_mask
+        while self.s_keys[i] != -1:
+            if self.s_keys[i] == key:
+                nid = self.s_ids[i]
+                if not self.s_alive[nid]:       # dropped by a rebuild, made again
+                    self.s_alive[nid] = 1
+                    self.s_num_alive += 1
+                return nid
+            i = (i + 1) & self.s_mask
         nid = <int>self.s_parent.size()
         self.s_parent.push_back(s)
         self.s_label.push_back(label)
         self.s_len.push_back(self.s_len[s] + 1)
         self.s_alive.push_back(1)
         self.s_num_alive += 1
-        self.s_succ[key] = nid
+        self.s_keys[i] = key
+        self.s_ids[i] = nid
+        if 2 * self.s_parent.size() > self.s_keys.size():
+            self.grow_string_table()
         return nid
+
+    cdef void grow_string_table(self):
+        cdef vector[long long] keys
+        cdef vector[int] ids
+        keys.assign(2 * self.s_keys.size(), -1)
+        ids.resize(keys.size())
+        cdef size_t mask = keys.size() - 1, j, i
+        for j in range(self.s_keys.size()):
+            if self.s_keys[j] != -1:
+                i = hash_key(self.s_keys[j]) & mask
+                while keys[i] != -1:
+                    i = (i + 1) & mask
+                keys[i] = self.s_keys[j]
+                ids[i] = self.s_ids[j]
+        self.s_keys.swap(keys)
+        self.s_ids.swap(ids)
+        self.s_mask = mask
 
     cdef inline void keep_string(self, int s):
         while s != 0 and not self.s_alive[s]:
