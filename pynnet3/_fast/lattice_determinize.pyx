@@ -571,6 +571,8 @@ cdef class LatticeDeterminizerCore:
             i -= 1
 
     cdef int common_prefix(self, int a, int b):
+        if a == 0 or b == 0:
+            return 0
         while self.s_len[a] > self.s_len[b]:
             a = self.s_parent[a]
         while self.s_len[b] > self.s_len[a]:
