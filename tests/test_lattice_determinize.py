@@ -224,7 +224,7 @@ def test_word_pass_limits_c_equals_twin(raw_lattices, caplog, limits):
 
 def test_max_loop(raw_lattices):
     _, lats = raw_lattices
-    lat = copy.deepcopy(lats["utt2"])
+    lat = copy.deepcopy(lats["utt1"])
     D.invert(lat)
     D.top_sort(lat)
     for fast in (True, False):
@@ -293,3 +293,61 @@ def test_utt6_stops_at_kaldis_memory_limit(kaldi_ref, tmp_path):
     kaldi = kaldi[kaldi.index("utt6 \n"):]
     kaldi = kaldi[:kaldi.index("\n\n")]
     assert _structure(ours) == _structure(kaldi)
+
+
+# -- against Kaldi's own code on one raw lattice ---------------------------------------------
+# tests/data/decode/determinize: raw.utt2.ark, the raw lattice pynnet3's decoder gives
+# decode/tdnn_lda's utt2 with beam 16 and lattice-beam 10; kaldi.NAME.txt and kaldi.NAME.log,
+# the CompactLattice (OpenFst's printer) and the LOG/WARNING messages that Kaldi's
+# DeterminizeLatticePhonePrunedWrapper (a scratch build of Kaldi's lat/ sources at kaldi-ref's
+# commit against OpenFst 1.7.9) gave for it with lattice beam 10 and the options of cases.txt.
+
+DET_DATA = os.path.join(HERE, "data", "decode", "determinize")
+
+
+def _det_cases():
+    with open(os.path.join(DET_DATA, "cases.txt")) as f:
+        return [line.rstrip("\n").split("|") for line in f if line.strip()]
+
+
+def _parse_compact_text(text):
+    """(structure, weights) of a CompactLattice in text form; a final
+    weight left out is One."""
+    structure, weights = [], []
+    for line in text.strip("\n").split("\n"):
+        fields = line.split("\t")
+        if len(fields) == 1:
+            fields.append("0,0,")
+        w = fields[-1].split(",")
+        structure.append(tuple(fields[:-1]) + (w[2],))
+        weights.extend(float(x) for x in w[:2])
+    return structure, np.array(weights)
+
+
+@pytest.mark.parametrize("case", _det_cases(), ids=lambda c: c[0])
+def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
+    from pynnet3.decode.lattice import register_lattice_holder
+    from pynnet3.io.table import read_table
+    from pynnet3.nnet.am import read_mdl
+    name, options, status = case
+    flags = dict(opt[2:].split("=") for opt in options.split())
+    opts = D.DeterminizeLatticePhonePrunedOptions(
+        max_mem=int(flags["max-mem"]), word_determinize=flags["word-determinize"] == "true",
+        phone_determinize=flags["phone-determinize"] == "true")
+    register_lattice_holder()
+    (_, raw), = read_table("ark:" + os.path.join(DET_DATA, "raw.utt2.ark"), "lattice")
+    trans_model, _ = read_mdl(os.path.join(DATA, "final.mdl"))
+    with open(os.path.join(DET_DATA, "kaldi.%s.txt" % name)) as f:
+        kaldi_structure, kaldi_weights = _parse_compact_text(f.read())
+    with open(os.path.join(DET_DATA, "kaldi.%s.log" % name)) as f:
+        kaldi_log = f.read().split("\n")[:-1]
+    for fast in (True, False):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="pynnet3.decode.determinize"):
+            clat, ok = D.determinize_lattice_phone_pruned_wrapper(
+                trans_model, copy.deepcopy(raw), 10.0, opts, fast=fast)
+        assert ok == (status == "ok=1")
+        assert [r.getMessage() for r in caplog.records] == kaldi_log
+        structure, weights = _parse_compact_text(clat.write_text().decode())
+        assert structure == kaldi_structure
+        assert np.allclose(weights, kaldi_weights, rtol=1e-5, atol=1e-5)

@@ -51,6 +51,7 @@ import numpy as np
 
 from ..errors import PynnetError
 from .lattice import CompactLattice, Lattice
+from .lattice_ops import arc_sort_ilabel, convert_lattice, invert, is_top_sorted, top_sort
 
 __all__ = ["CompactLattice", "DeterminizeLatticePrunedOptions",
            "DeterminizeLatticePhonePrunedOptions", "determinize_lattice_pruned",
@@ -94,14 +95,13 @@ class DeterminizeLatticePrunedOptions:
 @dataclass(slots=True)
 class DeterminizeLatticePhonePrunedOptions:
     """Kaldi's DeterminizeLatticePhonePrunedOptions (nnet3-latgen-faster's
-    --delta, --max-mem, --phone-determinize, --word-determinize,
-    --minimize)."""
+    --delta, --max-mem, --phone-determinize, --word-determinize; Kaldi's
+    --minimize, pushing and minimizing afterwards, is not provided)."""
 
     delta: float = float(K_DELTA)
     max_mem: int = 50000000
     phone_determinize: bool = True
     word_determinize: bool = True
-    minimize: bool = False
 
 
 def log_determinization_events(events):
@@ -182,210 +182,6 @@ def _approx_equal(a1, a2, b1, b2, delta):
     if a1 == b1 and a2 == b2:
         return True
     return abs(_f32(_f32(a1 + a2) - _f32(b1 + b2))) <= delta
-
-
-# -- OpenFst helpers on Lattice -------------------------------------------------------------
-
-def is_top_sorted(lat):
-    return all(a[4] > s for s in range(lat.num_states) for a in lat.arcs[s])
-
-
-def top_sort(lat):
-    """OpenFst's TopSort: states renumbered in reverse DFS finishing order
-    (DFS from the start state, arcs in order, then from unvisited states in
-    numbering order); arcs keep their order. Returns False (and leaves the
-    lattice alone) if it has a cycle."""
-    n = lat.num_states
-    if n == 0:
-        return True
-    color = [0] * n            # 0 white, 1 grey, 2 black
-    pos = [0] * n              # next arc to look at, per state on the stack
-    finish = []
-    all_arcs = lat.arcs
-    roots = ([lat.start] if lat.start is not None else []) + list(range(n))
-    for root in roots:
-        if color[root]:
-            continue
-        color[root] = 1
-        stack = [root]
-        while stack:
-            s = stack[-1]
-            arcs = all_arcs[s]
-            i, na = pos[s], len(arcs)
-            while i < na:
-                t = arcs[i][4]
-                i += 1
-                c = color[t]
-                if c == 0:
-                    color[t] = 1
-                    stack.append(t)
-                    break
-                if c == 1:
-                    return False
-            else:
-                color[s] = 2
-                finish.append(s)
-                stack.pop()
-            pos[s] = i
-    order = [0] * n
-    for i, s in enumerate(reversed(finish)):
-        order[s] = i
-    arcs = [None] * n
-    final = [None] * n
-    for s in range(n):
-        arcs[order[s]] = [(a[0], a[1], a[2], a[3], order[a[4]]) for a in lat.arcs[s]]
-        final[order[s]] = lat.final[s]
-    lat.arcs, lat.final = arcs, final
-    if lat.start is not None:
-        lat.start = order[lat.start]
-    return True
-
-
-def invert(lat):
-    for s in range(lat.num_states):
-        lat.arcs[s] = [(ol, il, x, y, t) for il, ol, x, y, t in lat.arcs[s]]
-
-
-def arc_sort_ilabel(lat):
-    """OpenFst's ArcSort with ILabelCompare: each state's arcs sorted on
-    (input label, output label) by std::sort, which is not stable, so arcs
-    with equal labels end up in libstdc++'s order (see :func:`std_sort`)."""
-    key = _labels
-    for s in range(lat.num_states):
-        arcs = lat.arcs[s]
-        if len(arcs) > _STD_SORT_THRESHOLD:
-            std_sort(arcs, key)
-        else:
-            arcs.sort(key=key)   # libstdc++ insertion-sorts short ranges: stable
-
-
-def _labels(arc):
-    return arc[0], arc[1]
-
-
-_STD_SORT_THRESHOLD = 16
-
-
-def std_sort(v, key):
-    """Sorts list ``v`` in place on ``key`` exactly as libstdc++'s std::sort
-    (introsort: median-of-three partitioning down to ranges of 16, heapsort
-    past the depth limit 2 floor(log2 n), then one insertion sort), so that
-    elements with equal keys end up where C++ puts them."""
-    n = len(v)
-    if n < 2:
-        return
-    k = [key(x) for x in v]
-    items = list(zip(k, range(n)))       # sort (key, original) pairs, compare keys only
-    _introsort_loop(items, 0, n, 2 * (n.bit_length() - 1))
-    _final_insertion_sort(items, 0, n)
-    v[:] = [v[i] for _, i in items]
-
-
-def _introsort_loop(a, first, last, depth_limit):
-    while last - first > _STD_SORT_THRESHOLD:
-        if depth_limit == 0:
-            _heap_sort(a, first, last)
-            return
-        depth_limit -= 1
-        mid = first + (last - first) // 2
-        _move_median_to_first(a, first, first + 1, mid, last - 1)
-        cut = _unguarded_partition(a, first + 1, last, first)
-        _introsort_loop(a, cut, last, depth_limit)
-        last = cut
-
-
-def _move_median_to_first(a, result, i, j, k):
-    x, y, z = a[i][0], a[j][0], a[k][0]
-    if x < y:
-        m = j if y < z else (k if x < z else i)
-    elif x < z:
-        m = i
-    elif y < z:
-        m = k
-    else:
-        m = j
-    a[result], a[m] = a[m], a[result]
-
-
-def _unguarded_partition(a, first, last, pivot):
-    p = a[pivot][0]
-    while True:
-        while a[first][0] < p:
-            first += 1
-        last -= 1
-        while p < a[last][0]:
-            last -= 1
-        if not first < last:
-            return first
-        a[first], a[last] = a[last], a[first]
-        first += 1
-
-
-def _final_insertion_sort(a, first, last):
-    if last - first > _STD_SORT_THRESHOLD:
-        _insertion_sort(a, first, first + _STD_SORT_THRESHOLD)
-        for i in range(first + _STD_SORT_THRESHOLD, last):
-            _unguarded_linear_insert(a, i)
-    else:
-        _insertion_sort(a, first, last)
-
-
-def _insertion_sort(a, first, last):
-    for i in range(first + 1, last):
-        if a[i][0] < a[first][0]:
-            val = a[i]
-            a[first + 1:i + 1] = a[first:i]
-            a[first] = val
-        else:
-            _unguarded_linear_insert(a, i)
-
-
-def _unguarded_linear_insert(a, last):
-    val = a[last]
-    nxt = last - 1
-    while val[0] < a[nxt][0]:
-        a[last] = a[nxt]
-        last = nxt
-        nxt -= 1
-    a[last] = val
-
-
-def _heap_sort(a, first, last):
-    # std::__partial_sort(first, last, last): make_heap, then sort_heap
-    n = last - first
-    if n >= 2:
-        parent = (n - 2) // 2
-        while True:
-            _adjust_heap(a, first, parent, n, a[first + parent])
-            if parent == 0:
-                break
-            parent -= 1
-    while last - first > 1:
-        last -= 1
-        val = a[last]
-        a[last] = a[first]
-        _adjust_heap(a, first, 0, last - first, val)
-
-
-def _adjust_heap(a, first, hole, n, val):
-    top = hole
-    child = hole
-    while child < (n - 1) // 2:
-        child = 2 * (child + 1)
-        if a[first + child][0] < a[first + child - 1][0]:
-            child -= 1
-        a[first + hole] = a[first + child]
-        hole = child
-    if (n & 1) == 0 and child == (n - 2) // 2:
-        child = 2 * (child + 1)
-        a[first + hole] = a[first + child - 1]
-        hole = child - 1
-    parent = (hole - 1) // 2
-    while hole > top and a[first + parent][0] < val[0]:
-        a[first + hole] = a[first + parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    a[first + hole] = val
 
 
 # -- std::priority_queue as libstdc++ runs it ------------------------------------------------
@@ -1109,7 +905,9 @@ def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
 def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, fast=True):
     """Kaldi's DeterminizeLatticePhonePrunedWrapper with ``opts`` (a
     :class:`DeterminizeLatticePhonePrunedOptions`; default Kaldi's: phone
-    then word determinization, ``max_mem`` 50,000,000, no minimization) on
+    then word determinization, ``max_mem`` 50,000,000; without word
+    determinization the (phone-determinized) lattice is converted as it is,
+    as Kaldi's ConvertLattice does) on
     a raw lattice (transition-ids on input, words on output; the twin
     (``fast`` false) changes it). Returns (CompactLattice, success)."""
     steps = _FastSteps if fast else _TwinSteps
@@ -1123,12 +921,20 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, 
                           "your lexicon has empty words or your LM has epsilon cycles).")
     steps.arc_sort(lat)
     ok = True
+    if not (opts.phone_determinize or opts.word_determinize):
+        logger.warning("Both --phone-determinize and --word-determinize are set to false, "
+                       "copying lattice without determinization.")
     if opts.phone_determinize:
         first_phone_label = steps.insert_phones(lat, phone_start_table(trans_model))
         steps.top_sort(lat)
         lat, ok = _determinize_lattice_pruned(steps, lat, beam, False, det_opts)
         steps.delete_phones(lat, first_phone_label)
         steps.top_sort(lat)
-    clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts)
+    if opts.word_determinize:
+        clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts)
+        ok = ok and ok2
+    else:
+        # the words (input side) label the arcs, transition-ids become strings
+        clat = convert_lattice(steps.unload(lat), invert_labels=False)
     clat.connect()
-    return clat, ok and ok2
+    return clat, ok
