@@ -299,8 +299,9 @@ def test_utt6_stops_at_kaldis_memory_limit(kaldi_ref, tmp_path):
 # tests/data/decode/determinize: raw.utt2.ark, the raw lattice pynnet3's decoder gives
 # decode/tdnn_lda's utt2 with beam 16 and lattice-beam 10; kaldi.NAME.txt and kaldi.NAME.log,
 # the CompactLattice (OpenFst's printer) and the LOG/WARNING messages that Kaldi's
-# DeterminizeLatticePhonePrunedWrapper (a scratch build of Kaldi's lat/ sources at kaldi-ref's
-# commit against OpenFst 1.7.9) gave for it with lattice beam 10 and the options of cases.txt.
+# DeterminizeLatticePhonePrunedWrapper (with pushing and minimization where asked; a scratch
+# build of Kaldi's lat/ sources at kaldi-ref's commit against OpenFst 1.7.9) gave for it with
+# lattice beam 10 and the options of cases.txt.
 
 DET_DATA = os.path.join(HERE, "data", "decode", "determinize")
 
@@ -311,12 +312,12 @@ def _det_cases():
 
 
 def _parse_compact_text(text):
-    """(structure, weights) of a CompactLattice in text form; a final
-    weight left out is One."""
+    """(structure, weights) of a CompactLattice in text form; a weight left
+    out is One."""
     structure, weights = [], []
     for line in text.strip("\n").split("\n"):
         fields = line.split("\t")
-        if len(fields) == 1:
+        if len(fields) in (1, 3):
             fields.append("0,0,")
         w = fields[-1].split(",")
         structure.append(tuple(fields[:-1]) + (w[2],))
@@ -333,7 +334,8 @@ def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
     flags = dict(opt[2:].split("=") for opt in options.split())
     opts = D.DeterminizeLatticePhonePrunedOptions(
         max_mem=int(flags["max-mem"]), word_determinize=flags["word-determinize"] == "true",
-        phone_determinize=flags["phone-determinize"] == "true")
+        phone_determinize=flags["phone-determinize"] == "true",
+        minimize=flags["minimize"] == "true")
     register_lattice_holder()
     (_, raw), = read_table("ark:" + os.path.join(DET_DATA, "raw.utt2.ark"), "lattice")
     trans_model, _ = read_mdl(os.path.join(DATA, "final.mdl"))

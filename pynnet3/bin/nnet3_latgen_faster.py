@@ -105,12 +105,9 @@ def main(argv=None):
     words_wspecifier = args[4] if len(args) > 4 else ""
     alignment_wspecifier = args[5] if len(args) > 5 else ""
     config = decoder_config(opts)
-    if config.determinize_lattice and opts.minimize:
-        raise UsageError("pynnet3's nnet3-latgen-faster does not push and minimize "
-                         "determinized lattices: --minimize=true is not supported")
     det_opts = DeterminizeLatticePhonePrunedOptions(
         delta=opts.delta, max_mem=opts.max_mem, phone_determinize=opts.phone_determinize,
-        word_determinize=opts.word_determinize)
+        word_determinize=opts.word_determinize, minimize=opts.minimize)
     if ":" in fst_in and fst_in.split(":", 1)[0].split(",")[0] in ("ark", "scp"):
         raise UsageError("per-utterance decoding graphs (%s) are not supported; give one "
                          "graph file" % fst_in)

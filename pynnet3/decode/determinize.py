@@ -44,14 +44,21 @@ error, for input with negative-cost epsilon loops).
 import heapq
 import logging
 import math
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import PynnetError
 from .lattice import CompactLattice, Lattice
-from .lattice_ops import arc_sort_ilabel, convert_lattice, invert, is_top_sorted, top_sort
+from .lattice_ops import approx_equal as _approx_equal
+from .lattice_ops import arc_sort_ilabel, convert_lattice
+from .lattice_ops import compare_weights as _compare
+from .lattice_ops import f32 as _f32
+from .lattice_ops import invert, is_top_sorted
+from .lattice_ops import times as _times
+from .lattice_ops import top_sort
+from .push_minimize import (minimize_compact_lattice, push_compact_lattice_strings,
+                            push_compact_lattice_weights)
 
 __all__ = ["CompactLattice", "DeterminizeLatticePrunedOptions",
            "DeterminizeLatticePhonePrunedOptions", "determinize_lattice_pruned",
@@ -95,13 +102,14 @@ class DeterminizeLatticePrunedOptions:
 @dataclass(slots=True)
 class DeterminizeLatticePhonePrunedOptions:
     """Kaldi's DeterminizeLatticePhonePrunedOptions (nnet3-latgen-faster's
-    --delta, --max-mem, --phone-determinize, --word-determinize; Kaldi's
-    --minimize, pushing and minimizing afterwards, is not provided)."""
+    --delta, --max-mem, --phone-determinize, --word-determinize,
+    --minimize)."""
 
     delta: float = float(K_DELTA)
     max_mem: int = 50000000
     phone_determinize: bool = True
     word_determinize: bool = True
+    minimize: bool = False
 
 
 def log_determinization_events(events):
@@ -117,40 +125,6 @@ def log_determinization_events(events):
                            "maximum %d bytes; (repo,arcs,elems) = (%d,%d,%d), after rebuilding, "
                            "repo size was %d, effective beam was %g vs. requested beam %g",
                            max_mem, repo, arcs, elems, new_repo, effective_beam, beam)
-
-
-# Weights are Python floats holding float32 values. A float32 sum or
-# difference is computed in double and rounded once to float32 through this
-# one-element buffer: double rounding is harmless for + and - since double
-# has more than 2 * 24 + 2 bits, so this equals C's float arithmetic.
-_BUF = array("f", [0.0])
-
-
-def _f32(x):
-    _BUF[0] = x
-    return _BUF[0]
-
-
-def _times(a1, a2, b1, b2):
-    buf = _BUF
-    buf[0] = a1 + b1
-    x = buf[0]
-    buf[0] = a2 + b2
-    return x, buf[0]
-
-
-def _compare(a1, a2, b1, b2):
-    """Kaldi's Compare on LatticeWeight: 1 if a is better (lower cost)."""
-    fa, fb = _f32(a1 + a2), _f32(b1 + b2)
-    if fa < fb:
-        return 1
-    if fa > fb:
-        return -1
-    if a1 < b1:
-        return 1
-    if a1 > b1:
-        return -1
-    return 0
 
 
 def _compare_ws(a1, a2, astr, b1, b2, bstr):
@@ -176,12 +150,6 @@ def _compare_ws(a1, a2, astr, b1, b2, bstr):
 
 def _cost(w1, w2):
     return float(w1) + float(w2)
-
-
-def _approx_equal(a1, a2, b1, b2, delta):
-    if a1 == b1 and a2 == b2:
-        return True
-    return abs(_f32(_f32(a1 + a2) - _f32(b1 + b2))) <= delta
 
 
 # -- std::priority_queue as libstdc++ runs it ------------------------------------------------
@@ -905,9 +873,10 @@ def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
 def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, fast=True):
     """Kaldi's DeterminizeLatticePhonePrunedWrapper with ``opts`` (a
     :class:`DeterminizeLatticePhonePrunedOptions`; default Kaldi's: phone
-    then word determinization, ``max_mem`` 50,000,000; without word
-    determinization the (phone-determinized) lattice is converted as it is,
-    as Kaldi's ConvertLattice does) on
+    then word determinization, ``max_mem`` 50,000,000, no minimization;
+    without word determinization the (phone-determinized) lattice is
+    converted as it is, as Kaldi's ConvertLattice does, and not minimized)
+    on
     a raw lattice (transition-ids on input, words on output; the twin
     (``fast`` false) changes it). Returns (CompactLattice, success)."""
     steps = _FastSteps if fast else _TwinSteps
@@ -933,6 +902,11 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, 
     if opts.word_determinize:
         clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts)
         ok = ok and ok2
+        if opts.minimize:
+            # (Kaldi minimizes with the default delta, whatever --delta is)
+            ok = push_compact_lattice_strings(clat) and ok
+            ok = push_compact_lattice_weights(clat) and ok
+            ok = minimize_compact_lattice(clat, float(K_DELTA)) and ok
     else:
         # the words (input side) label the arcs, transition-ids become strings
         clat = convert_lattice(steps.unload(lat), invert_labels=False)

@@ -11,9 +11,19 @@ from array import array
 from .lattice import CompactLattice, Lattice
 
 __all__ = ["is_top_sorted", "top_sort", "invert", "arc_sort_ilabel", "std_sort", "factor",
-           "convert_lattice", "times"]
+           "convert_lattice", "f32", "times", "compare_weights", "approx_equal"]
 
+# Weights are Python floats holding float32 values. A float32 sum or
+# difference is computed in double and rounded once to float32 through this
+# one-element buffer: double rounding is harmless for + and - since double
+# has more than 2 * 24 + 2 bits, so this equals C's float arithmetic.
 _BUF = array("f", [0.0])
+
+
+def f32(x):
+    """x rounded to float32."""
+    _BUF[0] = x
+    return _BUF[0]
 
 
 def times(a1, a2, b1, b2):
@@ -23,6 +33,29 @@ def times(a1, a2, b1, b2):
     x = buf[0]
     buf[0] = a2 + b2
     return x, buf[0]
+
+
+def compare_weights(a1, a2, b1, b2):
+    """Kaldi's Compare on LatticeWeight: 1 if a is better (lower cost), -1
+    if worse, 0 if equal (float32 total cost, then the graph part)."""
+    fa, fb = f32(a1 + a2), f32(b1 + b2)
+    if fa < fb:
+        return 1
+    if fa > fb:
+        return -1
+    if a1 < b1:
+        return 1
+    if a1 > b1:
+        return -1
+    return 0
+
+
+def approx_equal(a1, a2, b1, b2, delta):
+    """Kaldi's ApproxEqual on LatticeWeight: equal, or float32 total costs
+    within ``delta``."""
+    if a1 == b1 and a2 == b2:
+        return True
+    return abs(f32(f32(a1 + a2) - f32(b1 + b2))) <= delta
 
 
 def is_top_sorted(lat):
