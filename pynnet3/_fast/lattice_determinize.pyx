@@ -2,7 +2,10 @@
 # distutils: language = c++
 """Kaldi's LatticeDeterminizerPruned in C (twin of
 pynnet3/decode/determinize.py's LatticeDeterminizerPruned, which documents
-the algorithm and the ordering guarantees).
+the algorithm and the ordering guarantees), and the steps around it on a
+CLattice (a lattice in C++ vectors): invert, TopSort, ArcSort, phone
+insertion and deletion, PruneLattice, Connect (twins: the Python functions
+of pynnet3/decode/determinize.py and lattice_ops.py).
 
 Same float32 weight arithmetic, same double costs, same task heap moves,
 same subset lookups (exact states and strings, weights within delta), so the

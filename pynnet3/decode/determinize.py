@@ -39,6 +39,16 @@ best path) is below ``retry_cutoff`` times the beam, the input is pruned with
 a narrower beam and determinized again (at most 10 tries), as Kaldi's
 DeterminizeLatticePruned does. ``max_loop`` bounds each epsilon closure (an
 error, for input with negative-cost epsilon loops).
+
+Two implementations of every step run through one pipeline
+(:func:`_determinize_lattice_pruned`, the wrapper): the C kernel
+(pynnet3/_fast/lattice_determinize.pyx: a CLattice with invert, TopSort,
+ArcSort, phone insertion and deletion, PruneLattice, Connect, and the
+determinizer) and this module's plain-Python twins, which specify it and are
+cross-checked against it in the tests. Without ``word_determinize`` the
+result is Kaldi's ConvertLattice of the (phone-determinized) lattice
+(:mod:`.lattice_ops`); with ``minimize`` it is pushed and minimized
+(:mod:`.push_minimize`).
 """
 
 import heapq
