@@ -340,7 +340,8 @@ def test_no_surviving_tokens(tmp_path):
                                      dict(beam=12, lattice_beam=6)])
 def test_cython_determinizer_equals_python_twin(setup, options):
     import copy
-    from pynnet3.decode.determinize import determinize_lattice_phone_pruned_wrapper
+    from pynnet3.decode.determinize import (DeterminizeLatticePhonePrunedOptions,
+                                            determinize_lattice_phone_pruned_wrapper)
     from pynnet3.decode.token_lattice import get_raw_lattice
     trans_model, tid_to_pdf, fst, decodables = setup
     decoder = LatticeFasterDecoder(fst, LatticeFasterDecoderConfig(**options))
@@ -348,11 +349,10 @@ def test_cython_determinizer_equals_python_twin(setup, options):
         decoder.decode(d.loglikes, tid_to_pdf)
         lat = get_raw_lattice(decoder.token_lattice()).connect()
         for phone in (True, False):
+            opts = DeterminizeLatticePhonePrunedOptions(phone_determinize=phone)
             a, ok_a = determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(lat), options["lattice_beam"],
-                phone_determinize=phone, fast=True)
+                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, fast=True)
             b, ok_b = determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(lat), options["lattice_beam"],
-                phone_determinize=phone, fast=False)
+                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, fast=False)
             assert ok_a and ok_b
             assert a.write_text() == b.write_text()

@@ -2,13 +2,18 @@
 # distutils: language = c++
 """Kaldi's LatticeDeterminizerPruned in C (twin of
 pynnet3/decode/determinize.py's LatticeDeterminizerPruned, which documents
-the algorithm and the ordering guarantees).
+the algorithm and the ordering guarantees), and the steps around it on a
+CLattice (a lattice in C++ vectors): invert, TopSort, ArcSort, phone
+insertion and deletion, PruneLattice, Connect (twins: the Python functions
+of pynnet3/decode/determinize.py and lattice_ops.py).
 
 Same float32 weight arithmetic, same double costs, same task heap moves,
 same subset lookups (exact states and strings, weights within delta), so the
 output states, arcs and strings are the twin's; the tests compare the two.
 Strings are interned in a trie (one id per distinct sequence, 0 = empty), as
-Kaldi's LatticeStringRepository does.
+Kaldi's LatticeStringRepository does; a trie node is "alive" while Kaldi's
+repository would hold an Entry for it (made by a successor call since the
+last rebuild, or kept by the rebuild), which gives Kaldi's memory count.
 """
 
 import numpy as np
@@ -22,7 +27,15 @@ from libcpp.algorithm cimport sort as csort
 from libcpp.queue cimport priority_queue
 from cython.operator cimport dereference as deref
 
+from ..errors import PynnetError
+
 cnp.import_array()
+
+# Kaldi's sizes on x86-64 (see pynnet3/decode/determinize.py)
+cdef enum:
+    REPOSITORY_BYTES_PER_ENTRY = 32
+    TEMP_ARC_BYTES = 32
+    ELEMENT_BYTES = 24
 
 cdef struct Elem:
     int state
@@ -43,6 +56,14 @@ cdef struct LabelElem:
     int string
     float w1
     float w2
+
+
+cdef inline size_t hash_key(long long key) noexcept nogil:
+    # a 64-bit mix (splitmix64's finalizer)
+    cdef unsigned long long x = <unsigned long long>key
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL
+    return <size_t>(x ^ (x >> 31))
 
 
 cdef inline int compare_w(float a1, float a2, float b1, float b2) nogil:
@@ -68,11 +89,348 @@ cdef bint elem_less(const Elem &a, const Elem &b) nogil:
     return a.state < b.state
 
 
+# -- lattices in C++ vectors (twins: the functions of pynnet3/decode/determinize.py) --------
+
+cdef struct Arc:
+    int ilabel
+    int olabel
+    float w1
+    float w2
+    int nextstate
+
+
+cdef bint arc_labels_less(const Arc &a, const Arc &b) noexcept nogil:
+    # OpenFst's ILabelCompare: (ilabel, olabel) lexicographically
+    if a.ilabel != b.ilabel:
+        return a.ilabel < b.ilabel
+    return a.olabel < b.olabel
+
+
+cdef class CLattice:
+    """A :class:`Lattice` held in C++ vectors for the determinization
+    pipeline: ``arcs[s]`` (ilabel, olabel, graph cost, acoustic cost,
+    nextstate), final costs (+inf, +inf when not final), start (-1: none)."""
+
+    cdef vector[vector[Arc]] arcs
+    cdef vector[float] f1, f2
+    cdef public int start
+
+    def __init__(self):
+        self.start = -1
+
+    @staticmethod
+    def from_lattice(lat):
+        cdef CLattice c = CLattice()
+        cdef Py_ssize_t n = len(lat.arcs), s
+        cdef Arc arc
+        c.arcs.resize(n)
+        c.f1.resize(n, INFINITY)
+        c.f2.resize(n, INFINITY)
+        for s in range(n):
+            row = lat.arcs[s]
+            c.arcs[s].reserve(len(row))
+            for a in row:
+                arc.ilabel = a[0]
+                arc.olabel = a[1]
+                arc.w1 = a[2]
+                arc.w2 = a[3]
+                arc.nextstate = a[4]
+                c.arcs[s].push_back(arc)
+            f = lat.final[s]
+            if f is not None:
+                c.f1[s] = f[0]
+                c.f2[s] = f[1]
+        c.start = -1 if lat.start is None else lat.start
+        return c
+
+    def to_lattice(self):
+        from ..decode.lattice import Lattice
+        lat = Lattice()
+        cdef size_t s, i
+        cdef Arc a
+        arcs = []
+        final = []
+        for s in range(self.arcs.size()):
+            row = []
+            for i in range(self.arcs[s].size()):
+                a = self.arcs[s][i]
+                row.append((a.ilabel, a.olabel, a.w1, a.w2, a.nextstate))
+            arcs.append(row)
+            final.append(None if self.f1[s] == INFINITY and self.f2[s] == INFINITY
+                         else (self.f1[s], self.f2[s]))
+        lat.arcs, lat.final = arcs, final
+        lat.start = None if self.start < 0 else self.start
+        return lat
+
+    def copy(self):
+        cdef CLattice c = CLattice()
+        c.arcs = self.arcs
+        c.f1 = self.f1
+        c.f2 = self.f2
+        c.start = self.start
+        return c
+
+    @property
+    def num_states(self):
+        return self.arcs.size()
+
+    def invert(self):
+        cdef size_t s, i
+        cdef int t
+        for s in range(self.arcs.size()):
+            for i in range(self.arcs[s].size()):
+                t = self.arcs[s][i].ilabel
+                self.arcs[s][i].ilabel = self.arcs[s][i].olabel
+                self.arcs[s][i].olabel = t
+
+    def is_top_sorted(self):
+        cdef size_t s, i
+        for s in range(self.arcs.size()):
+            for i in range(self.arcs[s].size()):
+                if <size_t>self.arcs[s][i].nextstate <= s:
+                    return False
+        return True
+
+    def top_sort(self):
+        """The twin's top_sort (OpenFst's TopSort): False, unchanged, on a cycle."""
+        cdef int n = <int>self.arcs.size(), root, s, t, c, k
+        if n == 0:
+            return True
+        cdef vector[char] color = vector[char](n, 0)
+        cdef vector[size_t] pos = vector[size_t](n, 0)
+        cdef vector[int] finish, stack
+        cdef size_t i, na
+        cdef bint descended
+        finish.reserve(n)
+        for k in range(-1 if self.start >= 0 else 0, n):
+            root = self.start if k < 0 else k
+            if color[root]:
+                continue
+            color[root] = 1
+            stack.push_back(root)
+            while not stack.empty():
+                s = stack.back()
+                i = pos[s]
+                na = self.arcs[s].size()
+                descended = False
+                while i < na:
+                    t = self.arcs[s][i].nextstate
+                    i += 1
+                    c = color[t]
+                    if c == 0:
+                        color[t] = 1
+                        stack.push_back(t)
+                        descended = True
+                        break
+                    if c == 1:
+                        return False
+                pos[s] = i
+                if not descended:
+                    color[s] = 2
+                    finish.push_back(s)
+                    stack.pop_back()
+        cdef vector[int] order = vector[int](n, 0)
+        for k in range(n):
+            order[finish[n - 1 - k]] = k
+        self.permute(order)
+        return True
+
+    cdef void permute(self, vector[int] &order):
+        """State s becomes order[s] (a permutation); arcs keep their order."""
+        cdef size_t n = self.arcs.size(), s, i
+        cdef vector[vector[Arc]] arcs = vector[vector[Arc]](n)
+        cdef vector[float] f1 = vector[float](n), f2 = vector[float](n)
+        for s in range(n):
+            arcs[order[s]].swap(self.arcs[s])
+            f1[order[s]] = self.f1[s]
+            f2[order[s]] = self.f2[s]
+        for s in range(n):
+            for i in range(arcs[s].size()):
+                arcs[s][i].nextstate = order[arcs[s][i].nextstate]
+        self.arcs.swap(arcs)
+        self.f1.swap(f1)
+        self.f2.swap(f2)
+        if self.start >= 0:
+            self.start = order[self.start]
+
+    def arc_sort(self):
+        """The twin's arc_sort_ilabel (std::sort, as OpenFst's ArcSort)."""
+        cdef size_t s
+        for s in range(self.arcs.size()):
+            if self.arcs[s].size() > 1:
+                csort(self.arcs[s].begin(), self.arcs[s].end(), arc_labels_less)
+
+    def insert_phones(self, const int[:] phone_of_tid):
+        """The twin's determinize_lattice_insert_phones; returns the first
+        phone label."""
+        cdef size_t n = self.arcs.size(), s, i
+        cdef int first = 0, ol, phone, extra, num_tids = <int>phone_of_tid.shape[0]
+        cdef Arc extra_arc
+        for s in range(n):
+            for i in range(self.arcs[s].size()):
+                if self.arcs[s][i].ilabel > first:
+                    first = self.arcs[s][i].ilabel
+        first += 1
+        for s in range(n):
+            if <int>s == self.start:
+                continue
+            for i in range(self.arcs[s].size()):
+                ol = self.arcs[s][i].olabel
+                if ol == 0:
+                    continue
+                if ol < 0 or ol >= num_tids:
+                    raise PynnetError("lattice has transition-id %d but the transition model "
+                                      "has only %d" % (ol, num_tids - 1))
+                phone = phone_of_tid[ol]
+                if phone == 0:
+                    continue
+                if self.arcs[s][i].ilabel == 0:
+                    self.arcs[s][i].ilabel = first + phone
+                else:
+                    extra = <int>self.arcs.size()
+                    extra_arc.ilabel = first + phone
+                    extra_arc.olabel = 0
+                    extra_arc.w1 = 0
+                    extra_arc.w2 = 0
+                    extra_arc.nextstate = self.arcs[s][i].nextstate
+                    self.arcs.push_back(vector[Arc](1, extra_arc))
+                    self.f1.push_back(INFINITY)
+                    self.f2.push_back(INFINITY)
+                    self.arcs[s][i].nextstate = extra
+        return first
+
+    def delete_phones(self, int first_phone_label):
+        cdef size_t s, i
+        for s in range(self.arcs.size()):
+            for i in range(self.arcs[s].size()):
+                if self.arcs[s][i].ilabel >= first_phone_label:
+                    self.arcs[s][i].ilabel = 0
+
+    def connect(self):
+        """The twin's Lattice.connect (OpenFst's Connect)."""
+        cdef int n = <int>self.arcs.size(), s, t, k
+        cdef size_t i
+        if self.start < 0:
+            self.arcs.clear()
+            self.f1.clear()
+            self.f2.clear()
+            return
+        cdef vector[char] access = vector[char](n, 0), co = vector[char](n, 0)
+        cdef vector[int] stack
+        access[self.start] = 1
+        stack.push_back(self.start)
+        while not stack.empty():
+            s = stack.back()
+            stack.pop_back()
+            for i in range(self.arcs[s].size()):
+                t = self.arcs[s][i].nextstate
+                if not access[t]:
+                    access[t] = 1
+                    stack.push_back(t)
+        # predecessors in CSR form
+        cdef vector[int] pred_begin = vector[int](n + 1, 0), preds, fill
+        for s in range(n):
+            for i in range(self.arcs[s].size()):
+                pred_begin[self.arcs[s][i].nextstate + 1] += 1
+        for s in range(n):
+            pred_begin[s + 1] += pred_begin[s]
+        preds.resize(pred_begin[n])
+        fill = pred_begin
+        for s in range(n):
+            for i in range(self.arcs[s].size()):
+                t = self.arcs[s][i].nextstate
+                preds[fill[t]] = s
+                fill[t] += 1
+        for s in range(n):
+            if not (self.f1[s] == INFINITY and self.f2[s] == INFINITY):
+                co[s] = 1
+                stack.push_back(s)
+        while not stack.empty():
+            s = stack.back()
+            stack.pop_back()
+            for k in range(pred_begin[s], pred_begin[s + 1]):
+                if not co[preds[k]]:
+                    co[preds[k]] = 1
+                    stack.push_back(preds[k])
+        cdef vector[int] new_id = vector[int](n, -1)
+        k = 0
+        for s in range(n):
+            if access[s] and co[s]:
+                new_id[s] = k
+                k += 1
+        if k == n:
+            return
+        cdef vector[vector[Arc]] arcs = vector[vector[Arc]](k)
+        cdef vector[float] f1 = vector[float](k), f2 = vector[float](k)
+        cdef Arc a
+        for s in range(n):
+            if new_id[s] < 0:
+                continue
+            for i in range(self.arcs[s].size()):
+                a = self.arcs[s][i]
+                if new_id[a.nextstate] >= 0:
+                    a.nextstate = new_id[a.nextstate]
+                    arcs[new_id[s]].push_back(a)
+            f1[new_id[s]] = self.f1[s]
+            f2[new_id[s]] = self.f2[s]
+        self.arcs.swap(arcs)
+        self.f1.swap(f1)
+        self.f2.swap(f2)
+        self.start = new_id[self.start]
+        if self.start < 0:
+            self.arcs.clear()
+            self.f1.clear()
+            self.f2.clear()
+
+    def prune(self, float beam):
+        """The twin's prune_lattice (Kaldi's PruneLattice); False for an
+        empty or cyclic lattice (the caller warns about the latter)."""
+        if not self.is_top_sorted() and not self.top_sort():
+            return None
+        cdef int n = <int>self.arcs.size(), s, bad
+        if n == 0:
+            return False
+        cdef vector[double] cost = vector[double](n, INFINITY)
+        cdef double here, c, best_final = INFINITY, cutoff, forward, backward, arc_backward
+        cdef size_t i
+        cost[self.start] = 0.0
+        for s in range(n):
+            here = cost[s]
+            for i in range(self.arcs[s].size()):
+                c = here + (<double>self.arcs[s][i].w1 + <double>self.arcs[s][i].w2)
+                if cost[self.arcs[s][i].nextstate] > c:
+                    cost[self.arcs[s][i].nextstate] = c
+            c = here + (<double>self.f1[s] + <double>self.f2[s])
+            if c < best_final:
+                best_final = c
+        cutoff = best_final + <double>beam
+        bad = n
+        self.arcs.push_back(vector[Arc]())
+        self.f1.push_back(INFINITY)
+        self.f2.push_back(INFINITY)
+        for s in range(n - 1, -1, -1):
+            forward = cost[s]
+            backward = <double>self.f1[s] + <double>self.f2[s]
+            if backward + forward > cutoff and backward != INFINITY:
+                self.f1[s] = INFINITY
+                self.f2[s] = INFINITY
+            for i in range(self.arcs[s].size()):
+                arc_backward = ((<double>self.arcs[s][i].w1 + <double>self.arcs[s][i].w2)
+                                + cost[self.arcs[s][i].nextstate])
+                if arc_backward < backward:
+                    backward = arc_backward
+                if forward + arc_backward > cutoff:
+                    self.arcs[s][i].nextstate = bad
+            cost[s] = backward
+        self.connect()
+        return self.arcs.size() > 0
+
+
 cdef class LatticeDeterminizerCore:
     # input lattice (CSR)
-    cdef const long long[:] arc_begin
-    cdef const int[:] ilabel, olabel, nextstate
-    cdef const float[:] aw1, aw2, fw1, fw2
+    cdef vector[long long] arc_begin
+    cdef vector[int] ilabel, olabel, nextstate
+    cdef vector[float] aw1, aw2, fw1, fw2
     cdef int start, num_states
     cdef double beam, cutoff
     cdef float delta
@@ -80,7 +438,16 @@ cdef class LatticeDeterminizerCore:
     cdef vector[char] isym_or_final
     # string repository
     cdef vector[int] s_parent, s_label, s_len
-    cdef unordered_map[long long, int] s_succ
+    cdef vector[char] s_alive
+    cdef long long s_num_alive
+    # (parent, label) -> string id: open addressing, linear probing, -1 = empty
+    cdef vector[long long] s_keys
+    cdef vector[int] s_ids
+    cdef size_t s_mask
+    # limits and Kaldi's memory count
+    cdef int max_mem, max_loop, max_states, max_arcs
+    cdef int num_arcs, num_elems
+    cdef public list events
     # output states
     cdef vector[vector[Elem]] o_minimal
     cdef vector[vector[TempArc]] o_arcs
@@ -98,37 +465,104 @@ cdef class LatticeDeterminizerCore:
     cdef vector[vector[Elem]] t_subset
     cdef vector[int] t_free
 
-    def __init__(self, arc_begin, ilabel, olabel, aw1, aw2, nextstate, fw1, fw2, int start,
-                 double beam, float delta):
-        self.arc_begin = arc_begin
-        self.ilabel = ilabel
-        self.olabel = olabel
-        self.aw1 = aw1
-        self.aw2 = aw2
-        self.nextstate = nextstate
-        self.fw1 = fw1
-        self.fw2 = fw2
-        self.start = start
-        self.num_states = fw1.shape[0]
+    def __init__(self, CLattice ifst, double beam, float delta, int max_mem=-1,
+                 int max_loop=-1, int max_states=-1, int max_arcs=-1):
+        """``ifst``: top-sorted, with a start state."""
+        cdef size_t s, i, n = ifst.arcs.size(), k = 0
+        self.arc_begin.resize(n + 1)
+        for s in range(n):
+            self.arc_begin[s] = k
+            k += ifst.arcs[s].size()
+        self.arc_begin[n] = k
+        self.ilabel.resize(k)
+        self.olabel.resize(k)
+        self.nextstate.resize(k)
+        self.aw1.resize(k)
+        self.aw2.resize(k)
+        k = 0
+        for s in range(n):
+            for i in range(ifst.arcs[s].size()):
+                self.ilabel[k] = ifst.arcs[s][i].ilabel
+                self.olabel[k] = ifst.arcs[s][i].olabel
+                self.nextstate[k] = ifst.arcs[s][i].nextstate
+                self.aw1[k] = ifst.arcs[s][i].w1
+                self.aw2[k] = ifst.arcs[s][i].w2
+                k += 1
+        self.fw1 = ifst.f1
+        self.fw2 = ifst.f2
+        self.start = ifst.start
+        self.num_states = <int>n
         self.beam = beam
         self.delta = delta
         self.isym_or_final.resize(self.num_states, 0)
         self.s_parent.push_back(-1)
         self.s_label.push_back(0)
         self.s_len.push_back(0)
+        self.s_alive.push_back(0)      # the empty string is no entry
+        self.s_keys.assign(1024, -1)
+        self.s_ids.assign(1024, 0)
+        self.s_mask = 1023
+        self.s_num_alive = 0
+        self.max_mem = max_mem
+        self.max_loop = max_loop
+        self.max_states = max_states
+        self.max_arcs = max_arcs
+        self.num_arcs = 0
+        self.num_elems = 0
+        self.events = []
 
     # -- strings -----------------------------------------------------------------------
     cdef int successor(self, int s, int label):
         cdef long long key = ((<long long>s) << 32) | (<unsigned int>label)
-        it = self.s_succ.find(key)
-        if it != self.s_succ.end():
-            return deref(it).second
-        cdef int nid = <int>self.s_parent.size()
+        cdef int nid
+        cdef size_t i = hash_key(key) & self.s_mask
+        while self.s_keys[i] != -1:
+            if self.s_keys[i] == key:
+                nid = self.s_ids[i]
+                if not self.s_alive[nid]:       # dropped by a rebuild, made again
+                    self.s_alive[nid] = 1
+                    self.s_num_alive += 1
+                return nid
+            i = (i + 1) & self.s_mask
+        nid = <int>self.s_parent.size()
         self.s_parent.push_back(s)
         self.s_label.push_back(label)
         self.s_len.push_back(self.s_len[s] + 1)
-        self.s_succ[key] = nid
+        self.s_alive.push_back(1)
+        self.s_num_alive += 1
+        self.s_keys[i] = key
+        self.s_ids[i] = nid
+        if 2 * self.s_parent.size() > self.s_keys.size():
+            self.grow_string_table()
         return nid
+
+    cdef void grow_string_table(self):
+        cdef vector[long long] keys
+        cdef vector[int] ids
+        keys.assign(2 * self.s_keys.size(), -1)
+        ids.resize(keys.size())
+        cdef size_t mask = keys.size() - 1, j, i
+        for j in range(self.s_keys.size()):
+            if self.s_keys[j] != -1:
+                i = hash_key(self.s_keys[j]) & mask
+                while keys[i] != -1:
+                    i = (i + 1) & mask
+                keys[i] = self.s_keys[j]
+                ids[i] = self.s_ids[j]
+        self.s_keys.swap(keys)
+        self.s_ids.swap(ids)
+        self.s_mask = mask
+
+    cdef inline void keep_string(self, int s):
+        while s != 0 and not self.s_alive[s]:
+            self.s_alive[s] = 1
+            self.s_num_alive += 1
+            s = self.s_parent[s]
+
+    cdef inline void keep_strings(self, vector[Elem] &subset):
+        cdef size_t i
+        for i in range(subset.size()):
+            self.keep_string(subset[i].string)
 
     cdef void to_vector(self, int s, vector[int] *out):
         cdef int n = self.s_len[s], i
@@ -140,6 +574,8 @@ cdef class LatticeDeterminizerCore:
             i -= 1
 
     cdef int common_prefix(self, int a, int b):
+        if a == 0 or b == 0:
+            return 0
         while self.s_len[a] > self.s_len[b]:
             a = self.s_parent[a]
         while self.s_len[b] > self.s_len[a]:
@@ -236,6 +672,7 @@ cdef class LatticeDeterminizerCore:
         cdef Elem elem, ne
         cdef long long a
         cdef int t, ol, comp, nstr
+        cdef long long loops = 0
         cdef float n1, n2
         while not queue.empty():
             elem = pending[queue.top().second]
@@ -244,6 +681,11 @@ cdef class LatticeDeterminizerCore:
                 ne = cur[elem.state]
                 if ne.string != elem.string or ne.w1 != elem.w1 or ne.w2 != elem.w2:
                     continue
+            if self.max_loop > 0:
+                loops += 1
+                if loops > <long long>self.max_loop + 1:
+                    raise PynnetError("Lattice determinization aborted since looped more "
+                                      "than %d times during epsilon closure." % self.max_loop)
             for a in range(self.arc_begin[elem.state], self.arc_begin[elem.state + 1]):
                 if self.ilabel[a] != 0 or (self.aw1[a] == INFINITY and self.aw2[a] == INFINITY):
                     continue
@@ -334,12 +776,14 @@ cdef class LatticeDeterminizerCore:
             arc.w1 = f1
             arc.w2 = f2
             self.o_arcs[osid].push_back(arc)
+            self.num_arcs += 1
 
     cdef int new_output_state(self, vector[Elem] &subset, double forward_cost):
         cdef int osid = <int>self.o_minimal.size()
         self.o_minimal.push_back(subset)
         self.o_arcs.push_back(vector[TempArc]())
         self.o_forward.push_back(forward_cost)
+        self.num_elems += <int>subset.size()
         cdef vector[long long] key
         self.make_key(subset, &key)
         self.minimal_hash[key].push_back(osid)
@@ -384,6 +828,7 @@ cdef class LatticeDeterminizerCore:
         self.init_w1.push_back(w1)
         self.init_w2.push_back(w2)
         self.initial_hash[key].push_back(idx)
+        self.num_elems += <int>subset_in.size()
         return idx
 
     # -- the task heap (libstdc++'s push_heap / pop_heap) -------------------------------
@@ -514,6 +959,7 @@ cdef class LatticeDeterminizerCore:
         arc.w1 = t1 + self.init_w1[idx]
         arc.w2 = t2 + self.init_w2[idx]
         self.o_arcs[osid].push_back(arc)
+        self.num_arcs += 1
 
     cdef void compute_backward_weight(self):
         self.backward.resize(self.num_states)
@@ -532,7 +978,49 @@ cdef class LatticeDeterminizerCore:
             self.backward[s] = cost
         self.cutoff = self.backward[self.start] + self.beam
 
+    # -- the memory limit -------------------------------------------------------------
+    cdef void rebuild_repository(self):
+        """Keeps the strings of the output states, the queued tasks and the
+        initial-subset table (and their prefixes); drops the others."""
+        cdef size_t s, i
+        for s in range(self.s_alive.size()):
+            self.s_alive[s] = 0
+        self.s_num_alive = 0
+        for s in range(self.o_minimal.size()):
+            self.keep_strings(self.o_minimal[s])
+            for i in range(self.o_arcs[s].size()):
+                self.keep_string(self.o_arcs[s][i].string)
+        for i in range(self.heap.size()):
+            self.keep_strings(self.t_subset[self.heap[i]])
+        for s in range(self.init_subsets.size()):
+            self.keep_strings(self.init_subsets[s])
+            self.keep_string(self.init_string[s])
+        self.events.append(("rebuild",))
+
+    cdef double effective_beam(self):
+        if self.heap.empty():
+            return self.beam
+        return self.t_priority[self.heap[0]] - self.backward[self.start]
+
+    cdef bint check_memory_usage(self):
+        """The twin's check_memory_usage (int32 sizes as Kaldi's)."""
+        cdef int repo = <int>(self.s_num_alive * REPOSITORY_BYTES_PER_ENTRY)
+        cdef int arcs = <int>(<long long>self.num_arcs * TEMP_ARC_BYTES)
+        cdef int elems = <int>(<long long>self.num_elems * ELEMENT_BYTES)
+        cdef int total = <int>(<unsigned int>repo + <unsigned int>arcs + <unsigned int>elems)
+        if self.max_mem <= 0 or total <= self.max_mem:
+            return True
+        self.rebuild_repository()
+        cdef int new_repo = <int>(self.s_num_alive * REPOSITORY_BYTES_PER_ENTRY)
+        total = <int>(<unsigned int>new_repo + <unsigned int>arcs + <unsigned int>elems)
+        if total > <int>(self.max_mem * 0.8):
+            self.events.append(("memory", self.max_mem, repo, arcs, elems, new_repo,
+                                self.effective_beam(), self.beam))
+            return False
+        return True
+
     def determinize(self):
+        """Returns (success, effective_beam), as the twin's."""
         self.compute_backward_weight()
         cdef vector[Elem] subset
         cdef Elem e
@@ -547,31 +1035,95 @@ cdef class LatticeDeterminizerCore:
         self.process_final(0)
         self.process_transitions(0)
         cdef int task
+        cdef size_t num_states
         cdef vector[Elem] tsubset
         while not self.heap.empty():
+            num_states = self.o_minimal.size()
+            if ((self.max_states > 0 and num_states > <size_t>self.max_states)
+                    or (self.max_arcs > 0 and self.num_arcs > self.max_arcs)
+                    or (num_states % 10 == 0 and not self.check_memory_usage())):
+                break
             task = self.heap_pop()
             tsubset.swap(self.t_subset[task])
             self.t_free.push_back(task)
             self.process_transition(self.t_state[task], self.t_label[task], &tsubset)
-        return True
+        return self.heap.empty(), self.effective_beam()
 
-    def output(self):
-        """[(arcs, final)] per output state: arcs (label, w1, w2, string tuple,
-        nextstate), final (w1, w2, string tuple) or None."""
+    def output_lattice(self):
+        """The twin's output_lattice, as a CLattice."""
+        cdef CLattice lat = CLattice()
+        cdef size_t n = self.o_arcs.size(), s, i, j
+        cdef int cur, nxt
         cdef vector[int] seq
-        cdef size_t s, i
-        cdef TempArc arc
-        result = []
-        for s in range(self.o_arcs.size()):
-            arcs = []
-            final = None
+        cdef TempArc ta
+        cdef Arc arc
+        lat.arcs.resize(n)
+        lat.f1.resize(n, INFINITY)
+        lat.f2.resize(n, INFINITY)
+        if n:
+            lat.start = 0
+        for s in range(n):
             for i in range(self.o_arcs[s].size()):
-                arc = self.o_arcs[s][i]
-                self.to_vector(arc.string, &seq)
-                string = tuple([seq[j] for j in range(seq.size())])
-                if arc.nextstate < 0:
-                    final = (arc.w1, arc.w2, string)
+                ta = self.o_arcs[s][i]
+                self.to_vector(ta.string, &seq)
+                cur = <int>s
+                if ta.nextstate < 0:
+                    # the string as a chain of epsilon-input arcs to a final state
+                    for j in range(seq.size()):
+                        nxt = <int>lat.arcs.size()
+                        lat.arcs.push_back(vector[Arc]())
+                        lat.f1.push_back(INFINITY)
+                        lat.f2.push_back(INFINITY)
+                        arc.ilabel = 0
+                        arc.olabel = seq[j]
+                        arc.w1 = ta.w1 if j == 0 else 0
+                        arc.w2 = ta.w2 if j == 0 else 0
+                        arc.nextstate = nxt
+                        lat.arcs[cur].push_back(arc)
+                        cur = nxt
+                    lat.f1[cur] = ta.w1 if seq.empty() else 0
+                    lat.f2[cur] = ta.w2 if seq.empty() else 0
                 else:
-                    arcs.append((arc.ilabel, arc.w1, arc.w2, string, arc.nextstate))
-            result.append((arcs, final))
-        return result
+                    for j in range(seq.size() - 1 if seq.size() > 0 else 0):
+                        nxt = <int>lat.arcs.size()
+                        lat.arcs.push_back(vector[Arc]())
+                        lat.f1.push_back(INFINITY)
+                        lat.f2.push_back(INFINITY)
+                        arc.ilabel = ta.ilabel if j == 0 else 0
+                        arc.olabel = seq[j]
+                        arc.w1 = ta.w1 if j == 0 else 0
+                        arc.w2 = ta.w2 if j == 0 else 0
+                        arc.nextstate = nxt
+                        lat.arcs[cur].push_back(arc)
+                        cur = nxt
+                    arc.ilabel = ta.ilabel if seq.size() <= 1 else 0
+                    arc.olabel = seq.back() if seq.size() > 0 else 0
+                    arc.w1 = ta.w1 if seq.size() <= 1 else 0
+                    arc.w2 = ta.w2 if seq.size() <= 1 else 0
+                    arc.nextstate = ta.nextstate
+                    lat.arcs[cur].push_back(arc)
+        return lat
+
+    def output_compact(self):
+        """The twin's output_compact (a CompactLattice)."""
+        from ..decode.lattice import CompactLattice
+        cdef vector[int] seq
+        cdef size_t n = self.o_arcs.size(), s, i
+        cdef TempArc ta
+        clat = CompactLattice()
+        arcs = []
+        final = [None] * n
+        for s in range(n):
+            row = []
+            for i in range(self.o_arcs[s].size()):
+                ta = self.o_arcs[s][i]
+                self.to_vector(ta.string, &seq)
+                string = tuple(seq)
+                if ta.nextstate < 0:
+                    final[s] = (ta.w1, ta.w2, string)
+                else:
+                    row.append((ta.ilabel, ta.w1, ta.w2, string, ta.nextstate))
+            arcs.append(row)
+        clat.arcs, clat.final = arcs, final
+        clat.start = 0 if n else None
+        return clat

@@ -4,9 +4,8 @@ words and alignments, as Kaldi's nnet3-latgen-faster does.
 
 Lattices are determinized as Kaldi's (DeterminizeLatticePhonePrunedWrapper,
 compact lattices) or, with ``--determinize-lattice=false``, written as raw
-state-level lattices. Kaldi's approximate determinization memory limit
-(``--max-mem``) is not applied. Only a single graph file is accepted (not an
-archive of per-utterance graphs).
+state-level lattices. Only a single graph file is accepted (not an archive
+of per-utterance graphs).
 
 The reading, decoding and writing steps are separate functions
 (:class:`LatgenSetup`, :func:`utterance_inputs`, :func:`decode_one`,
@@ -21,7 +20,7 @@ import time
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..decode.api import check_graph_labels, decode_utterance, make_decoder
 from ..decode.config import LatticeFasterDecoderConfig
-from ..decode.determinize import K_DELTA
+from ..decode.determinize import K_DELTA, DeterminizeLatticePhonePrunedOptions
 from ..decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                 transition_id_to_pdf_table)
 from ..decode.fst import read_fst
@@ -63,8 +62,7 @@ def register_decoder_options(parser):
                           "Setting used in decoder to control hash behavior")
     parser.register_float("delta", float(K_DELTA), "Tolerance used in determinization")
     parser.register_int("max-mem", 50000000, "Maximum approximate memory usage in "
-                        "determinization (real usage might be many times this); not applied "
-                        "by pynnet3")
+                        "determinization (real usage might be many times this).")
     parser.register_bool("phone-determinize", True, "If true, do an initial pass of "
                          "determinization on both phones and words (see also "
                          "--word-determinize)")
@@ -120,13 +118,9 @@ class LatgenSetup:
     def __init__(self, opts, model_in, fst_in):
         self.opts = opts
         self.config = decoder_config(opts)
-        if self.config.determinize_lattice and (opts.minimize or not opts.word_determinize):
-            raise UsageError("pynnet3's nnet3-latgen-faster determinizes with "
-                             "--word-determinize=true --minimize=false only (Kaldi's "
-                             "defaults)")
-        if opts.max_mem != 50000000:
-            logger.warning("--max-mem=%d is not applied: pynnet3 determinizes lattices "
-                           "without Kaldi's memory limit", opts.max_mem)
+        self.det_opts = DeterminizeLatticePhonePrunedOptions(
+            delta=opts.delta, max_mem=opts.max_mem, phone_determinize=opts.phone_determinize,
+            word_determinize=opts.word_determinize, minimize=opts.minimize)
         if ":" in fst_in and fst_in.split(":", 1)[0].split(",")[0] in ("ark", "scp"):
             raise UsageError("per-utterance decoding graphs (%s) are not supported; give one "
                              "graph file" % fst_in)
@@ -157,8 +151,7 @@ class LatgenSetup:
                                           online, self.opts.online_ivector_period)
         return decode_utterance(self.decoder, decodable, utt, self.opts.acoustic_scale,
                                 self.opts.allow_partial, self.trans_model,
-                                self.config.determinize_lattice, self.opts.delta,
-                                self.opts.phone_determinize)
+                                self.config.determinize_lattice, self.det_opts)
 
 
 def utterance_inputs(opts, feature_rspecifier, counts):

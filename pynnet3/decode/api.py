@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import PynnetError, UsageError
 from .config import LatticeFasterDecoderConfig
-from .determinize import K_DELTA, determinize_lattice_phone_pruned_wrapper
+from .determinize import (DeterminizeLatticePhonePrunedOptions,
+                          determinize_lattice_phone_pruned_wrapper)
 from .token_lattice import best_path, get_raw_lattice
 
 __all__ = ["DecodeResult", "Decoder", "decode", "decode_utterance", "make_decoder",
@@ -61,12 +62,12 @@ def check_graph_labels(fst, tid_to_pdf, source="the decoding graph"):
 
 
 def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=False,
-                     trans_model=None, determinize=False, delta=K_DELTA,
-                     phone_determinize=True):
+                     trans_model=None, determinize=False, det_opts=None):
     """One utterance; returns a DecodeResult, or None when Kaldi would not
     produce output (a WARNING is logged, as Kaldi's). With ``determinize``
     (needs ``trans_model``) the lattice is a CompactLattice determinized as
-    Kaldi's DeterminizeLatticePhonePrunedWrapper does."""
+    Kaldi's DeterminizeLatticePhonePrunedWrapper does, with ``det_opts`` (a
+    DeterminizeLatticePhonePrunedOptions; default Kaldi's)."""
     ok = decoder.decode(decodable.loglikes, decodable.tid_to_pdf)
     for message in decoder.warnings:
         logger.warning(message)
@@ -91,8 +92,7 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
         raise PynnetError("Unexpected problem getting lattice for utterance %s" % utt)
     if determinize:
         lat, ok = determinize_lattice_phone_pruned_wrapper(
-            trans_model, lat, float(np.float32(decoder.config.lattice_beam)), delta,
-            phone_determinize)
+            trans_model, lat, float(np.float32(decoder.config.lattice_beam)), det_opts)
         if not ok:
             logger.warning("Determinization finished earlier than the beam for utterance %s",
                            utt)
@@ -114,13 +114,13 @@ class Decoder:
     (:class:`LatticeFasterDecoderConfig` fields) and the decodable's
     (SimpleComputationOptions fields: acoustic_scale (default 0.1),
     frames_per_chunk, extra_left_context, ..., frame_subsampling_factor),
-    plus ``allow_partial``, ``delta`` (determinization tolerance), ``fast``
-    (Cython search, default True) and ``backend`` (the network's backend:
-    "kaldi-exact" (the default, as nnet3-latgen-faster) for Kaldi's CPU
-    arithmetic bit for bit, "numpy" for BLAS arithmetic, a
+    plus ``allow_partial``, the determinization options
+    (:class:`DeterminizeLatticePhonePrunedOptions` fields: ``delta``,
+    ``max_mem``, ...), ``fast`` (Cython search, default True) and ``backend``
+    (the network's backend: "kaldi-exact" (the default, as nnet3-latgen-faster)
+    for Kaldi's CPU arithmetic bit for bit, "numpy" for BLAS arithmetic, a
     :class:`pynnet3.compute.backend.KaldiExactBackend` to choose its OpenBLAS
-    thread count). With ``determinize_lattice`` (default
-    True, as Kaldi's) the lattice is a determinized CompactLattice."""
+    thread count). With ``determinize_lattice`` (default True, as Kaldi's) the lattice is a determinized CompactLattice."""
 
     def __init__(self, model, hclg, **options):
         from ..compute.utterance import SimpleComputationOptions
@@ -130,7 +130,9 @@ class Decoder:
         dec_fields = set(LatticeFasterDecoderConfig.__slots__)
         comp_fields = set(SimpleComputationOptions.__slots__)
         self.allow_partial = bool(options.pop("allow_partial", False))
-        self.delta = options.pop("delta", K_DELTA)
+        det_fields = set(DeterminizeLatticePhonePrunedOptions.__slots__)
+        self.det_opts = DeterminizeLatticePhonePrunedOptions(
+            **{k: options.pop(k) for k in list(options) if k in det_fields})
         fast = bool(options.pop("fast", True))
         backend = options.pop("backend", "kaldi-exact")
         unknown = set(options) - dec_fields - comp_fields
@@ -155,7 +157,7 @@ class Decoder:
                                           online_ivectors, online_ivector_period)
         return decode_utterance(self.decoder, decodable, utt, self.acoustic_scale,
                                 self.allow_partial, self.trans_model,
-                                self.decoder.config.determinize_lattice, self.delta)
+                                self.decoder.config.determinize_lattice, self.det_opts)
 
 
 def decode(model, hclg, feats, **options):

@@ -20,59 +20,121 @@ are created, numbered and given arcs in Kaldi's order (the task queue is a
 binary heap handled exactly as the C++ standard library's
 std::priority_queue, subsets are found again with Kaldi's approximate
 equality), so the text of the result is Kaldi's wherever the input lattice
-and its float costs are. Not reproduced: Kaldi's approximate memory limit
-(``max_mem``, which stops determinization early on very large lattices), so
-such lattices come out complete here.
+and its float costs are.
+
+Limits (Kaldi's DeterminizeLatticePrunedOptions): ``max_states`` and
+``max_arcs`` stop the expansion when the output has more states or arcs;
+``max_mem`` stops it when Kaldi's approximate memory count, which is checked
+before each task while the number of output states is a multiple of 10, is
+above the limit even after the string repository has been rebuilt (cut down
+to the strings still referenced) to at most 80% of it. The count is Kaldi's
+in bytes of its x86-64 structures: 32 per repository entry (a 16-byte Entry,
+counted twice), 32 per output arc or final weight (TempArc) and 24 per
+subset element (Element) of output states and of the initial-subset table.
+pynnet3 keeps the same entry set (an entry per distinct non-empty string
+prefix created since the last rebuild, plus the prefixes of the strings still
+referenced), so the cut happens at Kaldi's task. What is expanded by then is
+the result; if the effective beam (the best unexpanded task's cost above the
+best path) is below ``retry_cutoff`` times the beam, the input is pruned with
+a narrower beam and determinized again (at most 10 tries), as Kaldi's
+DeterminizeLatticePruned does. ``max_loop`` bounds each epsilon closure (an
+error, for input with negative-cost epsilon loops).
+
+Two implementations of every step run through one pipeline
+(:func:`_determinize_lattice_pruned`, the wrapper): the C kernel
+(pynnet3/_fast/lattice_determinize.pyx: a CLattice with invert, TopSort,
+ArcSort, phone insertion and deletion, PruneLattice, Connect, and the
+determinizer) and this module's plain-Python twins, which specify it and are
+cross-checked against it in the tests. Without ``word_determinize`` the
+result is Kaldi's ConvertLattice of the (phone-determinized) lattice
+(:mod:`.lattice_ops`); with ``minimize`` it is pushed and minimized
+(:mod:`.push_minimize`).
 """
 
 import heapq
+import logging
 import math
-from array import array
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import PynnetError
 from .lattice import CompactLattice, Lattice
+from .lattice_ops import approx_equal as _approx_equal
+from .lattice_ops import arc_sort_ilabel, convert_lattice
+from .lattice_ops import compare_weights as _compare
+from .lattice_ops import f32 as _f32
+from .lattice_ops import invert, is_top_sorted
+from .lattice_ops import times as _times
+from .lattice_ops import top_sort
+from .push_minimize import (minimize_compact_lattice, push_compact_lattice_strings,
+                            push_compact_lattice_weights)
 
-__all__ = ["CompactLattice", "determinize_lattice_pruned",
-           "determinize_lattice_phone_pruned_wrapper", "top_sort", "K_DELTA"]
+__all__ = ["CompactLattice", "DeterminizeLatticePrunedOptions",
+           "DeterminizeLatticePhonePrunedOptions", "determinize_lattice_pruned",
+           "determinize_lattice_phone_pruned_wrapper", "prune_lattice", "top_sort",
+           "K_DELTA"]
+
+logger = logging.getLogger(__name__)
 
 K_DELTA = np.float32(1.0 / 1024.0)
 _F = np.float32
 _INF = math.inf
 
-
-# Weights are Python floats holding float32 values. A float32 sum or
-# difference is computed in double and rounded once to float32 through this
-# one-element buffer: double rounding is harmless for + and - since double
-# has more than 2 * 24 + 2 bits, so this equals C's float arithmetic.
-_BUF = array("f", [0.0])
-
-
-def _f32(x):
-    _BUF[0] = x
-    return _BUF[0]
+# Bytes Kaldi's memory count gives each object (sizeof on x86-64 with
+# libstdc++): a repository Entry (parent pointer, int32 label) is 16 bytes
+# and MemSize() counts it twice; a TempArc (int32 ilabel, string pointer,
+# int32 nextstate, two-float weight) is 32 with padding; an Element (int32
+# state, string pointer, two-float weight) is 24.
+REPOSITORY_BYTES_PER_ENTRY = 32
+TEMP_ARC_BYTES = 32
+ELEMENT_BYTES = 24
+MAX_DETERMINIZE_TRIES = 10
 
 
-def _times(a1, a2, b1, b2):
-    buf = _BUF
-    buf[0] = a1 + b1
-    x = buf[0]
-    buf[0] = a2 + b2
-    return x, buf[0]
+def _int32(x):
+    """x wrapped to a signed 32-bit int, as Kaldi's int32 sizes are."""
+    return (x + 2**31) % 2**32 - 2**31
 
 
-def _compare(a1, a2, b1, b2):
-    """Kaldi's Compare on LatticeWeight: 1 if a is better (lower cost)."""
-    fa, fb = _f32(a1 + a2), _f32(b1 + b2)
-    if fa < fb:
-        return 1
-    if fa > fb:
-        return -1
-    if a1 < b1:
-        return 1
-    if a1 > b1:
-        return -1
-    return 0
+@dataclass(slots=True)
+class DeterminizeLatticePrunedOptions:
+    """Kaldi's DeterminizeLatticePrunedOptions (limits off when <= 0)."""
+
+    delta: float = float(K_DELTA)
+    max_mem: int = -1
+    max_loop: int = -1
+    max_states: int = -1
+    max_arcs: int = -1
+    retry_cutoff: float = 0.5
+
+
+@dataclass(slots=True)
+class DeterminizeLatticePhonePrunedOptions:
+    """Kaldi's DeterminizeLatticePhonePrunedOptions (nnet3-latgen-faster's
+    --delta, --max-mem, --phone-determinize, --word-determinize,
+    --minimize)."""
+
+    delta: float = float(K_DELTA)
+    max_mem: int = 50000000
+    phone_determinize: bool = True
+    word_determinize: bool = True
+    minimize: bool = False
+
+
+def log_determinization_events(events):
+    """Logs what a determinizer reported, as Kaldi's LOG and WARNING lines:
+    ("rebuild",) for each repository rebuild, ("memory", max_mem, repo, arcs,
+    elems, new_repo, effective_beam, beam) when the memory limit stopped it."""
+    for event in events:
+        if event[0] == "rebuild":
+            logger.info("Rebuilding repository.")
+        else:
+            max_mem, repo, arcs, elems, new_repo, effective_beam, beam = event[1:]
+            logger.warning("Did not reach requested beam in determinize-lattice: size exceeds "
+                           "maximum %d bytes; (repo,arcs,elems) = (%d,%d,%d), after rebuilding, "
+                           "repo size was %d, effective beam was %g vs. requested beam %g",
+                           max_mem, repo, arcs, elems, new_repo, effective_beam, beam)
 
 
 def _compare_ws(a1, a2, astr, b1, b2, bstr):
@@ -98,79 +160,6 @@ def _compare_ws(a1, a2, astr, b1, b2, bstr):
 
 def _cost(w1, w2):
     return float(w1) + float(w2)
-
-
-def _approx_equal(a1, a2, b1, b2, delta):
-    if a1 == b1 and a2 == b2:
-        return True
-    return abs(_f32(_f32(a1 + a2) - _f32(b1 + b2))) <= delta
-
-
-# -- OpenFst helpers on Lattice -------------------------------------------------------------
-
-def is_top_sorted(lat):
-    return all(a[4] > s for s in range(lat.num_states) for a in lat.arcs[s])
-
-
-def top_sort(lat):
-    """OpenFst's TopSort: states renumbered in reverse DFS finishing order
-    (DFS from the start state, arcs in order, then from unvisited states in
-    numbering order); arcs keep their order. Returns False (and leaves the
-    lattice alone) if it has a cycle."""
-    n = lat.num_states
-    if n == 0:
-        return True
-    color = [0] * n            # 0 white, 1 grey, 2 black
-    pos = [0] * n              # next arc to look at, per state on the stack
-    finish = []
-    all_arcs = lat.arcs
-    roots = ([lat.start] if lat.start is not None else []) + list(range(n))
-    for root in roots:
-        if color[root]:
-            continue
-        color[root] = 1
-        stack = [root]
-        while stack:
-            s = stack[-1]
-            arcs = all_arcs[s]
-            i, na = pos[s], len(arcs)
-            while i < na:
-                t = arcs[i][4]
-                i += 1
-                c = color[t]
-                if c == 0:
-                    color[t] = 1
-                    stack.append(t)
-                    break
-                if c == 1:
-                    return False
-            else:
-                color[s] = 2
-                finish.append(s)
-                stack.pop()
-            pos[s] = i
-    order = [0] * n
-    for i, s in enumerate(reversed(finish)):
-        order[s] = i
-    arcs = [None] * n
-    final = [None] * n
-    for s in range(n):
-        arcs[order[s]] = [(a[0], a[1], a[2], a[3], order[a[4]]) for a in lat.arcs[s]]
-        final[order[s]] = lat.final[s]
-    lat.arcs, lat.final = arcs, final
-    if lat.start is not None:
-        lat.start = order[lat.start]
-    return True
-
-
-def invert(lat):
-    for s in range(lat.num_states):
-        lat.arcs[s] = [(ol, il, x, y, t) for il, ol, x, y, t in lat.arcs[s]]
-
-
-def arc_sort_ilabel(lat):
-    for s in range(lat.num_states):
-        lat.arcs[s].sort(key=lambda a: a[0])
 
 
 # -- std::priority_queue as libstdc++ runs it ------------------------------------------------
@@ -234,22 +223,79 @@ class _TaskQueue:
         return top
 
 
+# -- the string repository -------------------------------------------------------------------
+
+class LatticeStringRepository:
+    """Kaldi's LatticeStringRepository as far as its size goes. Strings are
+    tuples of labels here; ``entries`` holds the strings Kaldi's repository
+    holds an Entry for: every non-empty string its Successor has made since
+    the last rebuild (the callers below make them at Kaldi's points, so the
+    set is Kaldi's), and after a rebuild the prefixes of the strings kept."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self):
+        self.entries = set()
+
+    def successor(self, s, label):
+        t = s + (label,)
+        self.entries.add(t)
+        return t
+
+    def convert_from_vector(self, seq):
+        for i in range(1, len(seq) + 1):
+            self.entries.add(seq[:i])
+        return seq
+
+    def remove_prefix(self, s, n):
+        return s if n == 0 else self.convert_from_vector(s[n:])
+
+    def concatenate(self, a, b):
+        if not a:
+            return b
+        if not b:
+            return a
+        for i in range(1, len(b) + 1):
+            self.entries.add(a + b[:i])
+        return a + b
+
+    def mem_size(self):
+        return _int32(len(self.entries) * REPOSITORY_BYTES_PER_ENTRY)
+
+    def rebuild(self, to_keep):
+        kept = set()
+        for s in to_keep:
+            for n in range(len(s), 0, -1):
+                prefix = s[:n]
+                if prefix in kept:
+                    break
+                kept.add(prefix)
+        self.entries = kept
+
+
 # -- the determinizer ------------------------------------------------------------------------
 
 class LatticeDeterminizerPruned:
     """Kaldi's LatticeDeterminizerPruned over a top-sorted :class:`Lattice`
-    (determinizes on input labels; output labels become strings)."""
+    (determinizes on input labels; output labels become strings), with the
+    limits of :class:`DeterminizeLatticePrunedOptions`. ``events`` collects
+    what Kaldi logs (see :func:`log_determinization_events`)."""
 
-    def __init__(self, ifst, beam, delta=K_DELTA):
+    def __init__(self, ifst, beam, opts=None):
+        opts = opts if opts is not None else DeterminizeLatticePrunedOptions()
         self.ifst = ifst
         self.beam = float(beam)
-        self.delta = float(_F(delta))
+        self.opts = opts
+        self.delta = float(_F(opts.delta))
         self.output_states = []     # [minimal_subset, arcs, forward_cost]
         self.minimal_hash = {}
         self.initial_hash = {}
         self.queue = _TaskQueue()
         self.isymbol_or_final = {}
-        self.task_counter = 0
+        self.repository = LatticeStringRepository()
+        self.num_arcs = 0           # arcs and final weights in output_states
+        self.num_elems = 0          # elements of output subsets and initial_hash keys
+        self.events = []
 
     # subsets are lists of (state, string, w1, w2), sorted by state
     @staticmethod
@@ -286,10 +332,18 @@ class LatticeDeterminizerPruned:
             count += 1
         replaced = False
         arcs_of = self.ifst.arcs
+        successor = self.repository.successor
+        max_loop = self.opts.max_loop
+        loops = 0
         while heap:
             _, _, elem = heapq.heappop(heap)
             if replaced and cur[elem[0]] != elem:
                 continue
+            if max_loop > 0:
+                loops += 1
+                if loops > max_loop + 1:
+                    raise PynnetError("Lattice determinization aborted since looped more than "
+                                      "%d times during epsilon closure." % max_loop)
             state, string, w1, w2 = elem
             for il, ol, x, y, t in arcs_of[state]:
                 if il != 0 or (x == _INF and y == _INF):
@@ -297,7 +351,7 @@ class LatticeDeterminizerPruned:
                 n1, n2 = _times(w1, w2, x, y)
                 old = cur.get(t)
                 if old is None:
-                    nstr = string + (ol,) if ol else string
+                    nstr = successor(string, ol) if ol else string
                     ne = (t, nstr, n1, n2)
                     cur[t] = ne
                     heapq.heappush(heap, (t, count, ne))
@@ -306,11 +360,11 @@ class LatticeDeterminizerPruned:
                     comp = _compare(n1, n2, old[2], old[3])
                     nstr = None
                     if comp == 0:
-                        nstr = string + (ol,) if ol else string
+                        nstr = successor(string, ol) if ol else string
                         comp = _compare_ws(n1, n2, nstr, old[2], old[3], old[1])
                     if comp == 1:
                         if nstr is None:
-                            nstr = string + (ol,) if ol else string
+                            nstr = successor(string, ol) if ol else string
                         ne = (t, nstr, n1, n2)
                         cur[t] = ne
                         heapq.heappush(heap, (t, count, ne))
@@ -335,10 +389,11 @@ class LatticeDeterminizerPruned:
                 n += 1
             prefix = prefix[:n]
         k = len(prefix)
+        remove_prefix = self.repository.remove_prefix
         out = []
         for st, s, w1, w2 in subset:
-            out.append((st, s[k:], _f32(w1 - t1), _f32(w2 - t2)))
-        return out, (t1, t2), prefix
+            out.append((st, remove_prefix(s, k), _f32(w1 - t1), _f32(w2 - t2)))
+        return out, (t1, t2), self.repository.convert_from_vector(prefix)
 
     def process_final(self, osid):
         minimal, arcs, forward_cost = self.output_states[osid]
@@ -357,6 +412,7 @@ class LatticeDeterminizerPruned:
                 fw1, fw2, fstr = t1, t2, s
         if is_final and _cost(fw1, fw2) + forward_cost <= self.cutoff:
             arcs.append((0, fstr, None, fw1, fw2))
+            self.num_arcs += 1
 
     def minimal_to_state_id(self, subset, forward_cost):
         found = self._find(self.minimal_hash, subset)
@@ -365,6 +421,7 @@ class LatticeDeterminizerPruned:
         osid = len(self.output_states)
         self.output_states.append((subset, [], forward_cost))
         self._insert(self.minimal_hash, subset, osid)
+        self.num_elems += len(subset)
         self.process_final(osid)
         self.process_transitions(osid)
         return osid
@@ -379,6 +436,7 @@ class LatticeDeterminizerPruned:
         osid = self.minimal_to_state_id(subset, forward_cost)
         value = (osid, w1, w2, prefix)
         self._insert(self.initial_hash, subset_in, value)
+        self.num_elems += len(subset_in)
         return value
 
     @staticmethod
@@ -395,13 +453,14 @@ class LatticeDeterminizerPruned:
 
     def process_transitions(self, osid):
         minimal, _, forward_cost = self.output_states[osid]
+        successor = self.repository.successor
         all_elems = []
         for st, s, w1, w2 in minimal:
             for il, ol, x, y, t in self.ifst.arcs[st]:
                 if il == 0 or (x == _INF and y == _INF):
                     continue
                 n1, n2 = _times(w1, w2, x, y)
-                all_elems.append((il, t, s + (ol,) if ol else s, n1, n2))
+                all_elems.append((il, t, successor(s, ol) if ol else s, n1, n2))
         all_elems.sort(key=lambda p: (p[0], p[1]))
         i, n = 0, len(all_elems)
         back = self.backward_costs
@@ -425,9 +484,10 @@ class LatticeDeterminizerPruned:
         subset, (t1, t2), common = self.normalize_subset(subset)
         forward_cost += _cost(t1, t2)
         nextstate, n1, n2, nstr = self.initial_to_state_id(subset, forward_cost)
-        common = common + nstr
+        common = self.repository.concatenate(common, nstr)
         t1, t2 = _times(t1, t2, n1, n2)
         self.output_states[osid][1].append((label, common, nextstate, t1, t2))
+        self.num_arcs += 1
 
     def compute_backward_weight(self):
         lat = self.ifst
@@ -444,20 +504,69 @@ class LatticeDeterminizerPruned:
         self.backward_costs = back
         self.cutoff = back[lat.start] + self.beam
 
+    # -- the memory limit ---------------------------------------------------------------------
+    def rebuild_repository(self):
+        """Keeps only the strings the output states, queued tasks and the
+        initial-subset table still refer to (and their prefixes)."""
+        needed = []
+        for minimal, arcs, _ in self.output_states:
+            needed.extend(e[1] for e in minimal)
+            needed.extend(a[1] for a in arcs)
+        for task in self.queue.c:
+            needed.extend(e[1] for e in task[3])
+        for key, entries in self.initial_hash.items():
+            needed.extend(string for _, string in key)
+            needed.extend(value[3] for _, value in entries)
+        self.events.append(("rebuild",))
+        self.repository.rebuild(needed)
+
+    def memory_sizes(self):
+        """Kaldi's (repository, arcs, elements) byte counts."""
+        return (self.repository.mem_size(), _int32(self.num_arcs * TEMP_ARC_BYTES),
+                _int32(self.num_elems * ELEMENT_BYTES))
+
+    def check_memory_usage(self):
+        """False when over ``max_mem`` even after rebuilding the repository
+        to 80% of it (then the expansion stops, as Kaldi's)."""
+        max_mem = self.opts.max_mem
+        repo, arcs, elems = self.memory_sizes()
+        if max_mem <= 0 or _int32(repo + arcs + elems) <= max_mem:
+            return True
+        self.rebuild_repository()
+        new_repo = self.repository.mem_size()
+        if _int32(new_repo + arcs + elems) > int(max_mem * 0.8):
+            self.events.append(("memory", max_mem, repo, arcs, elems, new_repo,
+                                self.effective_beam(), self.beam))
+            return False
+        return True
+
+    def effective_beam(self):
+        if not len(self.queue):
+            return self.beam
+        return self.queue.top()[0] - self.backward_costs[self.ifst.start]
+
     def determinize(self):
-        """Returns (success, effective_beam)."""
+        """Returns (success, effective_beam): success is false when a limit
+        stopped the expansion before the queue ran out."""
         lat = self.ifst
         self.compute_backward_weight()
         start = [(lat.start, (), 0.0, 0.0)]
         subset = self.convert_to_minimal(self.epsilon_closure(start))
         self.output_states.append((subset, [], 0.0))
         self._insert(self.minimal_hash, subset, 0)
+        self.num_elems += len(subset)
         self.process_final(0)
         self.process_transitions(0)
+        opts = self.opts
         while len(self.queue):
+            num_states = len(self.output_states)
+            if ((opts.max_states > 0 and num_states > opts.max_states)
+                    or (opts.max_arcs > 0 and self.num_arcs > opts.max_arcs)
+                    or (num_states % 10 == 0 and not self.check_memory_usage())):
+                break
             _, osid, label, subset = self.queue.pop()
             self.process_transition(osid, label, subset)
-        return True, self.beam
+        return not len(self.queue), self.effective_beam()
 
     # -- output ------------------------------------------------------------------------------
     def output_compact(self):
@@ -506,70 +615,28 @@ class LatticeDeterminizerPruned:
         return lat
 
 
-class _FastDeterminizer(LatticeDeterminizerPruned):
-    """The C determinizer (pynnet3/_fast/lattice_determinize.pyx) behind
-    the twin's output methods."""
-
-    def determinize(self):
-        from .._fast.lattice_determinize import LatticeDeterminizerCore
-        lat = self.ifst
-        n = lat.num_states
-        counts = np.fromiter((len(a) for a in lat.arcs), dtype=np.int64, count=n)
-        arc_begin = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=arc_begin[1:])
-        flat = [a for arcs in lat.arcs for a in arcs]
-        if flat:
-            il, ol, w1, w2, nxt = (np.array(c) for c in zip(*flat))
-        else:
-            il = ol = nxt = np.zeros(0, dtype=np.int32)
-            w1 = w2 = np.zeros(0, dtype=np.float32)
-        f1 = np.array([f[0] if f is not None else math.inf for f in lat.final],
-                      dtype=np.float32)
-        f2 = np.array([f[1] if f is not None else math.inf for f in lat.final],
-                      dtype=np.float32)
-        core = LatticeDeterminizerCore(
-            arc_begin, il.astype(np.int32), ol.astype(np.int32), w1.astype(np.float32),
-            w2.astype(np.float32), nxt.astype(np.int32), f1, f2, lat.start, self.beam,
-            self.delta)
-        core.determinize()
-        self.output_states = [(None, [(l, st, t, x, y) for l, x, y, st, t in arcs]
-                               + ([(0, final[2], None, final[0], final[1])]
-                                  if final is not None else []), 0.0)
-                              for arcs, final in core.output()]
-        return True, self.beam
-
-
-def determinize_lattice_pruned(lat, beam, compact, delta=K_DELTA, fast=True):
-    """Kaldi's DeterminizeLatticePruned (no memory limit): returns
-    (result, success); ``compact`` picks a CompactLattice or a Lattice;
-    ``fast``: the C determinizer, else this module's plain-Python twin."""
-    if lat.num_states == 0 or lat.start is None:
-        return (CompactLattice() if compact else Lattice()), True
-    det = (_FastDeterminizer if fast else LatticeDeterminizerPruned)(lat, beam, delta)
-    ok, _ = det.determinize()
-    return (det.output_compact() if compact else det.output_lattice()), ok
-
-
-def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DELTA,
-                                             phone_determinize=True, fast=True):
-    """Kaldi's DeterminizeLatticePhonePrunedWrapper (phone then word
-    determinization, or word only without ``phone_determinize``; no
-    minimization) on a raw lattice (transition-ids on input, words on output;
-    it is modified). Returns (CompactLattice, success)."""
-    invert(lat)
-    if not is_top_sorted(lat):
-        if not top_sort(lat):
-            raise ValueError("Topological sorting of state-level lattice failed (probably "
-                             "your lexicon has empty words or your LM has epsilon cycles).")
-    arc_sort_ilabel(lat)
-    if not phone_determinize:
-        clat, ok = determinize_lattice_pruned(lat, beam, True, delta, fast)
-        clat.connect()
-        return clat, ok
-    # phone pass: insert phone symbols where phones start
-    first_phone_label = max((a[0] for arcs in lat.arcs for a in arcs), default=0) + 1
+def phone_start_table(trans_model):
+    """Per transition-id, its phone where DeterminizeLatticeInsertPhones puts
+    a phone symbol (the transition starts a phone, TransitionIdIsStartOfPhone,
+    and is not a self-loop), else 0."""
     id2state, tuples = trans_model.id2state, trans_model.tuples
-    start_of_phone = {}
+    table = np.zeros(len(id2state), dtype=np.int32)
+    for tid in range(1, len(id2state)):
+        phone, hmm_state = tuples[id2state[tid] - 1][:2]
+        if hmm_state == 0 and not trans_model.is_self_loop(tid):
+            table[tid] = phone
+    return table
+
+
+def determinize_lattice_insert_phones(lat, phone_of_tid):
+    """Kaldi's DeterminizeLatticeInsertPhones on a lattice with words on the
+    input side: where a transition-id (output side) starts a phone, the
+    phone symbol (first phone label + phone) goes on the input side, on the
+    arc itself if it has no word, else on an extra arc (a new state, added in
+    order) after it. Arcs of the start state are left alone. Returns the
+    first phone label (highest input label + 1)."""
+    first = max((a[0] for arcs in lat.arcs for a in arcs), default=0) + 1
+    num_tids = len(phone_of_tid)
     for s in range(lat.num_states):
         if s == lat.start:
             continue
@@ -577,28 +644,281 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, delta=K_DEL
         for arc in lat.arcs[s]:
             il, ol, x, y, t = arc
             if ol != 0:
-                info = start_of_phone.get(ol)
-                if info is None:
-                    phone, hmm_state = tuples[id2state[ol] - 1][:2]
-                    info = (phone if hmm_state == 0 and not trans_model.is_self_loop(ol)
-                            else 0)
-                    start_of_phone[ol] = info
-                if info:
+                if not 0 < ol < num_tids:
+                    raise PynnetError("lattice has transition-id %d but the transition model "
+                                      "has only %d" % (ol, num_tids - 1))
+                phone = int(phone_of_tid[ol])
+                if phone:
                     if il == 0:
-                        arc = (first_phone_label + info, ol, x, y, t)
+                        arc = (first + phone, ol, x, y, t)
                     else:
                         lat.add_states(1)
                         extra = lat.num_states - 1
-                        lat.arcs[extra].append((first_phone_label + info, 0, 0.0, 0.0, t))
+                        lat.arcs[extra].append((first + phone, 0, 0.0, 0.0, t))
                         arc = (il, ol, x, y, extra)
             new_arcs.append(arc)
         lat.arcs[s] = new_arcs
-    top_sort(lat)
-    lat, ok1 = determinize_lattice_pruned(lat, beam, False, delta, fast)
+    return first
+
+
+def determinize_lattice_delete_phones(lat, first_phone_label):
+    """Kaldi's DeterminizeLatticeDeletePhones: phone symbols become epsilons."""
     for s in range(lat.num_states):
         lat.arcs[s] = [(0 if a[0] >= first_phone_label else a[0],) + a[1:]
                        for a in lat.arcs[s]]
-    top_sort(lat)
-    clat, ok2 = determinize_lattice_pruned(lat, beam, True, delta, fast)
+
+
+# -- the two implementations of the steps ------------------------------------------------------
+
+class _TwinSteps:
+    """The pipeline's steps on a :class:`Lattice` (the plain-Python twins)."""
+
+    @staticmethod
+    def load(lat):
+        return lat
+
+    @staticmethod
+    def unload(lat):
+        return lat
+
+    @staticmethod
+    def copy(lat):
+        c = Lattice()
+        c.start, c.arcs, c.final = lat.start, list(lat.arcs), list(lat.final)
+        return c
+
+    @staticmethod
+    def is_empty(lat):
+        return lat.num_states == 0 or lat.start is None
+
+    invert = staticmethod(invert)
+    is_top_sorted = staticmethod(is_top_sorted)
+    top_sort = staticmethod(top_sort)
+    arc_sort = staticmethod(arc_sort_ilabel)
+    insert_phones = staticmethod(determinize_lattice_insert_phones)
+    delete_phones = staticmethod(determinize_lattice_delete_phones)
+
+    @staticmethod
+    def prune(lat, beam):
+        return prune_lattice(beam, lat)
+
+    determinizer = LatticeDeterminizerPruned
+
+
+class _FastDeterminizer:
+    """LatticeDeterminizerPruned's interface over the C determinizer."""
+
+    def __init__(self, ifst, beam, opts):
+        from .._fast.lattice_determinize import LatticeDeterminizerCore
+        self.core = LatticeDeterminizerCore(ifst, float(beam), float(_F(opts.delta)),
+                                            opts.max_mem, opts.max_loop, opts.max_states,
+                                            opts.max_arcs)
+        self.events = []
+
+    def determinize(self):
+        ok, effective_beam = self.core.determinize()
+        self.events = self.core.events
+        return ok, effective_beam
+
+    def output_lattice(self):
+        return self.core.output_lattice()
+
+    def output_compact(self):
+        return self.core.output_compact()
+
+
+class _FastSteps:
+    """The pipeline's steps in C (pynnet3/_fast/lattice_determinize.pyx) on
+    a CLattice; the twins are :class:`_TwinSteps`'."""
+
+    @staticmethod
+    def load(lat):
+        from .._fast.lattice_determinize import CLattice
+        return CLattice.from_lattice(lat)
+
+    @staticmethod
+    def unload(lat):
+        return lat.to_lattice()
+
+    @staticmethod
+    def copy(lat):
+        return lat.copy()
+
+    @staticmethod
+    def is_empty(lat):
+        return lat.num_states == 0 or lat.start < 0
+
+    @staticmethod
+    def invert(lat):
+        lat.invert()
+
+    @staticmethod
+    def is_top_sorted(lat):
+        return lat.is_top_sorted()
+
+    @staticmethod
+    def top_sort(lat):
+        return lat.top_sort()
+
+    @staticmethod
+    def arc_sort(lat):
+        lat.arc_sort()
+
+    @staticmethod
+    def insert_phones(lat, phone_of_tid):
+        return lat.insert_phones(phone_of_tid)
+
+    @staticmethod
+    def delete_phones(lat, first_phone_label):
+        lat.delete_phones(first_phone_label)
+
+    @staticmethod
+    def prune(lat, beam):
+        ok = lat.prune(float(_F(beam)))
+        if ok is None:
+            logger.warning("Cycles detected in lattice")
+            return False
+        return ok
+
+    determinizer = _FastDeterminizer
+
+
+def prune_lattice(beam, lat):
+    """Kaldi's PruneLattice on a :class:`Lattice`, in place: arcs and final
+    weights not on a path within ``beam`` (a float32, as Kaldi's BaseFloat)
+    of the best path are removed, then the lattice is connected. Returns
+    false for an empty or cyclic lattice (the latter with Kaldi's warning)."""
+    beam = float(_F(beam))
+    if not is_top_sorted(lat) and not top_sort(lat):
+        logger.warning("Cycles detected in lattice")
+        return False
+    n = lat.num_states
+    if n == 0:
+        return False
+    cost = [_INF] * n          # forward costs, then (from the end) backward costs
+    cost[lat.start] = 0.0
+    best_final = _INF
+    for s in range(n):
+        here = cost[s]
+        for il, ol, x, y, t in lat.arcs[s]:
+            c = here + _cost(x, y)
+            if cost[t] > c:
+                cost[t] = c
+        f = lat.final[s]
+        c = here + (_cost(*f) if f is not None else _INF)
+        if c < best_final:
+            best_final = c
+    cutoff = best_final + beam
+    bad_state = n              # a non-final state without arcs; Connect removes it
+    lat.add_states(1)
+    for s in range(n - 1, -1, -1):
+        forward = cost[s]
+        f = lat.final[s]
+        backward = _cost(*f) if f is not None else _INF
+        if backward + forward > cutoff and backward != _INF:
+            lat.final[s] = None
+        arcs = []
+        for arc in lat.arcs[s]:
+            arc_backward = _cost(arc[2], arc[3]) + cost[arc[4]]
+            if arc_backward < backward:
+                backward = arc_backward
+            if forward + arc_backward > cutoff:
+                arc = arc[:4] + (bad_state,)
+            arcs.append(arc)
+        lat.arcs[s] = arcs
+        cost[s] = backward
+    lat.connect()
+    return lat.num_states > 0
+
+
+def _determinize_lattice_pruned(steps, lat, beam, compact, opts):
+    """determinize_lattice_pruned on ``steps``' lattices."""
+    if steps.is_empty(lat):
+        return (CompactLattice() if compact else steps.load(Lattice())), True
+    retry_cutoff = float(_F(opts.retry_cutoff))
+    if not 0.0 <= retry_cutoff < 1.0:
+        raise PynnetError("determinization's retry cutoff must be in [0, 1), not %g"
+                          % retry_cutoff)
+    beam = float(beam)
+    current = lat
+    attempt = 1
+    while True:
+        det = steps.determinizer(current, beam, opts)
+        ok, effective_beam = det.determinize()
+        log_determinization_events(det.events)
+        if (effective_beam >= beam * retry_cutoff or (compact and beam == _INF)
+                or attempt == MAX_DETERMINIZE_TRIES):
+            return (det.output_compact() if compact else det.output_lattice()), ok
+        # never narrow the beam by more than half at once
+        effective_beam = max(effective_beam, 0.0)
+        new_beam = max(beam * math.sqrt(effective_beam / beam), 0.5 * beam)
+        if not compact:
+            logger.warning("Effective beam %g was less than beam %g * cutoff %g, pruning raw "
+                           "lattice with new beam %g and retrying.", effective_beam, beam,
+                           retry_cutoff, new_beam)
+        beam = new_beam
+        if attempt == 1:
+            current = steps.copy(lat)
+        steps.prune(current, beam)
+        if compact:
+            logger.info("Pruned state-level lattice with beam %g and retrying determinization "
+                        "with that beam.", beam)
+        attempt += 1
+
+
+def determinize_lattice_pruned(lat, beam, compact, opts=None, fast=True):
+    """Kaldi's DeterminizeLatticePruned on a top-sorted :class:`Lattice`
+    with the limits of ``opts`` (a :class:`DeterminizeLatticePrunedOptions`;
+    default: none): returns (result, success); ``compact`` picks a
+    CompactLattice or a Lattice; ``fast``: in C, else this module's
+    plain-Python twin. When a limit leaves the effective beam under
+    ``retry_cutoff`` times the beam, the input is pruned to a narrower beam
+    (a copy; ``lat`` is not changed) and determinized again, as Kaldi's."""
+    steps = _FastSteps if fast else _TwinSteps
+    opts = opts if opts is not None else DeterminizeLatticePrunedOptions()
+    result, ok = _determinize_lattice_pruned(steps, steps.load(lat), beam, compact, opts)
+    return (result if compact else steps.unload(result)), ok
+
+
+def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, fast=True):
+    """Kaldi's DeterminizeLatticePhonePrunedWrapper with ``opts`` (a
+    :class:`DeterminizeLatticePhonePrunedOptions`; default Kaldi's: phone
+    then word determinization, ``max_mem`` 50,000,000, no minimization;
+    without word determinization the (phone-determinized) lattice is
+    converted as it is, as Kaldi's ConvertLattice does, and not minimized)
+    on
+    a raw lattice (transition-ids on input, words on output; the twin
+    (``fast`` false) changes it). Returns (CompactLattice, success)."""
+    steps = _FastSteps if fast else _TwinSteps
+    opts = opts if opts is not None else DeterminizeLatticePhonePrunedOptions()
+    # Kaldi passes only delta and max_mem on to the passes
+    det_opts = DeterminizeLatticePrunedOptions(delta=opts.delta, max_mem=opts.max_mem)
+    lat = steps.load(lat)
+    steps.invert(lat)
+    if not steps.is_top_sorted(lat) and not steps.top_sort(lat):
+        raise PynnetError("Topological sorting of state-level lattice failed (probably "
+                          "your lexicon has empty words or your LM has epsilon cycles).")
+    steps.arc_sort(lat)
+    ok = True
+    if not (opts.phone_determinize or opts.word_determinize):
+        logger.warning("Both --phone-determinize and --word-determinize are set to false, "
+                       "copying lattice without determinization.")
+    if opts.phone_determinize:
+        first_phone_label = steps.insert_phones(lat, phone_start_table(trans_model))
+        steps.top_sort(lat)
+        lat, ok = _determinize_lattice_pruned(steps, lat, beam, False, det_opts)
+        steps.delete_phones(lat, first_phone_label)
+        steps.top_sort(lat)
+    if opts.word_determinize:
+        clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts)
+        ok = ok and ok2
+        if opts.minimize:
+            # (Kaldi minimizes with the default delta, whatever --delta is)
+            ok = push_compact_lattice_strings(clat) and ok
+            ok = push_compact_lattice_weights(clat) and ok
+            ok = minimize_compact_lattice(clat, float(K_DELTA)) and ok
+    else:
+        # the words (input side) label the arcs, transition-ids become strings
+        clat = convert_lattice(steps.unload(lat), invert_labels=False)
     clat.connect()
-    return clat, ok1 and ok2
+    return clat, ok
