@@ -15,10 +15,14 @@ For every option set in decode-variants.txt:
      determinization.
 Prints the machine load (uptime) before and after: the machine is shared.
 
+Also counts the utterances whose lattice equals Kaldi's byte for byte in the
+archives (decode/large was made with OPENBLAS_NUM_THREADS=1, as the tool runs
+here).
+
 Usage: python scripts/bench_decode.py [--ref DIR] [--variants default,narrow]
-       [--skip-tool] [--utts N] [--kaldi-exact-arithmetic]
-(--kaldi-exact-arithmetic: the tool runs with it, and so do the in-process
-search and determinization timings.)
+       [--skip-tool] [--utts N] [--blas-arithmetic]
+(the tool's default is Kaldi-exact arithmetic; --blas-arithmetic runs it and
+the in-process search and determinization timings with the BLAS arithmetic.)
 """
 
 import argparse
@@ -79,12 +83,30 @@ def run_tool(ref, name, out_dir, extra_options=()):
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-3000:])
         raise SystemExit("nnet3-latgen-faster failed for %s" % name)
-    same = {}
+    kind = "lattice" if "--determinize-lattice=false" in argv else "compact_lattice"
+    same = {"lattices": _same_lattices(os.path.join(out_dir, "lat.%s.ark" % name),
+                                       os.path.join(ref, "lat.%s.ark" % name), kind)}
     for kind in ("words", "ali"):
         ours = open(os.path.join(out_dir, "%s.%s.txt" % (kind, name)), "rb").read()
         kaldi = open(os.path.join(ref, "%s.%s.txt" % (kind, name)), "rb").read()
         same[kind] = ours == kaldi
     return wall, cpu, same
+
+
+def _same_lattices(ours_path, kaldi_path, kind):
+    """'N/M': how many of Kaldi's utterances have our lattice byte for byte
+    (compared as binary archive entries); ``kind``: "compact_lattice" or
+    "lattice" (raw, --determinize-lattice=false)."""
+    from pynnet3.decode.lattice import register_lattice_holder
+    from pynnet3.io.table import SequentialTableReader
+    register_lattice_holder()
+
+    def entries(path):
+        return {k: v.write_binary() for k, v in SequentialTableReader("ark:" + path, kind)}
+
+    ours, kaldi = entries(ours_path), entries(kaldi_path)
+    same = sum(1 for k, v in kaldi.items() if ours.get(k) == v)
+    return "%d/%d" % (same, len(kaldi))
 
 
 def parse_options(ref, name):
@@ -171,7 +193,7 @@ def main():
     parser.add_argument("--variants", default=None)
     parser.add_argument("--skip-tool", action="store_true")
     parser.add_argument("--utts", type=int, default=20)
-    parser.add_argument("--kaldi-exact-arithmetic", action="store_true")
+    parser.add_argument("--blas-arithmetic", action="store_true")
     args = parser.parse_args()
     ref = os.path.abspath(args.ref)
     names = args.variants.split(",") if args.variants else variants(ref)
@@ -182,15 +204,16 @@ def main():
             with tempfile.TemporaryDirectory() as out_dir:
                 wall, cpu, same = run_tool(
                     ref, name, out_dir,
-                    ["--kaldi-exact-arithmetic=true"] if args.kaldi_exact_arithmetic else [])
+                    ["--kaldi-exact-arithmetic=false"] if args.blas_arithmetic else [])
             k = statistics.median(kaldi[name]) if name in kaldi else float("nan")
             print("%-8s ours %.2f s wall (%.2f s CPU), Kaldi %.2f s wall (median of %s): "
-                  "ratio %.2fx wall, %.2fx CPU; words %s, alignments %s"
+                  "ratio %.2fx wall, %.2fx CPU; words %s, alignments %s, lattices identical %s"
                   % (name, wall, cpu, k, kaldi.get(name), wall / k, cpu / k,
                                      "equal" if same["words"] else "DIFFERENT",
-                                     "equal" if same["ali"] else "DIFFERENT"), flush=True)
+                                     "equal" if same["ali"] else "DIFFERENT",
+                                     same["lattices"]), flush=True)
     print("where the time goes (in-process):")
-    profile(ref, names, args.utts, args.kaldi_exact_arithmetic)
+    profile(ref, names, args.utts, not args.blas_arithmetic)
     print("load after:", uptime())
 
 
