@@ -466,3 +466,25 @@ def test_script_reader_knows_its_size(tmp_path):
             w.write("k%d" % i, np.zeros((2, 2), np.float32))
     assert SequentialTableReader("scp:%s" % (tmp_path / "a.scp")).num_entries == 3
     assert SequentialTableReader("ark:%s" % (tmp_path / "a.ark")).num_entries is None
+
+
+def test_table_writers_close_together_or_abort_together(tmp_path):
+    """TableWriters: every table appears when the block succeeds; none does
+    when it raises (no half-written output); an empty wspecifier opens nothing."""
+    from pynnet3.io.table import TableWriters
+    a, b = tmp_path / "a.ark", tmp_path / "b.ark"
+    with TableWriters() as writers:
+        wa = writers.open("ark:%s" % a, "vector")
+        wb = writers.open("ark:%s" % b, "vector")
+        assert writers.open("", "vector") is None
+        wa.write("x", np.ones(2, np.float32))
+        wb.write("y", np.zeros(3, np.float32))
+    assert dict(SequentialTableReader("ark:%s" % b, "vector"))["y"].shape == (3,)
+    c, d = tmp_path / "c.ark", tmp_path / "d.ark"
+    with pytest.raises(RuntimeError):
+        with TableWriters() as writers:
+            writers.open("ark:%s" % c, "vector").write("x", np.ones(2, np.float32))
+            writers.open("ark:%s" % d, "vector")
+            raise RuntimeError("tool failed")
+    assert not c.exists() and not d.exists()
+    assert a.exists()

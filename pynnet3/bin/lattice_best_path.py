@@ -8,10 +8,9 @@ import sys
 import numpy as np
 
 from ..decode.lattice import register_lattice_holder
-from ..errors import UsageError
-from ..io.table import SequentialTableReader, TableWriter
+from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
-from .nnet3_latgen_faster import read_word_symbols
+from ._word_symbols import read_word_symbols, write_word_names
 
 logger = logging.getLogger("pynnet3")
 
@@ -43,11 +42,9 @@ def main(argv=None):
     scale = ((_f32(opts.lm_scale), 0.0), (0.0, _f32(opts.acoustic_scale)))
     n_done = n_fail = n_frame = 0
     tot1 = tot2 = 0.0
-    writers = []
-    try:
-        words_writer = TableWriter(words_wspecifier, "int32_vector") if words_wspecifier else None
-        ali_writer = TableWriter(ali_wspecifier, "int32_vector") if ali_wspecifier else None
-        writers = [w for w in (words_writer, ali_writer) if w is not None]
+    with TableWriters() as writers:
+        words_writer = writers.open(words_wspecifier, "int32_vector")
+        ali_writer = writers.open(ali_wspecifier, "int32_vector")
         for key, clat in SequentialTableReader(rspecifier, "compact_lattice"):
             path = clat.scale(scale).shortest_path()
             if path.start is None:
@@ -62,21 +59,10 @@ def main(argv=None):
             if ali_writer:
                 ali_writer.write(key, alignment)
             if word_syms is not None:
-                names = []
-                for w in words:
-                    if w not in word_syms:
-                        raise UsageError("Word-id %d not in symbol table." % w)
-                    names.append(word_syms[w])
-                sys.stderr.write(key + " " + "".join(n + " " for n in names) + "\n")
+                write_word_names(key, words, word_syms)
             n_done += 1
             n_frame += len(alignment)
             tot1, tot2 = _f32(tot1 + w1), _f32(tot2 + w2)
-        for w in writers:
-            w.close()
-    except BaseException:
-        for w in writers:
-            w.abort()
-        raise
     tot = _f32(tot1 + tot2)
     if n_frame:
         logger.info("Overall cost per frame is %g = %g [graph] + %g [acoustic] over %d frames.",

@@ -8,7 +8,7 @@ import sys
 from ..decode.lattice import register_lattice_holder
 from ..decode.lattice_functions import (compact_lattice_depth_per_frame,
                                         top_sort_compact_lattice_if_needed)
-from ..io.table import SequentialTableReader, TableWriter
+from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
 
 logger = logging.getLogger("pynnet3")
@@ -27,26 +27,16 @@ def main(argv=None):
     parser = ToolParser(USAGE)
     opts, args = parser.parse(argv, num_args=(2, 3))
     register_lattice_holder()
-    writers = []
     n_done = 0
-    try:
-        depth_writer = TableWriter(args[1], "int32_vector")
-        writers.append(depth_writer)
-        lattice_writer = TableWriter(args[2], "compact_lattice") if len(args) > 2 else None
-        if lattice_writer:
-            writers.append(lattice_writer)
+    with TableWriters() as writers:
+        depth_writer = writers.open(args[1], "int32_vector")
+        lattice_writer = writers.open(args[2] if len(args) > 2 else "", "compact_lattice")
         for key, clat in SequentialTableReader(args[0], "compact_lattice"):
             top_sort_compact_lattice_if_needed(clat)
             depth_writer.write(key, compact_lattice_depth_per_frame(clat))
             if lattice_writer:
                 lattice_writer.write(key, clat)
             n_done += 1
-        for w in writers:
-            w.close()
-    except BaseException:
-        for w in writers:
-            w.abort()
-        raise
     logger.info("Done %d lattices.", n_done)
     return 0 if n_done else 1
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from ..decode.lattice import register_lattice_holder
 from ..decode.mbr import MinimumBayesRisk
-from ..io.table import SequentialTableReader, TableWriter
+from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
-from .nnet3_latgen_faster import read_word_symbols
+from ._word_symbols import read_word_symbols
 
 logger = logging.getLogger("pynnet3")
 
@@ -51,21 +51,13 @@ def main(argv=None):
     if opts.word_symbol_table:   # read (and checked) as Kaldi does, but not used
         read_word_symbols(opts.word_symbol_table)
     register_lattice_holder()
-    writers = []
     n_done = n_words = 0
     tot_risk = np.float32(0.0)
-    try:
-        def open_writer(wspecifier, kind):
-            if not wspecifier:
-                return None
-            writer = TableWriter(wspecifier, kind)
-            writers.append(writer)
-            return writer
-
-        trans_writer = open_writer(trans_wspec, "int32_vector")
-        risk_writer = open_writer(risk_wspec, "float")
-        stats_writer = open_writer(stats_wspec, "posterior")
-        times_writer = open_writer(times_wspec, "float_pair_vector")
+    with TableWriters() as writers:
+        trans_writer = writers.open(trans_wspec, "int32_vector")
+        risk_writer = writers.open(risk_wspec, "float")
+        stats_writer = writers.open(stats_wspec, "posterior")
+        times_writer = writers.open(times_wspec, "float_pair_vector")
         scale = ((opts.lm_scale, 0.0), (0.0, opts.acoustic_scale))
         for key, clat in SequentialTableReader(rspecifier, "compact_lattice"):
             clat.scale(scale)
@@ -82,12 +74,6 @@ def main(argv=None):
             n_done += 1
             n_words += len(mbr.one_best)
             tot_risk = np.float32(tot_risk + np.float32(mbr.bayes_risk))
-        for w in writers:
-            w.close()
-    except BaseException:
-        for w in writers:
-            w.abort()
-        raise
     logger.info("Done %d lattices.", n_done)
     with np.errstate(divide="ignore", invalid="ignore"):
         logger.info("Average Bayes Risk per sentence is %g and per word, %g",

@@ -27,9 +27,10 @@ from ..decode.fst import read_fst
 from ..decode.lattice import register_lattice_holder
 from ..errors import UsageError
 from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
-                        SequentialTableReader, TableWriter)
+                        SequentialTableReader, TableWriters)
 from ..nnet.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
+from ._word_symbols import read_word_symbols, write_word_names
 from .nnet3_compute import (compute_backend, optimize_options, register_arithmetic_options,
                             register_ivector_options, register_simple_computation_options,
                             simple_computation_options)
@@ -80,21 +81,6 @@ def decoder_config(opts):
         hash_ratio=opts.hash_ratio)
     config.check()
     return config
-
-
-def read_word_symbols(filename):
-    table = {}
-    try:
-        with open(filename, encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) == 2:
-                    table[int(fields[1])] = fields[0]
-                elif fields:
-                    raise ValueError
-    except (OSError, ValueError):
-        raise UsageError("Could not read symbol table from file %s" % filename) from None
-    return table
 
 
 def register_latgen_options(parser):
@@ -183,31 +169,24 @@ def utterance_inputs(opts, feature_rspecifier, counts):
         yield utt, features, ivector, online
 
 
-class LatgenWriters:
+class LatgenWriters(TableWriters):
     """The lattice, words and alignment tables; :meth:`write_result` writes
     one utterance's outputs and its log lines as Kaldi's
     DecodeUtteranceLatticeFaster does, and counts it."""
 
     def __init__(self, setup, lattice_wspecifier, words_wspecifier, alignment_wspecifier):
+        super().__init__()
         self.setup = setup
-        self.tables = []
         try:
-            self.lattice = self._open(lattice_wspecifier, "compact_lattice"
-                                      if setup.config.determinize_lattice else "lattice")
-            self.words = self._open(words_wspecifier, "int32_vector")
-            self.alignment = self._open(alignment_wspecifier, "int32_vector")
+            self.lattice = self.open(lattice_wspecifier, "compact_lattice"
+                                     if setup.config.determinize_lattice else "lattice")
+            self.words = self.open(words_wspecifier, "int32_vector")
+            self.alignment = self.open(alignment_wspecifier, "int32_vector")
         except BaseException:
             self.abort()
             raise
         self.tot_like = 0.0
         self.frame_count = 0
-
-    def _open(self, wspecifier, kind):
-        if not wspecifier:
-            return None
-        writer = TableWriter(wspecifier, kind)
-        self.tables.append(writer)
-        return writer
 
     def write_result(self, utt, result, counts):
         if result is None:
@@ -217,29 +196,14 @@ class LatgenWriters:
             self.words.write(utt, result.words)
         if self.alignment:
             self.alignment.write(utt, result.alignment)
-        word_syms = self.setup.word_syms
-        if word_syms is not None:
-            names = []
-            for w in result.words:
-                if w not in word_syms:
-                    raise UsageError("Word-id %d not in symbol table." % w)
-                names.append(word_syms[w])
-            sys.stderr.write(utt + " " + "".join(n + " " for n in names) + "\n")
-            sys.stderr.flush()
+        if self.setup.word_syms is not None:
+            write_word_names(utt, result.words, self.setup.word_syms)
         self.lattice.write(utt, result.lattice)
         logger.info("Log-like per frame for utterance %s is %g over %d frames.", utt,
                     result.likelihood / result.num_frames, result.num_frames)
         self.tot_like += result.likelihood
         self.frame_count += result.num_frames
         counts["success"] += 1
-
-    def close(self):
-        for w in self.tables:
-            w.close()
-
-    def abort(self):
-        for w in self.tables:
-            w.abort()
 
 
 def log_summary(setup, writers, counts, elapsed, rtf_text="100 frames/sec", rtf_factor=1,

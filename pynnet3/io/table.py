@@ -1059,3 +1059,38 @@ class TableWriter:
             self.close()
         else:
             self.abort()
+
+
+class TableWriters:
+    """A tool's output tables, which succeed or fail together: as a context
+    manager, every table opened with :meth:`open` is closed when the block
+    ends normally and aborted (no half-written output file) when it raises."""
+
+    def __init__(self):
+        self._writers = []
+
+    def open(self, wspecifier, kind):
+        """A :class:`TableWriter` for ``wspecifier``, or None when it is empty
+        (an optional output the command line left out)."""
+        if not wspecifier:
+            return None
+        writer = TableWriter(wspecifier, kind)
+        self._writers.append(writer)
+        return writer
+
+    def close(self):
+        for writer in self._writers:
+            writer.close()
+
+    def abort(self):
+        for writer in self._writers:
+            writer.abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
