@@ -617,6 +617,41 @@ def _parse_float(text):
     return float(text)
 
 
+def read_lattice_either(stream, want_compact):
+    """A table entry read as Kaldi's lattice holders read it: a Lattice or a
+    CompactLattice, binary (by the FST header's arc type) or text (tried as
+    the wanted kind first, then as the other), converted to the wanted kind
+    with Kaldi's ConvertLattice when it is the other. Advances ``stream.pos``."""
+    # lattice_ops builds on this module, so its conversions are imported here.
+    from .lattice_ops import convert_compact_lattice, convert_lattice
+    data, pos = stream.data, stream.pos
+    if bytes(data[pos:pos + 4]) == struct.pack("<i", _FST_MAGIC):
+        arc_type = _read_fst_header(data, pos, "archive")[1]
+        if arc_type == "compactlattice44":
+            value, stream.pos = read_compact_lattice_binary(data, pos, "archive")
+        elif arc_type == LATTICE_ARC_TYPE:
+            value, stream.pos = Lattice.read_binary(data, pos, "archive")
+        else:
+            raise KaldiFormatError("FST with arc type %s cannot be converted to %s" % (
+                arc_type, "CompactLattice" if want_compact else "Lattice"), "archive", pos)
+    else:
+        readers = [read_compact_lattice_text, read_lattice_text]
+        if not want_compact:
+            readers.reverse()
+        try:
+            value, stream.pos = readers[0](data, pos, "archive")
+        except KaldiFormatError as own_error:
+            try:
+                value, stream.pos = readers[1](data, pos, "archive")
+            except KaldiFormatError:
+                raise own_error from None
+    if want_compact and isinstance(value, Lattice):
+        return convert_lattice(value)
+    if not want_compact and isinstance(value, CompactLattice):
+        return convert_compact_lattice(value)
+    return value
+
+
 def register_lattice_holder():
     """Makes ``kind="lattice"`` and ``kind="compact_lattice"`` known to
     pynnet3.io.table's readers and writers (binary: the FST bytes right after
@@ -628,12 +663,7 @@ def register_lattice_holder():
         __slots__ = ()
 
         def read_object(self, stream):
-            data, pos = stream.data, stream.pos
-            if bytes(data[pos:pos + 4]) == struct.pack("<i", _FST_MAGIC):
-                lat, stream.pos = Lattice.read_binary(data, pos, "archive")
-            else:
-                lat, stream.pos = read_lattice_text(data, pos, "archive")
-            return lat
+            return read_lattice_either(stream, want_compact=False)
 
         def object_bytes(self, value, binary):
             return value.write_binary() if binary else value.write_text()
@@ -642,12 +672,7 @@ def register_lattice_holder():
         __slots__ = ()
 
         def read_object(self, stream):
-            data, pos = stream.data, stream.pos
-            if bytes(data[pos:pos + 4]) == struct.pack("<i", _FST_MAGIC):
-                clat, stream.pos = read_compact_lattice_binary(data, pos, "archive")
-            else:
-                clat, stream.pos = read_compact_lattice_text(data, pos, "archive")
-            return clat
+            return read_lattice_either(stream, want_compact=True)
 
         def object_bytes(self, value, binary):
             return value.write_binary() if binary else value.write_text()

@@ -2,7 +2,7 @@
 on a :class:`Lattice` (arcs (ilabel, olabel, graph cost, acoustic cost,
 nextstate)): TopSort, Invert, ArcSort (with libstdc++'s std::sort, whose
 order of equal elements the later steps depend on), and Kaldi's Factor and
-ConvertLattice (a Lattice to a CompactLattice). Each gives Kaldi's state
+ConvertLattice (a Lattice to a CompactLattice and back). Each gives Kaldi's state
 numbering and arc order, so what is built on them is Kaldi's text.
 """
 
@@ -11,7 +11,7 @@ from array import array
 from .lattice import CompactLattice, Lattice
 
 __all__ = ["is_top_sorted", "top_sort", "invert", "arc_sort_ilabel", "std_sort", "factor",
-           "convert_lattice", "f32", "times", "compare_weights", "approx_equal"]
+           "convert_lattice", "convert_compact_lattice", "f32", "times", "compare_weights", "approx_equal"]
 
 # Weights are Python floats holding float32 values. A float32 sum or
 # difference is computed in double and rounded once to float32 through this
@@ -358,6 +358,49 @@ def convert_lattice(lat, invert_labels=True):
                  for arcs in ffst.arcs]
     clat.final = [None if f is None else (f[0], f[1], ()) for f in ffst.final]
     return clat
+
+
+def convert_compact_lattice(clat, invert_labels=True):
+    """Kaldi's ConvertLattice from a CompactLattice to a Lattice. States keep
+    their numbers; an arc whose string has n > 1 labels becomes a chain of n
+    arcs through n - 1 new states (the weight and word label on the first,
+    one string label each), a final weight with a string becomes a chain to
+    a new final state. New states are numbered in the order Kaldi adds them
+    (state by state: the final chain, then each arc's chain). With
+    ``invert_labels`` (Kaldi's default) the string labels are the input
+    labels and the word labels the output labels."""
+    lat = Lattice()
+    lat.add_states(clat.num_states)
+    lat.start = clat.start
+    one = (0.0, 0.0)
+
+    def arc(word, tid, weight, nextstate):
+        il, ol = (tid, word) if invert_labels else (word, tid)
+        return (il, ol) + weight + (nextstate,)
+
+    for s in range(clat.num_states):
+        final = clat.final[s]
+        if final is not None:
+            cur = s
+            string = final[2]
+            for n, tid in enumerate(string):
+                nxt = lat.num_states
+                lat.add_states(1)
+                lat.arcs[cur].append(arc(0, tid, final[:2] if n == 0 else one, nxt))
+                cur = nxt
+            lat.final[cur] = one if string else final[:2]
+        for label, w1, w2, string, t in clat.arcs[s]:
+            cur = s
+            for n in range(len(string) - 1):
+                nxt = lat.num_states
+                lat.add_states(1)
+                lat.arcs[cur].append(arc(label if n == 0 else 0, string[n],
+                                         (w1, w2) if n == 0 else one, nxt))
+                cur = nxt
+            lat.arcs[cur].append(arc(label if len(string) <= 1 else 0,
+                                     string[-1] if string else 0,
+                                     (w1, w2) if len(string) <= 1 else one, t))
+    return lat
 
 
 def _copy(lat):
