@@ -72,31 +72,37 @@ def _cindex_arrays(cindexes):
     return arr[:, 1], arr[:, [0, 2, 3]]
 
 
+def _candidate_n_stride(n, is_next):
+    """The first part of Kaldi's FindNStride, shared by the array and the
+    list versions: (N, n_stride), where N is the last row's n + 1 and
+    n_stride the first of 1, rows/N, 2, 3, ... (dividing the row count) at
+    which ``is_next(pos)`` says row ``pos`` holds the first row's Index with
+    n = 1; n_stride is 0 when the n values cannot have the structure or no
+    candidate fits. The caller then checks every row."""
+    size = len(n)
+    if size == 0:
+        return 0, 0
+    num_n = int(n[size - 1]) + 1
+    if num_n <= 1 or n[0] != 0 or size % num_n != 0:
+        return num_n, 0
+    if is_next(1):
+        return num_n, 1
+    if is_next(size // num_n):
+        return num_n, size // num_n
+    for stride in range(2, size // num_n):
+        if size % stride == 0 and is_next(stride):
+            return num_n, stride
+    return num_n, 0
+
+
 def _find_n_stride_arrays(n, key):
     """Kaldi's FindNStride (with the full check) on arrays: the n-stride, or 0
     when the rows lack the regular structure (see the module docstring)."""
     size = len(n)
-    if size == 0:
+    num_n, n_stride = _candidate_n_stride(
+        n, lambda pos: n[pos] == 1 and bool((key[pos] == key[0]).all()))
+    if n_stride == 0:
         return 0
-    num_n = int(n[size - 1]) + 1
-    if num_n <= 1 or n[0] != 0 or size % num_n != 0:
-        return 0
-
-    def is_next(pos):   # row ``pos`` holds the first row's Index with n = 1
-        return n[pos] == 1 and bool((key[pos] == key[0]).all())
-
-    if is_next(1):
-        n_stride = 1
-    elif is_next(size // num_n):
-        n_stride = size // num_n
-    else:
-        n_stride = 0
-        for stride in range(2, size // num_n):
-            if size % stride == 0 and is_next(stride):
-                n_stride = stride
-                break
-        if n_stride == 0:
-            return 0
     block = n_stride * num_n
     pos = np.arange(size)
     # every row with n < N-1 has its successor n_stride rows later ...
@@ -125,27 +131,9 @@ def _find_n_stride_rows(n, key):
     same answer, row by row, which is faster for the many matrices of a few
     rows (a recurrent network has one per time step)."""
     size = len(n)
-    if size == 0:
+    num_n, n_stride = _candidate_n_stride(n, lambda pos: n[pos] == 1 and key[pos] == key[0])
+    if n_stride == 0:
         return 0
-    num_n = n[size - 1] + 1
-    if num_n <= 1 or n[0] != 0 or size % num_n != 0:
-        return 0
-
-    def is_next(pos):
-        return n[pos] == 1 and key[pos] == key[0]
-
-    if is_next(1):
-        n_stride = 1
-    elif is_next(size // num_n):
-        n_stride = size // num_n
-    else:
-        n_stride = 0
-        for stride in range(2, size // num_n):
-            if size % stride == 0 and is_next(stride):
-                n_stride = stride
-                break
-        if n_stride == 0:
-            return 0
     block = n_stride * num_n
     for i in range(size):
         this_n = n[i]
