@@ -789,15 +789,25 @@ cdef class LatticeDeterminizerCore:
         self.minimal_hash[key].push_back(osid)
         return osid
 
+    cdef int find_subset(self, cmap[vector[long long], vector[int]] &table,
+                         vector[vector[Elem]] &subsets, vector[Elem] &subset,
+                         vector[long long] &key):
+        """The id under which ``subset`` (hashed as ``key``) is stored in
+        ``table`` (ids index ``subsets``), or -1 when it is not there."""
+        it = table.find(key)
+        cdef size_t i
+        if it != table.end():
+            for i in range(deref(it).second.size()):
+                if self.weights_match(subsets[deref(it).second[i]], subset):
+                    return deref(it).second[i]
+        return -1
+
     cdef int minimal_to_state_id(self, vector[Elem] &subset, double forward_cost):
         cdef vector[long long] key
         self.make_key(subset, &key)
-        it = self.minimal_hash.find(key)
-        cdef size_t i
-        if it != self.minimal_hash.end():
-            for i in range(deref(it).second.size()):
-                if self.weights_match(self.o_minimal[deref(it).second[i]], subset):
-                    return deref(it).second[i]
+        cdef int found = self.find_subset(self.minimal_hash, self.o_minimal, subset, key)
+        if found >= 0:
+            return found
         cdef int osid = self.new_output_state(subset, forward_cost)
         self.process_final(osid)
         self.process_transitions(osid)
@@ -807,12 +817,9 @@ cdef class LatticeDeterminizerCore:
         """Returns an index into the init_* tables."""
         cdef vector[long long] key
         self.make_key(subset_in, &key)
-        it = self.initial_hash.find(key)
-        cdef size_t i
-        if it != self.initial_hash.end():
-            for i in range(deref(it).second.size()):
-                if self.weights_match(self.init_subsets[deref(it).second[i]], subset_in):
-                    return deref(it).second[i]
+        cdef int found = self.find_subset(self.initial_hash, self.init_subsets, subset_in, key)
+        if found >= 0:
+            return found
         cdef vector[Elem] subset = subset_in
         self.epsilon_closure(&subset)
         self.convert_to_minimal(&subset)
