@@ -24,6 +24,24 @@ Example scoring script: egs/wsj/s5/steps/score_kaldi.sh
 MODES = ("present", "all", "strict")
 
 
+def register_mode_option(parser):
+    """--mode, as compute-wer and compute-wer-bootci register it (read back
+    with :func:`scoring_mode`)."""
+    parser.register_str("mode", "strict",
+                        'Scoring mode: "present"|"all"|"strict":\n'
+                        '  "present" means score those we have transcriptions for\n'
+                        '  "all" means treat absent transcriptions as empty\n'
+                        '  "strict" means die if all in ref not also in hyp')
+
+
+def scoring_mode(opts):
+    """The --mode value, checked as Kaldi checks it."""
+    if opts.mode not in MODES:
+        raise PynnetError('--mode option invalid: expected "present"|"all"|"strict", got '
+                          + opts.mode)
+    return opts.mode
+
+
 def format_percent(count, total):
     """100 * count / total as Kaldi prints it: computed in double, stored as
     a float, printed with two decimals; 0/0 is x86's default NaN, which
@@ -36,17 +54,10 @@ def format_percent(count, total):
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    parser.register_str("mode", "strict",
-                        'Scoring mode: "present"|"all"|"strict":\n'
-                        '  "present" means score those we have transcriptions for\n'
-                        '  "all" means treat absent transcriptions as empty\n'
-                        '  "strict" means die if all in ref not also in hyp')
+    register_mode_option(parser)
     parser.register_bool("text", False, "Deprecated option! Keeping for compatibility reasons.")
     opts, (ref_rspecifier, hyp_rspecifier) = parser.parse(argv, num_args=2)
-    mode = opts.mode
-    if mode not in MODES:
-        raise PynnetError('--mode option invalid: expected "present"|"all"|"strict", got '
-                          + mode)
+    mode = scoring_mode(opts)
     num_words = word_errs = num_sent = sent_errs = 0
     num_ins = num_del = num_sub = num_absent = 0
     hyp_reader = RandomAccessTableReader(hyp_rspecifier, "token_vector")

@@ -14,7 +14,7 @@ from ..decode.glibc_rand import GlibcRand
 from ..errors import PynnetError
 from ..io.table import RandomAccessTableReader, SequentialTableReader
 from ._cli import ToolParser, kaldi_tool
-from .compute_wer import MODES
+from .compute_wer import register_mode_option, scoring_mode
 
 USAGE = """Compute a bootstrapping of WER to extract the 95% confidence interval.
 Take a reference and a transcription file, in integer or text format,
@@ -117,18 +117,11 @@ def _interval_line(name, mean, interval):
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    parser.register_str("mode", "strict",
-                        'Scoring mode: "present"|"all"|"strict":\n'
-                        '  "present" means score those we have transcriptions for\n'
-                        '  "all" means treat absent transcriptions as empty\n'
-                        '  "strict" means die if all in ref not also in hyp')
+    register_mode_option(parser)
     parser.register_int("replications", 10000,
                         "Number of replications to compute the intervals")
     opts, args = parser.parse(argv, num_args=(2, 3))
-    if opts.mode not in MODES:
-        raise PynnetError('--mode option invalid: expected "present"|"all"|"strict", got '
-                          + opts.mode)
-    edits = get_edits(args[0], args[1:], opts.mode)
+    edits = get_edits(args[0], args[1:], scoring_mode(opts))
     rng = GlibcRand()       # Kaldi's tool never seeds: glibc's default seed
     mean, interval = get_bootstrap_wer_interval(edits[0], opts.replications, rng)
     out = [_interval_line("Set1", mean, interval)]
