@@ -84,13 +84,7 @@ def axpy_rows(dest, alpha, src, threads=ORACLE_THREADS):
     if np.ndim(alpha) != 0:
         alpha = np.asarray(alpha, _F32).reshape(-1, 1)
         before = dest.copy()
-        src = np.broadcast_to(src, dest.shape)
-        for start, width in _axpy_parts(dest.shape[1], threads):
-            fused = start + (width & -_AXPY_BLOCK)
-            if fused > start:
-                dest[:, start:fused] = fma32(alpha, src[:, start:fused], dest[:, start:fused])
-            if fused < start + width:
-                dest[:, fused:start + width] += alpha * src[:, fused:start + width]
+        _saxpy(dest, alpha, src, threads)
         np.copyto(dest, before, where=np.broadcast_to(alpha == 0, dest.shape))
         return dest
     alpha = _F32(alpha)
@@ -102,6 +96,14 @@ def axpy_rows(dest, alpha, src, threads=ORACLE_THREADS):
     if alpha == -1:
         dest -= src
         return dest
+    return _saxpy(dest, alpha, src, threads)
+
+
+def _saxpy(dest, alpha, src, threads):
+    """``dest += alpha * src`` row by row in the saxpy kernel's order: within
+    each thread's part, fused multiply-adds on the whole blocks, then a
+    multiply and an add on the tail. ``alpha``: a float32 scalar or a column
+    of per-row values."""
     src = np.broadcast_to(src, dest.shape)
     for start, width in _axpy_parts(dest.shape[1], threads):
         fused = start + (width & -_AXPY_BLOCK)
