@@ -93,6 +93,38 @@ def register_ivector_options(parser):
                         "matrices supplied to the --online-ivectors option")
 
 
+def open_ivector_readers(opts):
+    """(ivector_reader, online_ivector_reader) for --ivectors (mapped through
+    --utt2spk) and --online-ivectors; None for an option not given."""
+    online_reader = (RandomAccessTableReader(opts.online_ivectors, "matrix")
+                     if opts.online_ivectors else None)
+    ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
+                      if opts.ivectors else None)
+    return ivector_reader, online_reader
+
+
+def utterance_ivectors(utt, features, ivector_reader, online_reader):
+    """Kaldi's per-utterance checks before computing it: (ivector,
+    online_ivectors) for ``utt`` (None where no reader is given), or None
+    when the utterance is empty or a given reader lacks it (Kaldi's WARNING
+    is logged)."""
+    if features.shape[0] == 0:
+        log.warning("Zero-length utterance: %s", utt)
+        return None
+    ivector = online_ivectors = None
+    if ivector_reader is not None:
+        if not ivector_reader.has_key(utt):
+            log.warning("No iVector available for utterance %s", utt)
+            return None
+        ivector = ivector_reader.value(utt)
+    if online_reader is not None:
+        if not online_reader.has_key(utt):
+            log.warning("No online iVector available for utterance %s", utt)
+            return None
+        online_ivectors = online_reader.value(utt)
+    return ivector, online_ivectors
+
+
 def register_arithmetic_options(parser, exact_by_default=False):
     """pynnet3's choice of arithmetic, shared by the tools that run a network
     (read back with :func:`compute_backend`); ``exact_by_default`` makes
@@ -206,10 +238,7 @@ def main(argv=None):
     prepare_nnet_for_compute(nnet)
     compute_opts = simple_computation_options(opts)
 
-    online_ivector_reader = (RandomAccessTableReader(opts.online_ivectors, "matrix")
-                             if opts.online_ivectors else None)
-    ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
-                      if opts.ivectors else None)
+    ivector_reader, online_ivector_reader = open_ivector_readers(opts)
     compiler = make_compiler(nnet, optimize_options(opts))
     computer = SimpleNnetComputer(
         nnet, compute_opts, priors, backend=backend, compiler=compiler,
@@ -235,23 +264,11 @@ def main(argv=None):
 
         for utt, features in feature_reader:
             progress.step()
-            if features.shape[0] == 0:
-                log.warning("Zero-length utterance: %s", utt)
+            found = utterance_ivectors(utt, features, ivector_reader, online_ivector_reader)
+            if found is None:
                 summary.num_fail += 1
                 continue
-            ivector = online_ivectors = None
-            if ivector_reader is not None:
-                if not ivector_reader.has_key(utt):
-                    log.warning("No iVector available for utterance %s", utt)
-                    summary.num_fail += 1
-                    continue
-                ivector = ivector_reader.value(utt)
-            if online_ivector_reader is not None:
-                if not online_ivector_reader.has_key(utt):
-                    log.warning("No online iVector available for utterance %s", utt)
-                    summary.num_fail += 1
-                    continue
-                online_ivectors = online_ivector_reader.value(utt)
+            ivector, online_ivectors = found
             if batcher is None:
                 output = computer.compute_utterance(features, ivector, online_ivectors,
                                                     opts.online_ivector_period)

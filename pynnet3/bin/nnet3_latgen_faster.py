@@ -26,14 +26,14 @@ from ..decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
 from ..decode.fst import read_fst
 from ..decode.lattice import register_lattice_holder
 from ..errors import UsageError
-from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
-                        SequentialTableReader, TableWriters)
+from ..io.table import SequentialTableReader, TableWriters
 from ..nnet.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
 from ._word_symbols import read_word_symbols, write_word_names
-from .nnet3_compute import (compute_backend, optimize_options, register_arithmetic_options,
-                            register_ivector_options, register_simple_computation_options,
-                            simple_computation_options)
+from .nnet3_compute import (compute_backend, open_ivector_readers, optimize_options,
+                            register_arithmetic_options, register_ivector_options,
+                            register_simple_computation_options, simple_computation_options,
+                            utterance_ivectors)
 
 logger = logging.getLogger("pynnet3")
 
@@ -144,29 +144,13 @@ def utterance_inputs(opts, feature_rspecifier, counts):
     """(utt, features, ivector, online_ivectors) for every utterance that can
     be decoded, in the archive's order; the others get Kaldi's WARNING and
     count in ``counts["fail"]``."""
-    online_reader = (RandomAccessTableReader(opts.online_ivectors, "matrix")
-                     if opts.online_ivectors else None)
-    ivector_reader = (RandomAccessTableReaderMapped(opts.ivectors, opts.utt2spk, "vector")
-                      if opts.ivectors else None)
+    ivector_reader, online_reader = open_ivector_readers(opts)
     for utt, features in SequentialTableReader(feature_rspecifier, "matrix"):
-        if features.shape[0] == 0:
-            logger.warning("Zero-length utterance: %s", utt)
+        found = utterance_ivectors(utt, features, ivector_reader, online_reader)
+        if found is None:
             counts["fail"] += 1
             continue
-        ivector = online = None
-        if ivector_reader is not None:
-            if not ivector_reader.has_key(utt):
-                logger.warning("No iVector available for utterance %s", utt)
-                counts["fail"] += 1
-                continue
-            ivector = ivector_reader.value(utt)
-        if online_reader is not None:
-            if not online_reader.has_key(utt):
-                logger.warning("No online iVector available for utterance %s", utt)
-                counts["fail"] += 1
-                continue
-            online = online_reader.value(utt)
-        yield utt, features, ivector, online
+        yield (utt, features) + found
 
 
 class LatgenWriters(TableWriters):
