@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
+from bench_compile import kaldi_stats as read_stats, load_model  # noqa: E402
 from pynnet3.compile import ComputationRequest, compile  # noqa: E402
 from pynnet3.compile.computation import CommandType as C  # noqa: E402
 from pynnet3.compile.computation_io import read_computation_file  # noqa: E402
@@ -55,16 +56,6 @@ def peak_matrix_bytes_excluding_inputs(computation, nnet):
             cur += size if t == C.kAllocMatrix else -size
             peak = max(peak, cur)
     return peak
-
-
-def read_stats(path):
-    stats = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 2:
-                stats[parts[0]] = float(parts[1])
-    return stats
 
 
 def figures(computation, nnet):
@@ -104,7 +95,6 @@ def random_cases(kaldi_ref):
 
 
 def bench_requests(kaldi_ref, repeat):
-    from bench_compile import load_model
     bench = os.path.join(kaldi_ref, "bench")
     names = sorted(d for d in os.listdir(bench)
                    if os.path.isfile(os.path.join(bench, d, "request.txt")))
