@@ -42,6 +42,7 @@ _EXPORTS = {
     "vectorize_nnet": ("pynnet3.nnet.utils", "vectorize_nnet"),
     "decode": ("pynnet3.decode.api", "decode"),
     "Decoder": ("pynnet3.decode.api", "Decoder"),
+    "draw": ("pynnet3.drawing", "draw"),
     "PynnetError": ("pynnet3.errors", "PynnetError"),
     "KaldiFormatError": ("pynnet3.errors", "KaldiFormatError"),
     "ConfigError": ("pynnet3.errors", "ConfigError"),
