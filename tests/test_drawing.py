@@ -9,8 +9,10 @@ Graphviz is installed, that ``dot -Tsvg`` accepts.
 """
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -510,3 +512,25 @@ def test_text_and_binary_models_draw_the_same(kaldi_ref):
     text = Nnet.read(str(kaldi_ref / "models" / "gru" / "model.txt"))
     binary = Nnet.read(str(kaldi_ref / "models" / "gru" / "model.raw"))
     assert drawing.nnet_to_dot(text) == drawing.nnet_to_dot(binary)
+
+
+# -- docs/drawing.md --------------------------------------------------------------------------
+
+def _doc_blocks():
+    text = (REPO / "docs" / "drawing.md").read_text()
+    return re.findall(r"```(python|sh)\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("number", range(len(_doc_blocks())))
+def test_docs_drawing_blocks_run_as_written(number, tmp_path):
+    """Each code block of docs/drawing.md, run from an empty folder with this
+    interpreter's python and the scripts/bin tools first on PATH."""
+    lang, code = _doc_blocks()[number]
+    env = dict(os.environ, PYNNET3_PYTHON=sys.executable,
+               PATH=os.pathsep.join([str(REPO / "scripts" / "bin"),
+                                     os.path.dirname(sys.executable), os.environ["PATH"]]))
+    command = [sys.executable, "-c", code] if lang == "python" else ["bash", "-e", "-c", code]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert list(tmp_path.iterdir()) or not HAVE_DOT     # each block writes a file
