@@ -681,7 +681,8 @@ class _GraphBuilder:
     def _collapse(self):
         """Nodes and edges with each layer made one node: edges inside a layer are
         dropped, edges into or out of one end at its node (ports dropped), and
-        parallel edges of the same style are merged, their labels listed."""
+        parallel edges of the same style into or out of a layer are merged, their
+        labels listed; the other edges stay as they are."""
         layer_id = {}
         order = []
         for node in self.nodes.values():
@@ -698,13 +699,15 @@ class _GraphBuilder:
             tail_port = edge.tail_port if tail == edge.tail else None
             head_port = edge.head_port if head == edge.head else None
             key = (tail, tail_port, head, head_port, edge.dashed, edge.recurrent)
+            if tail == edge.tail and head == edge.head:
+                key += (len(merged),)     # not at a layer: kept as drawn (Sum(a, a)...)
             if key in merged:
                 if edge.label not in merged[key]:
                     merged[key].append(edge.label)
             else:
                 merged[key] = [edge.label]
         edges = []
-        for (tail, tail_port, head, head_port, dashed, recurrent), labels in merged.items():
+        for (tail, tail_port, head, head_port, dashed, recurrent, *_), labels in merged.items():
             if len(labels) > 1:
                 label = ", ".join(label or "t" for label in labels)
             else:

@@ -336,6 +336,11 @@ def test_collapsed_parallel_edges_merge_their_labels():
                        "output-node name=o input=L.b\n")
     g = parse_dot(drawing.nnet_to_dot(nnet, expand_layers=False))
     assert _edge_label(_edge(g, "x", "%layer.L")) == "t-1, t, t+1"
+    # edges outside layers stay as drawn: a sum of x at two times has two edges
+    g = parse_dot(drawing.nnet_to_dot(_inputs_and(
+        "output-node name=o input=Sum(Offset(x, -2), Offset(x, 2))\n"), expand_layers=False))
+    [plus] = _helpers(g, "Sum")
+    assert sorted(_edge_label(e) for e in g.edges_into(plus)) == ["t+2", "t-2"]
 
 
 def test_layers_of_a_kaldi_xconfig_model(kaldi_ref):
