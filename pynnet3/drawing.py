@@ -60,7 +60,7 @@ from .nnet.format import kaldi_str
 from .nnet.nnet import Nnet, kComponent, kDescriptor, kDimRange, kInput, kQuadratic
 from .nnet.utils import find_orphan_nodes, nnet_to_directed_graph
 
-__all__ = ["draw", "nnet_to_dot", "write_picture", "picture_format",
+__all__ = ["draw", "nnet_to_dot", "write_picture", "picture_format", "info_attributes",
            "PICTURE_FORMATS", "DEFAULT_COMPONENT_ATTRIBUTES"]
 
 log = logging.getLogger(__name__)
@@ -124,10 +124,10 @@ def draw(nnet, picture=None, *, expand_layers=True, node_prefixes=(), use_color=
         >>> text = pynnet3.draw("final.raw")                 # doctest: +SKIP
         >>> text = pynnet3.draw("final.mdl", "model.svg")    # doctest: +SKIP
     """
-    if not isinstance(nnet, Nnet):
-        nnet = Nnet.read(os.fspath(nnet))
     if picture is not None:
         picture_format(picture)     # a bad name fails before any work
+    if not isinstance(nnet, Nnet):
+        nnet = Nnet.read(os.fspath(nnet))
     text = nnet_to_dot(nnet, expand_layers=expand_layers, node_prefixes=node_prefixes,
                        use_color=use_color, component_attributes=component_attributes)
     if picture is not None:
@@ -176,6 +176,10 @@ def write_picture(dot_text, path):
         raise PynnetError("cannot make the picture %s: Graphviz's 'dot' program is not "
                           "installed (not found on PATH; on Debian or Ubuntu: apt-get "
                           "install graphviz)" % path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        # A device or FIFO (e.g. /dev/stdout) is written in place, never replaced.
+        _run_dot(dot, fmt, dot_text, path, path)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix=os.path.splitext(path)[1],
@@ -184,14 +188,7 @@ def write_picture(dot_text, path):
         raise PynnetError("cannot write %s: %s" % (path, e.strerror or e)) from None
     os.close(fd)
     try:
-        proc = subprocess.run([dot, "-T" + fmt, "-o", tmp], input=dot_text.encode("utf-8"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        message = proc.stderr.decode("utf-8", "replace").strip()
-        if proc.returncode != 0:
-            raise PynnetError("Graphviz's dot failed (exit status %d) making %s: %s"
-                              % (proc.returncode, path, message or "no message"))
-        if message:
-            log.warning("Graphviz's dot, making %s: %s", path, message)
+        _run_dot(dot, fmt, dot_text, tmp, path)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)
@@ -201,6 +198,23 @@ def write_picture(dot_text, path):
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _run_dot(dot, fmt, dot_text, out, path):
+    """Runs ``dot -T<fmt> -o <out>`` on ``dot_text``; ``path`` names the picture
+    in messages."""
+    try:
+        proc = subprocess.run([dot, "-T" + fmt, "-o", out], input=dot_text.encode("utf-8"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as e:
+        raise PynnetError("cannot run Graphviz's dot (%s) to make %s: %s"
+                          % (dot, path, e.strerror or e)) from None
+    message = proc.stderr.decode("utf-8", "replace").strip()
+    if proc.returncode != 0:
+        raise PynnetError("Graphviz's dot failed (exit status %d) making %s: %s"
+                          % (proc.returncode, path, message or "no message"))
+    if message:
+        log.warning("Graphviz's dot, making %s: %s", path, message)
 
 
 # -- the graph model -------------------------------------------------------------------

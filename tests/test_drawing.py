@@ -398,6 +398,27 @@ def test_dot_failure_is_reported_without_output(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@needs_dot
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_picture_into_a_named_pipe_is_written_in_place(tmp_path):
+    import stat
+    import threading
+    fifo = tmp_path / "pipe.svg"
+    os.mkfifo(fifo)
+    got = {}
+
+    def read():
+        with open(fifo, "rb") as f:
+            got["data"] = f.read()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    drawing.write_picture(pynnet3.draw(str(EXAMPLE)), str(fifo))
+    reader.join(30)
+    assert got["data"].startswith(b"<?xml")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)      # still the pipe, not replaced
+
+
 # -- the tool -----------------------------------------------------------------------------
 
 def _run_tool(argv, capsys):
