@@ -279,6 +279,24 @@ def test_cycle_edges_read_at_the_same_t_are_not_recurrences():
     assert attr(_edge(g, "d", "c")["attrs"], "dir") == "back"     # c -> d, reversed
 
 
+def test_strongly_connected_components_match_reachability():
+    import random
+    rng = random.Random(5)
+    for _ in range(200):
+        num = rng.randint(1, 12)
+        graph = [sorted(rng.sample(range(num), rng.randint(0, min(3, num))))
+                 for _ in range(num)]
+        reach = [{v} for v in range(num)]
+        for _ in range(num):
+            for v in range(num):
+                for w in list(reach[v]):
+                    reach[v].update(graph[w])
+        scc = drawing._strongly_connected(graph)
+        for v in range(num):
+            for w in range(num):
+                assert (scc[v] == scc[w]) == (w in reach[v] and v in reach[w]), graph
+
+
 def test_use_color_false_has_no_fills():
     text = drawing.nnet_to_dot(_small_network(), use_color=False)
     assert "fillcolor" not in text and "filled" not in text
