@@ -4,7 +4,9 @@ What a user needs, by task (each name's docstring has its arguments,
 returns, errors and an example; ``docs/api.md`` collects them):
 
 - models: :class:`Nnet` (``.raw`` networks, nnet3 configs), :class:`AmNnetSimple`
-  (``.mdl`` acoustic models: transition model, network, priors);
+  (``.mdl`` acoustic models: transition model, network, priors),
+  :func:`prepare_for_test` (what Kaldi's tools do to a network before
+  computing);
 - Kaldi tables and objects: :func:`read_table`, :func:`open_table`,
   :func:`write_table`, :class:`TableWriter`, :func:`read_object`,
   :func:`write_object` (archives, scp, pipes; matrices, vectors, lattices, ...);
@@ -50,6 +52,7 @@ _EXPORTS = {
     "compute_utterance": ("pynnet3.compute.api", "compute_utterance"),
     "compute_table": ("pynnet3.compute.api", "compute_table"),
     "compute_xvector": ("pynnet3.compute.api", "compute_xvector"),
+    "prepare_for_test": ("pynnet3.compute.api", "prepare_for_test"),
     "DecodableNnetLoopedOnline": ("pynnet3.compute.looped", "DecodableNnetLoopedOnline"),
     "Decoder": ("pynnet3.decode.api", "Decoder"),
     "decode": ("pynnet3.decode.api", "decode"),

@@ -38,8 +38,6 @@ from .io.files import OutputSink
 __all__ = ["read_table", "open_table", "write_table", "TableWriter", "read_object",
            "write_object", "TABLE_KINDS"]
 
-TableWriter = _table.TableWriter
-
 #: Every ``kind`` the table functions accept (besides ``None``).
 TABLE_KINDS = tuple(sorted(set(_table.HOLDERS) | {"lattice", "compact_lattice"}))
 
@@ -125,6 +123,63 @@ def _value_kind(value):
     return _table.infer_kind(value)
 
 
+class TableWriter(_table.TableWriter):
+    """Writes ``(key, value)`` pairs one at a time to the table a wspecifier
+    names, byte for byte as Kaldi's TableWriter. Use it as a context manager
+    (or call :meth:`close`): an archive file appears under its name only
+    when closed without error; if the block raises, nothing is left behind.
+
+    Args:
+        wspecifier: Kaldi's wspecifier: ``"ark:out.ark"``, ``"ark,t:-"``,
+            ``"ark,scp:out.ark,out.scp"``, ``"ark:| gzip -c > out.ark.gz"``,
+            ``"scp:out.scp"`` (each object to the file its line names).
+        kind: the objects' type (as for :func:`read_table`: ``"matrix"``,
+            ``"int32_vector"``, ``"compact_lattice"``, ...); None infers it
+            from each value.
+
+    Raises:
+        PynnetError: a bad wspecifier or kind, or a file that cannot be
+            written.
+
+    Example::
+
+        import pynnet3
+
+        with pynnet3.TableWriter("ark,t:ali.txt", "int32_vector") as writer:
+            writer.write("utt1", [1, 2, 2, 3])
+            writer.write("utt2", [4, 4])
+        print(open("ali.txt").read())
+
+    Output::
+
+        utt1 1 2 2 3
+        utt2 4 4
+    """
+
+    def __init__(self, wspecifier, kind=None):
+        super().__init__(wspecifier, None if kind is None else _kind(kind))
+
+    def write(self, key, value, kind=None):
+        """Writes one object.
+
+        Args:
+            key: the key, a non-empty string without whitespace.
+            value: the object (a NumPy array for matrices and vectors).
+            kind: this object's type, overriding the writer's.
+
+        Returns:
+            None.
+
+        Raises:
+            PynnetError: a bad key, or a value that is not of the kind.
+        """
+        if kind is not None:
+            kind = _kind(kind)
+        elif self.holder is None:
+            kind = _value_kind(value)
+        super().write(key, value, kind)
+
+
 def read_table(rspecifier, kind=None):
     """Iterates over a Kaldi table: ``(key, value)`` pairs in table order,
     as Kaldi's SequentialTableReader.
@@ -152,6 +207,13 @@ def read_table(rspecifier, kind=None):
 
         for key, feats in pynnet3.read_table("ark:" + examples.path("feats.ark")):
             print(key, feats.shape, feats.dtype)
+
+    Output::
+
+        utt1 (7, 13) float32
+        utt2 (50, 13) float32
+        utt3 (173, 13) float32
+        utt4 (301, 13) float32
     """
     return iter(_table.SequentialTableReader(rspecifier, _kind(kind)))
 
@@ -182,6 +244,10 @@ def open_table(rspecifier, kind=None, utt2spk=None):
 
         with pynnet3.open_table("ark:" + examples.path("online-ivectors.ark")) as ivectors:
             print("utt3" in ivectors, ivectors["utt3"].shape)
+
+    Output::
+
+        True (18, 10)
     """
     if utt2spk:
         return _table.RandomAccessTableReaderMapped(rspecifier, utt2spk, _kind(kind))
@@ -218,13 +284,17 @@ def write_table(wspecifier, pairs, kind=None):
                             {"utt1": np.eye(3, dtype=np.float32),
                              "utt2": np.ones((2, 3), np.float32)})
         print(open("out.scp").read())
+
+    Output::
+
+        utt1 out.ark:5
+        utt2 out.ark:61
     """
     items = pairs.items() if hasattr(pairs, "items") else pairs
-    writer_kind = None if kind is None else _kind(kind)
     count = 0
-    with TableWriter(wspecifier, writer_kind) as writer:
+    with TableWriter(wspecifier, kind) as writer:
         for key, value in items:
-            writer.write(key, value, None if writer_kind else _value_kind(value))
+            writer.write(key, value)
             count += 1
     return count
 
@@ -232,8 +302,8 @@ def write_table(wspecifier, pairs, kind=None):
 def read_object(rxfilename, kind=None):
     """Reads one Kaldi object from a file, as Kaldi's ReadKaldiObject: e.g.
     an LDA matrix, a priors vector, or one entry of an archive named by a
-    script file's ``archive:offset`` (with an optional range ``[0:9]`` of
-    rows, ``[0:9,0:4]`` of rows and columns).
+    script file's ``archive:offset``, optionally with a range as Kaldi's
+    (inclusive: ``[0:9]`` rows 0 to 9, ``[0:9,0:4]`` rows and columns).
 
     Args:
         rxfilename: a file, ``-`` (standard input), ``command |``, or
@@ -257,7 +327,12 @@ def read_object(rxfilename, kind=None):
         with open("feats.scp") as scp:
             key, location = scp.readline().split()
         print(key, location, pynnet3.read_object(location).shape)
-        print(pynnet3.read_object(location + "[0:2]"))   # its first two rows
+        print(pynnet3.read_object(location + "[0:1]").shape)   # rows 0 to 1
+
+    Output::
+
+        utt1 feats.ark:5 (7, 13)
+        (2, 13)
     """
     loader = _table._ObjectLoader(_table.HOLDERS[_kind(kind)])
     try:
@@ -291,6 +366,12 @@ def write_object(wxfilename, value, binary=True, kind=None):
         pynnet3.write_object("priors.vec", np.array([0.25, 0.75], np.float32), binary=False)
         print(open("priors.vec").read())
         print(pynnet3.read_object("priors.vec"))
+
+    Output::
+
+         [ 0.25 0.75 ]
+
+        [0.25 0.75]
     """
     holder = _table.HOLDERS[_kind(kind) if kind is not None else _value_kind(value)]
     body = holder.object_bytes(value, binary)

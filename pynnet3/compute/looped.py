@@ -365,6 +365,10 @@ class DecodableNnetLoopedOnline:
             print(len(stream.get_new_outputs()), end=" ")   # frames ready so far
         stream.input_finished()
         print(len(stream.get_new_outputs()))                # the rest
+
+    Output::
+
+        0 0 20 0 20 10
     """
 
     def __init__(self, model, priors=None, *, prepared=False, backend="numpy", **options):
@@ -465,8 +469,14 @@ class DecodableNnetLoopedOnline:
         return chunks * info.frames_per_chunk // sf
 
     def is_last_frame(self, subsampled_frame):
-        """True if the input has finished and ``subsampled_frame`` is the last
-        output frame (Kaldi's IsLastFrame)."""
+        """Kaldi's IsLastFrame.
+
+        Args:
+            subsampled_frame: an output frame.
+
+        Returns:
+            True if the input has finished and this is the last output frame.
+        """
         sf = self.info.opts.frame_subsampling_factor
         return (self._finished and self._frames.shape[0] > 0
                 and subsampled_frame == (self._frames.shape[0] + sf - 1) // sf - 1)
@@ -520,8 +530,18 @@ class DecodableNnetLoopedOnline:
         return self._frame_row(subsampled_frame, scaled=False)
 
     def get_scaled_log_likelihoods_for_frame(self, subsampled_frame):
-        """``acoustic_scale * (output - log(priors))`` for one frame (Kaldi's
-        LogLikelihood values); otherwise as :meth:`get_output_for_frame`."""
+        """The scaled log-likelihoods of one frame, ``acoustic_scale * (output
+        - log(priors))`` (Kaldi's LogLikelihood values).
+
+        Args:
+            subsampled_frame: as for :meth:`get_output_for_frame`.
+
+        Returns:
+            A float32 vector of the output dimension.
+
+        Raises:
+            UsageError: as :meth:`get_output_for_frame`.
+        """
         return self._frame_row(subsampled_frame, scaled=True)
 
     def _get_new(self, scaled):

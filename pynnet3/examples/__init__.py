@@ -128,7 +128,11 @@ def main(argv=None, out=None):
         out: where the report goes (default standard output).
 
     Returns:
-        The exit status: 0 when everything agrees with Kaldi, 1 otherwise.
+        The exit status: 0 when everything agrees with Kaldi, 1 otherwise
+        (also when a file cannot be read: one ERROR line on stderr).
+
+    Raises:
+        Nothing on bad input: errors become the ERROR line and status 1.
     """
     from .run import main as run_main
     return run_main(argv, out)

@@ -1,5 +1,6 @@
 """``python -m pynnet3.examples [OUTPUT]``: pynnet3 on the shipped examples,
-each compared with what Kaldi made of the same files.
+each compared with what Kaldi made of the same files
+(``python -m pynnet3.examples --dir`` prints the examples' folder).
 
 1. ``nnet3-info``: the header of ``tdnn_lda.raw``'s info, and whether the
    whole text equals Kaldi's ``tdnn_lda.info.txt``.
@@ -51,6 +52,8 @@ result with real Kaldi's output for the same files.
 Usage: python -m pynnet3.examples [<output-wspecifier>]
  e.g.: python -m pynnet3.examples ark:out.ark
 (writes pynnet3's nnet3-compute output there; a plain path means ark:<path>)
+       python -m pynnet3.examples --dir
+(prints the folder that holds the example files, e.g. ex=$(python -m pynnet3.examples --dir))
 """
 
 
@@ -241,7 +244,10 @@ def main(argv=None, out=None):
     from ..nnet.nnet import Nnet
     from ..tables import write_table
     argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a in ("-h", "--help") for a in argv) or len(argv) > 1:
+    if argv == ["--dir"]:
+        (out or sys.stdout).write(os.path.dirname(path("feats.ark")) + "\n")
+        return 0
+    if any(a in ("-h", "--help") for a in argv) or len(argv) > 1 or argv[:1] == ["--dir"]:
         sys.stderr.write(USAGE)
         return 0 if len(argv) <= 1 else 1
     wspecifier = _wspecifier(argv[0]) if argv else None

@@ -1059,12 +1059,22 @@ class TableWriter:
                 self._script_out.flush()
 
     def close(self):
+        """Finishes the table: the archive (and script file) appear under
+        their names.
+
+        Returns:
+            None.
+        """
         for sink in (self._archive, self._script_out):
             if sink is not None:
                 sink.close()
 
     def abort(self):
-        """Discards what was written (files are not created)."""
+        """Discards what was written (files are not created).
+
+        Returns:
+            None.
+        """
         for sink in (self._archive, self._script_out):
             if sink is not None:
                 sink.abort()
