@@ -12,9 +12,11 @@ the files it ships (``pynnet3.examples``).
   machine (install and run the example; run the test suite): they are fenced
   ```sh not-run, there are exactly two, and they are what .ci/run runs. Any
   other ``not-run`` block fails this test.
-- docs/*.md is globbed, so a new page is checked without changing this file;
-  docs/api.md is the API reference generated from the docstrings
-  (scripts/make_api_doc.py) and must be up to date.
+- docs/*.md is globbed, so a new page is checked without changing this file.
+- docs/api.md (from the docstrings, scripts/make_api_doc.py) and docs/tools.md
+  (from the tools' --help, scripts/make_tools_doc.py) must be up to date; they
+  cover exactly ``pynnet3.__all__`` and pyproject.toml's console scripts, and
+  every documented name has its docstring sections.
 """
 
 import os
@@ -137,11 +139,29 @@ def test_doc_block_runs(block, tmp_path):
             "%s printed:\n%s\nthe docs say:\n%s" % (block.id, proc.stdout, block.output)
 
 
-def test_api_reference_is_up_to_date():
+def _script(name):
     sys.path.insert(0, str(REPO / "scripts"))
     try:
-        import make_api_doc
+        return __import__(name)
     finally:
         sys.path.pop(0)
+
+
+def test_api_reference_is_up_to_date_and_complete():
+    make_api_doc = _script("make_api_doc")
+    assert make_api_doc.check() == []
     assert (REPO / "docs" / "api.md").read_text(encoding="utf-8") == make_api_doc.render(), \
         "docs/api.md is stale: run python scripts/make_api_doc.py"
+    import pynnet3
+    documented = {name for _, names in make_api_doc.GROUPS for name in names}
+    assert documented == set(pynnet3.__all__)
+
+
+def test_tools_reference_is_up_to_date_and_complete():
+    make_tools_doc = _script("make_tools_doc")
+    assert (REPO / "docs" / "tools.md").read_text(encoding="utf-8") == make_tools_doc.render(), \
+        "docs/tools.md is stale: run python scripts/make_tools_doc.py"
+    section = (REPO / "pyproject.toml").read_text().split("[project.scripts]", 1)[1]
+    section = section.split("\n[", 1)[0]
+    scripts = sorted(re.findall(r"^([\w-]+) = ", section, re.M))
+    assert sorted(make_tools_doc.tools()) == scripts

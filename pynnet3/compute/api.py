@@ -240,8 +240,10 @@ def prepare_for_test(nnet):
     """A copy of a network prepared for computing as Kaldi's tools prepare
     theirs (``nnet3-compute``, ``nnet3-latgen-faster``, and ``nnet3-copy
     --prepare-for-test=true``, which writes the same network): batch-norm and
-    dropout components in test mode, then Kaldi's CollapseModel (batch-norm
-    and fixed scales folded into the affine layers next to them).
+    dropout components in test mode, then Kaldi's CollapseModel (adjacent
+    components merged where Kaldi merges them: dropout removed, fixed
+    affine and scale layers and batch-norm combined with the affine layers
+    they feed or follow directly).
 
     :func:`compute_utterance`, :func:`compute_xvector`, the streaming class
     and :class:`~pynnet3.Decoder` do this themselves; a computation compiled
