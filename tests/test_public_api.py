@@ -114,6 +114,19 @@ def test_the_callers_network_is_left_alone(example):
     assert stream.info.nnet is prepared
 
 
+def test_decoder_leaves_the_callers_model_alone(example):
+    am = pynnet3.AmNnetSimple.read(examples.path("final.mdl"))
+    before = am.nnet.to_bytes()
+    decoder = pynnet3.Decoder(am, examples.path("HCLG.fst"), beam=8, lattice_beam=4,
+                              max_active=200)
+    online = dict(pynnet3.read_table("ark:" + examples.path("online-ivectors.ark")))
+    result = decoder(example["feats"]["utt2"], online_ivectors=online["utt2"],
+                     online_ivector_period=10)
+    assert result.words == [9] and am.nnet.to_bytes() == before
+    with pytest.raises(pynnet3.PynnetError, match="no transition model"):
+        pynnet3.Decoder(pynnet3.AmNnetSimple(am.nnet, am.priors), examples.path("HCLG.fst"))
+
+
 def test_streaming_errors(example):
     feats, ivector = example["feats"]["utt1"], example["ivectors"]["utt1"]
     stream = pynnet3.DecodableNnetLoopedOnline(example["nnet"], frames_per_chunk=20)

@@ -29,8 +29,8 @@ def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
             multi-segment ('online') computation.
         optimize: optimize as Kaldi's tools do (True), or return Kaldi's
             unoptimized computation (False).
-        options: an NnetOptimizeOptions (``pynnet3.optimize.options``;
-            ``--optimization.*`` on the tools); None: Kaldi's defaults.
+        options: Kaldi's NnetOptimizeOptions (the tools'
+            ``--optimization.*`` options); None: Kaldi's defaults.
         output_debug_info: keep the matrices' debug info (the Cindexes
             shown by ``print``).
         check: run Kaldi's ComputationChecker after every optimization pass.

@@ -58,8 +58,9 @@ class NnetComputer:
         computation: what :func:`pynnet3.compile` returned.
         nnet: the network it was compiled for.
         nnet_to_update: the Nnet whose components receive the parameter
-            gradient in the backward pass (a copy of ``nnet`` scaled to zero
-            and set as gradient: ``pynnet3.nnet.utils``), None: none.
+            gradient in the backward pass (as in Kaldi, a copy of ``nnet``
+            with its parameters scaled to zero and set as gradient: Kaldi's
+            ScaleNnet and SetNnetAsGradient), None: none.
         backend: "numpy" (BLAS arithmetic), "kaldi-exact" (Kaldi's CPU
             arithmetic, bit for bit), "cupy", or a Backend.
         nnet_to_store_stats: where the forward pass's store-stats flag

@@ -102,6 +102,22 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
                         len(path.alignment), reached)
 
 
+def _model_copy(model):
+    """(TransitionModel, AmNnetSimple) from a pair or from an AmNnetSimple
+    read from a .mdl, with a copy of the network: preparing it for
+    computing must not change the caller's model."""
+    from ..nnet.am import AmNnetSimple
+    if isinstance(model, AmNnetSimple):
+        if model.transition_model is None:
+            raise UsageError("the acoustic model has no transition model (read a .mdl with "
+                             "AmNnetSimple.read, or give a (TransitionModel, AmNnetSimple) "
+                             "pair)")
+        trans_model, am_nnet = model.transition_model, model
+    else:
+        trans_model, am_nnet = model
+    return trans_model, AmNnetSimple(am_nnet.nnet.copy(), am_nnet.priors, trans_model)
+
+
 class Decoder:
     """An acoustic model and a decoding graph loaded once, for decoding many
     utterances as ``nnet3-latgen-faster`` does: the network (prepared as the
@@ -110,8 +126,10 @@ class Decoder:
     utterance (:meth:`__call__`).
 
     Args:
-        model: the ``.mdl`` file name, or a (TransitionModel, AmNnetSimple)
-            pair.
+        model: the ``.mdl`` file name, an AmNnetSimple read from a ``.mdl``
+            (:meth:`AmNnetSimple.read <pynnet3.AmNnetSimple.read>`), or a
+            (TransitionModel, AmNnetSimple) pair; the network is prepared on
+            a copy, the caller's model is not changed.
         hclg: the decoding graph's file name (Kaldi's HCLG.fst, const or
             vector FST), or a graph already read.
         **options: ``nnet3-latgen-faster``'s options by their snake_case
@@ -171,7 +189,8 @@ class Decoder:
                                                if k in dec_fields})
         copts = SimpleComputationOptions(**{"acoustic_scale": 0.1, **{
             k: v for k, v in options.items() if k in comp_fields}})
-        self.trans_model, self.am_nnet = read_mdl(model) if isinstance(model, str) else model
+        self.trans_model, self.am_nnet = read_mdl(model) if isinstance(model, str) else \
+            _model_copy(model)
         self.fst = read_fst(hclg) if isinstance(hclg, str) else hclg
         self.tid_to_pdf = transition_id_to_pdf_table(self.trans_model)
         check_graph_labels(self.fst, self.tid_to_pdf)
@@ -217,8 +236,8 @@ def decode(model, hclg, feats, **options):
     many utterances make one Decoder, which loads model and graph once).
 
     Args:
-        model: the ``.mdl`` file name, or a (TransitionModel, AmNnetSimple)
-            pair.
+        model: the ``.mdl`` file name, an AmNnetSimple read from a ``.mdl``,
+            or a (TransitionModel, AmNnetSimple) pair (not changed).
         hclg: the decoding graph's file name, or a graph already read.
         feats: the features, a matrix.
         **options: the Decoder's options, and ``ivector=``, or
