@@ -57,7 +57,7 @@ _SECTION = re.compile(r"^(Args|Arguments|Returns|Yields|Raises|Attributes|Exampl
 
 
 def _inline(text):
-    text = _ROLE.sub(lambda m: "`%s`" % m.group(1), text)
+    text = _ROLE.sub(lambda m: "`%s`" % m.group(1).split(" <", 1)[0], text)
     return text.replace("``", "`")
 
 
