@@ -1,60 +1,78 @@
 """pynnet3: Kaldi's nnet3 neural-network framework in Python.
 
-Top-level names are imported lazily (on first use), so ``import pynnet3`` is
-cheap and a problem in one subpackage cannot break importing another:
+What a user needs, by task (each name's docstring has its arguments,
+returns, errors and an example; ``docs/api.md`` collects them):
 
-    >>> from pynnet3 import Nnet
-    >>> nnet = Nnet.read("final.raw")
+- models: :class:`Nnet` (``.raw`` networks, nnet3 configs), :class:`AmNnetSimple`
+  (``.mdl`` acoustic models: transition model, network, priors),
+  :func:`prepare_for_test` (what Kaldi's tools do to a network before
+  computing);
+- Kaldi tables and objects: :func:`read_table`, :func:`open_table`,
+  :func:`write_table`, :class:`TableWriter`, :func:`read_object`,
+  :func:`write_object` (archives, scp, pipes; matrices, vectors, lattices, ...);
+- computing as Kaldi's tools do: :func:`compute_utterance`,
+  :func:`compute_table` (``nnet3-compute``), :func:`compute_xvector`
+  (``nnet3-xvector-compute``), :class:`DecodableNnetLoopedOnline` (streaming);
+- decoding: :class:`Decoder`, :func:`decode` (``nnet3-latgen-faster``);
+- any computation, Kaldi's way: :class:`ComputationRequest`, :func:`compile`,
+  :class:`NnetComputer`;
+- pictures of networks: :func:`draw` (``nnet3-to-dot``);
+- errors: :class:`PynnetError` (every error pynnet3 raises on bad input);
+- ``pynnet3.examples``: a small Kaldi model set shipped with the package.
+
+Everything else lives in the subpackages (``pynnet3.nnet``, ``pynnet3.compile``,
+``pynnet3.compute``, ``pynnet3.decode``, ``pynnet3.io``, ...), importable
+from their modules. Names are imported on first use, so ``import pynnet3`` is
+cheap and a problem in one subpackage cannot break importing another.
+
+Example::
+
+    import pynnet3
+    from pynnet3 import examples
+
+    nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+    print(nnet.info().splitlines()[0])
 """
 
 import importlib
+
+from . import log as _log  # noqa: F401  (Kaldi-style log lines for library use)
 
 __version__ = "0.1.0"
 
 # public name -> (module, attribute)
 _EXPORTS = {
     "Nnet": ("pynnet3.nnet.nnet", "Nnet"),
-    "NetworkNode": ("pynnet3.nnet.nnet", "NetworkNode"),
-    "NodeType": ("pynnet3.nnet.nnet", "NodeType"),
-    "ObjectiveType": ("pynnet3.nnet.nnet", "ObjectiveType"),
-    "Descriptor": ("pynnet3.nnet.descriptor", "Descriptor"),
-    "parse_descriptor": ("pynnet3.nnet.descriptor", "parse_descriptor"),
-    "Index": ("pynnet3.nnet.index", "Index"),
-    "Cindex": ("pynnet3.nnet.index", "Cindex"),
-    "Component": ("pynnet3.components", "Component"),
     "AmNnetSimple": ("pynnet3.nnet.am", "AmNnetSimple"),
-    "TransitionModel": ("pynnet3.nnet.transition", "TransitionModel"),
-    "ComputationRequest": ("pynnet3.compile.request", "ComputationRequest"),
-    "IoSpecification": ("pynnet3.compile.request", "IoSpecification"),
-    "NnetComputation": ("pynnet3.compile.computation", "NnetComputation"),
-    "NnetComputer": ("pynnet3.compute.computer", "NnetComputer"),
-    "NnetOptimizeOptions": ("pynnet3.optimize.options", "NnetOptimizeOptions"),
-    "CachingOptimizingCompiler": ("pynnet3.compile.caching", "CachingOptimizingCompiler"),
-    "NnetSimpleLoopedComputationOptions": ("pynnet3.compile.looped",
-                                           "NnetSimpleLoopedComputationOptions"),
-    "DecodableNnetSimpleLoopedInfo": ("pynnet3.compute.looped", "DecodableNnetSimpleLoopedInfo"),
-    "DecodableNnetSimpleLooped": ("pynnet3.compute.looped", "DecodableNnetSimpleLooped"),
-    "DecodableNnetLoopedOnline": ("pynnet3.compute.looped", "DecodableNnetLoopedOnline"),
+    "read_table": ("pynnet3.tables", "read_table"),
+    "open_table": ("pynnet3.tables", "open_table"),
+    "write_table": ("pynnet3.tables", "write_table"),
+    "TableWriter": ("pynnet3.tables", "TableWriter"),
+    "read_object": ("pynnet3.tables", "read_object"),
+    "write_object": ("pynnet3.tables", "write_object"),
     "compute_utterance": ("pynnet3.compute.api", "compute_utterance"),
+    "compute_table": ("pynnet3.compute.api", "compute_table"),
     "compute_xvector": ("pynnet3.compute.api", "compute_xvector"),
-    "scale_nnet": ("pynnet3.nnet.utils", "scale_nnet"),
-    "set_nnet_as_gradient": ("pynnet3.nnet.utils", "set_nnet_as_gradient"),
-    "vectorize_nnet": ("pynnet3.nnet.utils", "vectorize_nnet"),
-    "decode": ("pynnet3.decode.api", "decode"),
+    "prepare_for_test": ("pynnet3.compute.api", "prepare_for_test"),
+    "DecodableNnetLoopedOnline": ("pynnet3.compute.looped", "DecodableNnetLoopedOnline"),
     "Decoder": ("pynnet3.decode.api", "Decoder"),
+    "decode": ("pynnet3.decode.api", "decode"),
+    "ComputationRequest": ("pynnet3.compile.request", "ComputationRequest"),
+    "compile": ("pynnet3.compile", "compile"),
+    "NnetComputer": ("pynnet3.compute.computer", "NnetComputer"),
     "draw": ("pynnet3.drawing", "draw"),
     "PynnetError": ("pynnet3.errors", "PynnetError"),
-    "KaldiFormatError": ("pynnet3.errors", "KaldiFormatError"),
-    "ConfigError": ("pynnet3.errors", "ConfigError"),
-    "DescriptorError": ("pynnet3.errors", "DescriptorError"),
-    "NnetError": ("pynnet3.errors", "NnetError"),
-    "ComputationError": ("pynnet3.errors", "ComputationError"),
 }
+
+# subpackages reachable as attributes without importing them first
+_SUBPACKAGES = frozenset(("examples",))
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
+    if name in _SUBPACKAGES:
+        return importlib.import_module("pynnet3." + name)
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError("module 'pynnet3' has no attribute %r" % name)
@@ -64,4 +82,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBPACKAGES)

@@ -9,7 +9,27 @@ other exception escaping a tool is a bug in pynnet3.
 
 
 class PynnetError(Exception):
-    """Base class of every error pynnet3 raises on bad input."""
+    """The base class of every error pynnet3 raises on bad input: a bad file
+    (KaldiFormatError: names the file and byte offset), config line
+    (ConfigError, DescriptorError: file and line), network (NnetError),
+    computation (ComputationError) or argument (UsageError), all in
+    ``pynnet3.errors``. The message says where and what was expected; the
+    tools print it as one Kaldi-style ERROR line. Any other exception from
+    pynnet3 is a bug.
+
+    Example::
+
+        import pynnet3
+
+        try:
+            pynnet3.Nnet.read("no-such-file.raw")
+        except pynnet3.PynnetError as e:
+            print(type(e).__name__, e)
+
+    Output::
+
+        PynnetError cannot open no-such-file.raw for reading: No such file or directory
+    """
 
 
 class KaldiFormatError(PynnetError):

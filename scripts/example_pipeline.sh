@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 dir=${1:-exp/pynnet3_example}
 nj=${2:-4}
 mkdir -p "$dir/split$nj" "$dir/log"
-ex=$("$PYNNET3_PYTHON" -c 'import pynnet3.examples as e; print(e.example_file("feats.ark"))')
+ex=$("$PYNNET3_PYTHON" -c 'import pynnet3.examples as e; print(e.path("feats.ark"))')
 ex=$(dirname "$ex")
 # An archive plus a script file of key -> archive:offset (what copy-feats
 # ark,scp: writes), split into $nj parts as utils/split_scp.pl does.

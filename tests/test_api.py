@@ -1,12 +1,16 @@
-"""The Python API exactly as the compile-and-run issue spells it, on a
-reference case: read, compile, run forward and backward, gradients."""
+"""The Python API of the compile-and-run issue, on a reference case: read,
+compile, run forward and backward, gradients. The gradient helpers are
+Kaldi's nnet-utils functions, imported from their module (the top-level
+namespace keeps only what most users need)."""
 
 import numpy as np
 import pytest
 
 import pynnet3
 from conftest import KALDI_REF, TEST_DATA
+from pynnet3.components import Component
 from pynnet3.io.table import read_table
+from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient, vectorize_nnet
 
 
 def _case_dirs():
@@ -27,8 +31,8 @@ def test_issue_api_forward_backward_gradient(case):
     request = pynnet3.ComputationRequest.read(str(case / "request.txt"))
     computation = pynnet3.compile(nnet, request, optimize=False)
     grad = nnet.copy()
-    pynnet3.scale_nnet(grad, 0.0)
-    pynnet3.set_nnet_as_gradient(grad)
+    scale_nnet(grad, 0.0)
+    set_nnet_as_gradient(grad)
     computer = pynnet3.NnetComputer(computation, nnet, nnet_to_update=grad, backend="numpy")
     for name, matrix in read_table("ark:%s" % (case / "inputs.ark"), "matrix"):
         computer.accept_input(name, matrix)
@@ -43,13 +47,13 @@ def test_issue_api_forward_backward_gradient(case):
             assert _close(computer.get_output(name), matrix), name
     if request.need_model_derivative and (case / "gradient.raw").exists():
         kaldi_grad = pynnet3.Nnet.read(str(case / "gradient.raw"))
-        assert _close(pynnet3.vectorize_nnet(grad), pynnet3.vectorize_nnet(kaldi_grad))
+        assert _close(vectorize_nnet(grad), vectorize_nnet(kaldi_grad))
 
 
 def test_component_gradient_api():
     comps = sorted((TEST_DATA / "components").glob("comp*/component.txt"))
-    c = next(pynnet3.Component.read(str(p)) for p in comps
-             if pynnet3.Component.read(str(p)).is_updatable())
+    c = next(Component.read(str(p)) for p in comps
+             if Component.read(str(p)).is_updatable())
     g = c.copy()
     g.scale(0.0)
     g.set_as_gradient()

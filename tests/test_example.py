@@ -1,9 +1,11 @@
 """The shipped example (``python -m pynnet3.examples``) and the single-chunk
 utterance computation behind it (pynnet3/compute/utterance.py) against Kaldi.
 
-- The example, in-process and as ``scripts/run_example.sh``: every utterance
-  matches Kaldi's shipped nnet3-compute output; the archive it writes holds
-  the same numbers; a wrong reference makes it fail.
+- The examples, in-process and as ``scripts/run_example.sh``: every utterance
+  matches Kaldi's shipped outputs (nnet3-compute, streaming, x-vectors,
+  decoding); the archive it writes holds the same numbers; a wrong reference
+  makes it fail; the files shipped are the ones listed, small, and in the
+  package data; every .cmd names shipped files.
 - Every nnet3-compute reference variant (kaldi-ref ``models/*/compute.*.cmd``
   plus the tdnn_lda subset in tests/data/example): each utterance that Kaldi
   computed as a single chunk (frames-per-chunk covers it) matches Kaldi's
@@ -22,6 +24,7 @@ layer: these comparisons check the hidden layers' arithmetic too.
 
 import io
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -31,10 +34,11 @@ import pytest
 
 from conftest import KALDI_REF, REPO, TEST_DATA
 import pynnet3.examples as example
+import pynnet3.examples.run as example_run
 from pynnet3.compute.utterance import (ChunkPlan, SimpleComputationOptions, SimpleNnetComputer,
                                        apply_exp, compute_simple_nnet_context,
                                        compute_utterance, prepare_nnet_for_compute)
-from pynnet3.errors import ComputationError, UsageError
+from pynnet3.errors import ComputationError, PynnetError, UsageError
 from pynnet3.io.table import read_table
 from pynnet3.nnet.am import read_mdl
 from pynnet3.nnet.nnet import Nnet
@@ -52,55 +56,76 @@ def assert_matches(ours, kaldi, what):
 
 # -- the shipped example ----------------------------------------------------------------------
 
+def _example_table(name, kind=None):
+    return dict(read_table("ark:" + example.path(name), kind or "matrix"))
+
+
 @pytest.fixture(scope="module")
-def example_run():
-    setup = example.load_example()
-    return setup, example.compute_example(setup)
+def kaldi_outputs():
+    return example_run.load_kaldi_outputs()
 
 
-def test_example_matches_kaldi(example_run):
-    setup, results = example_run
-    assert [r.utterance for r in results] == ["utt1", "utt2", "utt3", "utt4"]
-    assert [r.output.shape for r in results] == [(7, 30), (50, 30), (173, 30), (301, 30)]
-    for r in results:
-        assert r.ok, "%s: max|ours-kaldi| = %g" % (r.utterance, r.max_abs_diff)
-        assert_matches(r.output, setup.kaldi_output[r.utterance], r.utterance)
+def test_example_compute_matches_kaldi(kaldi_outputs):
+    checks, outputs = example_run.check_compute(kaldi_outputs)
+    assert [c.utterance for c in checks] == ["utt1", "utt2", "utt3", "utt4"]
+    assert [o.shape for o in outputs.values()] == [(7, 30), (50, 30), (173, 30), (301, 30)]
+    for c in checks:
+        assert c.ok, c.detail
+        kaldi = kaldi_outputs["compute"][c.utterance]
+        assert_matches(outputs[c.utterance], kaldi, c.utterance)
         # Kaldi's output depends on the input frame by frame (a constant output
         # would leave the hidden layers unchecked).
-        assert np.ptp(setup.kaldi_output[r.utterance], axis=0).min() > 1e-3
+        assert np.ptp(kaldi, axis=0).min() > 1e-3
 
 
-def test_example_main_writes_archive_and_reports(tmp_path, example_run):
-    _, results = example_run
+def test_example_streaming_xvector_and_decoding_match_kaldi(kaldi_outputs):
+    for run in (example_run.check_streaming, example_run.check_xvector,
+                example_run.check_decode):
+        checks = run(kaldi_outputs)
+        assert [c.utterance for c in checks] == ["utt1", "utt2", "utt3", "utt4"]
+        assert all(c.ok for c in checks), [c.detail for c in checks]
+    # the streaming check holds within 1e-5 of Kaldi's numbers, absolutely
+    assert max(c.max_abs_diff for c in example_run.check_streaming(kaldi_outputs)) <= 1e-5
+
+
+def test_example_main_writes_archive_and_reports(tmp_path):
     out = io.StringIO()
     path = tmp_path / "out.ark"
     assert example.main([str(path)], out=out) == 0
     written = dict(read_table("ark:" + str(path)))
-    assert list(written) == [r.utterance for r in results]
-    for r in results:
-        np.testing.assert_array_equal(written[r.utterance], r.output)
+    kaldi = _example_table("compute.apply_exp.ark")
+    assert list(written) == list(kaldi)
+    for utt in kaldi:
+        assert_matches(written[utt], kaldi[utt], utt)
     lines = out.getvalue().splitlines()
-    with open(example.example_file(example.KALDI_INFO)) as f:
+    with open(example.path("tdnn_lda.info.txt")) as f:
         kaldi_header = f.read().splitlines()[:4]
     assert lines[1:5] == kaldi_header      # left/right-context, num-parameters, modulus
     assert "# nnet3-info output identical to Kaldi's" in lines
-    assert lines[-1].startswith("OK: 4 utterances, 531 frames")
+    assert lines[-1].startswith("OK: nnet3-compute 4/4, streaming 4/4, x-vector 4/4, "
+                                "decoding 4/4 utterances agree with Kaldi")
+    assert sum(line.endswith(" ok") for line in lines) == 16
 
 
-def test_example_main_fails_on_a_difference(monkeypatch):
-    real_load = example.load_example
+@pytest.mark.parametrize("what", ["compute", "streaming", "xvector", "words"])
+def test_example_main_fails_on_a_difference(monkeypatch, what):
+    real_load = example_run.load_kaldi_outputs
 
     def load_wrong():
-        setup = real_load()
-        setup.kaldi_output["utt3"] = setup.kaldi_output["utt3"] + np.float32(0.01)
-        return setup
+        kaldi = real_load()
+        if what == "words":
+            kaldi["words"]["utt3"] = [7]
+        else:
+            kaldi[what]["utt3"] = kaldi[what]["utt3"] + np.float32(0.01)
+        return kaldi
 
-    monkeypatch.setattr(example, "load_example", load_wrong)
+    monkeypatch.setattr(example_run, "load_kaldi_outputs", load_wrong)
     out = io.StringIO()
     assert example.main([], out=out) == 1
     text = out.getvalue()
-    assert "utt3: frames=173 output-dim=30" in text and "DIFFERS" in text
-    assert text.splitlines()[-1].startswith("FAILED: 1 of 4 utterances")
+    assert any(line.startswith("utt3: ") and line.endswith("DIFFERS")
+               for line in text.splitlines())
+    assert text.splitlines()[-1].startswith("FAILED: ")
 
 
 def test_run_example_script():
@@ -108,12 +133,37 @@ def test_run_example_script():
     proc = subprocess.run(["bash", str(REPO / "scripts" / "run_example.sh")], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines()[-1].startswith("OK: 4 utterances")
+    assert proc.stdout.splitlines()[-1].startswith("OK: nnet3-compute 4/4")
 
 
-def test_example_files_are_small():
-    folder = Path(example.example_file(example.MODEL)).parent
-    assert sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) < 1 << 20
+def test_example_files_are_listed_small_and_shipped():
+    folder = Path(example.path("tdnn_lda.raw")).parent
+    data = {p.name for p in folder.iterdir() if p.is_file() and p.suffix != ".py"}
+    assert data == set(example.FILES)
+    assert sum((folder / name).stat().st_size for name in data) < 2 << 20
+    with pytest.raises(PynnetError, match="not an example file"):
+        example.path("nonexistent.ark")
+    # every shipped file is in the package data of pyproject.toml
+    pyproject = (REPO / "pyproject.toml").read_text()
+    for pattern in ("examples/*.ark", "examples/*.txt", "examples/*.cmd", "examples/*.log",
+                    "examples/*.raw", "examples/*.mdl", "examples/*.fst"):
+        assert '"%s"' % pattern in pyproject, pattern
+
+
+def test_example_commands_name_shipped_files():
+    """Every .cmd is run in the examples folder: the files it reads and
+    writes are shipped under those names."""
+    folder = Path(example.path("tdnn_lda.raw")).parent
+    for cmd in sorted(folder.glob("*.cmd")):
+        words = shlex.split(cmd.read_text())
+        assert words[:2] == ["OPENBLAS_CORETYPE=Haswell", "OPENBLAS_NUM_THREADS=2"], cmd
+        files = [re.fullmatch(r"(?:--[\w-]+=)?(?:(?:ark|scp)[\w,]*:)?([\w.-]+\.(?:ark|txt|raw|mdl|fst))", w)
+                 for w in words[3:]]
+        assert sum(f is not None for f in files) >= 3, cmd
+        for f in files:
+            if f is not None:
+                assert (folder / f.group(1)).is_file(), (cmd.name, f.group(1))
+        assert (folder / (cmd.stem + ".log")).is_file()
 
 
 # -- Kaldi's nnet3-compute variants -------------------------------------------------------------
@@ -154,10 +204,10 @@ def _input_file(folder, name):
     path = folder / name
     if path.is_file():
         return path
-    shipped = {"model.raw": example.MODEL, "feats.ark": example.FEATS,
-               "online-ivectors.ark": example.ONLINE_IVECTORS}
+    shipped = {"model.raw": "tdnn_lda.raw", "feats.ark": "feats.ark",
+               "online-ivectors.ark": "online-ivectors.ark"}
     if folder.name == "tdnn_lda" and name in shipped:
-        return Path(example.example_file(shipped[name]))
+        return Path(example.path(shipped[name]))
     if name == "final.mdl" and (TEST_DATA / "mdl" / folder.name / name).is_file():
         return TEST_DATA / "mdl" / folder.name / name
     pytest.skip("%s not available" % path)
@@ -265,7 +315,7 @@ def test_context_matches_nnet3_info(folder):
 
 
 def test_context_of_the_example_model():
-    nnet = Nnet.read(example.example_file(example.MODEL))
+    nnet = Nnet.read(example.path("tdnn_lda.raw"))
     assert compute_simple_nnet_context(nnet) == (8, 8)
 
 
@@ -273,7 +323,7 @@ def test_context_of_the_example_model():
 
 @pytest.fixture(scope="module")
 def example_nnet():
-    return prepare_nnet_for_compute(Nnet.read(example.example_file(example.MODEL)))
+    return prepare_nnet_for_compute(Nnet.read(example.path("tdnn_lda.raw")))
 
 
 def _computer(nnet, **kw):
@@ -353,8 +403,8 @@ def test_dimension_errors(example_nnet):
 
 @pytest.fixture(scope="module")
 def informative_nnet():
-    """The example model with a random output layer (Kaldi's is all zeros)."""
-    nnet = Nnet.read(example.example_file(example.MODEL))
+    """The example model with a different random output layer."""
+    nnet = Nnet.read(example.path("tdnn_lda.raw"))
     affine = nnet.get_component(nnet.get_component_index("output.affine"))
     rng = np.random.default_rng(0)
     affine.linear_params = rng.standard_normal(affine.linear_params.shape).astype(np.float32)
@@ -366,9 +416,8 @@ def test_whole_utterance_equals_chunks(informative_nnet):
     """A feed-forward network sees the same (padded) input frames for an output
     frame whether the utterance is one chunk or many, so chunking changes
     nothing; padding and context errors would show at the chunk edges."""
-    setup = example.load_example()
-    feats = setup.features["utt2"]
-    ivector = setup.online_ivectors["utt2"][2]
+    feats = _example_table("feats.ark")["utt2"]
+    ivector = _example_table("online-ivectors.ark")["utt2"][2]
     whole = _computer(informative_nnet, frames_per_chunk=1000).compute_utterance(
         feats, ivector=ivector)
     assert whole.shape == (50, 30) and whole.std(axis=0).max() > 0.1
@@ -385,8 +434,8 @@ def test_whole_utterance_equals_chunks(informative_nnet):
 
 
 def test_priors_and_acoustic_scale(informative_nnet):
-    setup = example.load_example()
-    feats, ivector = setup.features["utt1"], setup.online_ivectors["utt1"][0]
+    feats = _example_table("feats.ark")["utt1"]
+    ivector = _example_table("online-ivectors.ark")["utt1"][0]
     plain = compute_utterance(informative_nnet, feats, SimpleComputationOptions(),
                               ivector=ivector)
     priors = np.linspace(0.01, 0.1, 30).astype(np.float32)

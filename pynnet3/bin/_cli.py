@@ -70,14 +70,13 @@ import traceback
 import numpy as np
 
 from ..errors import PynnetError, UsageError
+from ..log import KaldiLogHandler, format_log_line, set_program_name
 
-KALDI_VERSION = "5.5"
 EXIT_USAGE = 1          # wrong number of arguments (Kaldi: exit(1))
 EXIT_ERROR = 255        # any error: KALDI_ERROR makes Kaldi's main() return -1
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
-program_name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "pynnet3"
 verbose_level = 0
 
 
@@ -86,36 +85,6 @@ verbose_level = 0
 def vlog_level(n):
     """The :mod:`logging` level of Kaldi's ``VLOG(n)`` (n >= 1)."""
     return logging.DEBUG + 1 - n
-
-
-def _severity(levelno):
-    if levelno >= logging.ERROR:
-        return "ERROR"
-    if levelno >= logging.WARNING:
-        return "WARNING"
-    if levelno >= logging.INFO:
-        return "LOG"
-    return "VLOG[%d]" % (logging.DEBUG + 1 - levelno)
-
-
-def format_log_line(severity, func, filename, lineno, message):
-    """One Kaldi log line (without the newline)."""
-    return "%s (%s[%s]:%s():%s:%d) %s" % (severity, program_name, KALDI_VERSION, func,
-                                          filename, lineno, message)
-
-
-class KaldiLogHandler(logging.Handler):
-    """Writes records to the current ``sys.stderr`` as Kaldi log lines."""
-
-    def emit(self, record):
-        try:
-            line = format_log_line(_severity(record.levelno), record.funcName,
-                                   os.path.basename(record.pathname), record.lineno,
-                                   record.getMessage())
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
-        except Exception:  # pragma: no cover - logging must never raise
-            self.handleError(record)
 
 
 _handler = None
@@ -365,10 +334,9 @@ class ToolParser:
         raises ``SystemExit(1)``. ``--help`` raises ``SystemExit(0)``.
         Option errors raise :class:`UsageError`.
         """
-        global program_name
         argv = list(sys.argv[1:] if argv is None else argv)
         self._argv = argv
-        program_name = self.prog
+        set_program_name(self.prog)
         setup_logging()
         # Pass 1 (as Kaldi): --config files and --help, wherever they are.
         for arg in argv:

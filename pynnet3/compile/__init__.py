@@ -17,15 +17,48 @@ __all__ = ["compile", "ComputationRequest", "IoSpecification"]
 
 def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
             check=False):
-    """Compiles ``request`` (a ComputationRequest, or a list of them for a
-    multi-segment 'online' computation) for ``nnet``.
+    """Compiles a request for a network into the computation Kaldi's tools
+    run: Kaldi's Compiler::CreateComputation, then Optimize(). The optimized
+    computation prints as Kaldi's (``computation.print(nnet)``) and its
+    outputs are Kaldi's numbers when run with :class:`pynnet3.NnetComputer`.
 
-    With ``optimize`` (the default, as in Kaldi's tools) the computation is
-    optimized with ``options`` (an NnetOptimizeOptions; None means Kaldi's
-    defaults), running the ComputationChecker after every pass when
-    ``check`` is true. Raises ComputationError if an output cannot be
-    computed from the supplied inputs (the message names those outputs and
-    the missing inputs).
+    Args:
+        nnet: the Nnet (run as given: batch-norm in training mode unless
+            prepared, see :func:`pynnet3.prepare_for_test`).
+        request: a ComputationRequest, or a list of them for a
+            multi-segment ('online') computation.
+        optimize: optimize as Kaldi's tools do (True), or return Kaldi's
+            unoptimized computation (False).
+        options: Kaldi's NnetOptimizeOptions (the tools'
+            ``--optimization.*`` options); None: Kaldi's defaults.
+        output_debug_info: keep the matrices' debug info (the Cindexes
+            shown by ``print``).
+        check: run Kaldi's ComputationChecker after every optimization pass.
+
+    Returns:
+        An NnetComputation: ``commands``, ``matrices``, ...;
+        ``computation.print(nnet)`` writes it as Kaldi's
+        NnetComputation::Print.
+
+    Raises:
+        ComputationError: an output cannot be computed from the inputs given
+            (names the outputs and the missing inputs).
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+        from pynnet3.compile import IoSpecification
+
+        nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+        request = pynnet3.ComputationRequest(
+            inputs=[IoSpecification.from_t_range("input", -8, 18),
+                    IoSpecification.from_t_range("ivector", 0, 1)],
+            outputs=[IoSpecification.from_t_range("output", 0, 10)])
+        plain = pynnet3.compile(nnet, request, optimize=False)
+        computation = pynnet3.compile(nnet, request)
+        print(len(plain.commands), "commands ->", len(computation.commands), "optimized")
+        computation.print(nnet)
     """
     from .compiler import Compiler
     computation = Compiler(request, nnet).create_computation(output_debug_info)

@@ -147,6 +147,11 @@ class PrecomputedIndexesInfo:
 
 @dataclass(slots=True)
 class NnetComputation:
+    """Kaldi's NnetComputation: the matrices, submatrices, index tables and
+    commands that compute a request (what :func:`pynnet3.compile` returns and
+    :class:`pynnet3.NnetComputer` runs). ``print(nnet)`` shows it as Kaldi
+    prints it."""
+
     matrices: list = field(default_factory=list)            # MatrixInfo
     matrix_debug_info: list = field(default_factory=list)   # MatrixDebugInfo (may be empty)
     submatrices: list = field(default_factory=list)         # SubMatrixInfo; [0] is empty
@@ -174,6 +179,22 @@ class NnetComputation:
         self.submatrices.append(SubMatrixInfo(matrix_index, row_offset, num_rows,
                                               col_offset, num_cols))
         return len(self.submatrices) - 1
+
+    def print(self, nnet, file=None):
+        """Writes the computation as Kaldi's NnetComputation::Print does (the
+        text of Kaldi's ``computation.opt.txt`` files): matrices,
+        submatrices, then one line per command.
+
+        Args:
+            nnet: the network it was compiled for (node and component names).
+            file: a text stream (default ``sys.stdout``).
+
+        Returns:
+            None.
+        """
+        import sys
+        from .computation_io import print_computation
+        (sys.stdout if file is None else file).write(print_computation(self, nnet))
 
     def is_whole_matrix(self, submatrix_index):
         s = self.submatrices[submatrix_index]

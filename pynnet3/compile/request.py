@@ -97,7 +97,44 @@ class IoSpecification:
 
 @dataclass(slots=True)
 class ComputationRequest:
-    """Kaldi's ComputationRequest."""
+    """Kaldi's ComputationRequest: what a computation is asked to do. For
+    each input node, the Indexes ``(n, t, x)`` the user will supply (one row
+    each, in order); for each output node, the Indexes wanted; whether
+    derivatives are wanted. :func:`pynnet3.compile` turns a request and a
+    network into an NnetComputation. Read and written in Kaldi's
+    serialization (text or binary).
+
+    Args:
+        inputs: a list of IoSpecification (``pynnet3.compile.IoSpecification``:
+            a node name, a list of Indexes, ``has_deriv``);
+            ``IoSpecification.from_t_range(name, begin, end)`` gives t =
+            begin .. end - 1.
+        outputs: a list of IoSpecification.
+        need_model_derivative: the backward pass computes the parameter
+            gradient.
+        store_component_stats: the forward pass accumulates the components'
+            statistics.
+        misc_info: Kaldi's (empty) MiscComputationInfo.
+
+    Raises:
+        PynnetError: :meth:`read` raises KaldiFormatError on a bad file.
+
+    Example::
+
+        import pynnet3
+        from pynnet3.compile import IoSpecification
+
+        request = pynnet3.ComputationRequest(
+            inputs=[IoSpecification.from_t_range("input", -8, 18),
+                    IoSpecification.from_t_range("ivector", 0, 1)],
+            outputs=[IoSpecification.from_t_range("output", 0, 10)])
+        request.write("request.txt")                      # Kaldi's text form
+        print(pynnet3.ComputationRequest.read("request.txt") == request)
+
+    Output::
+
+        True
+    """
 
     inputs: list = field(default_factory=list)     # IoSpecification
     outputs: list = field(default_factory=list)    # IoSpecification
@@ -124,7 +161,17 @@ class ComputationRequest:
     # -- serialization ------------------------------------------------------------
     @classmethod
     def read(cls, rxfilename):
-        """Reads a request file (text or binary, Kaldi's format)."""
+        """Reads a request in Kaldi's serialization.
+
+        Args:
+            rxfilename: a file (text or binary), ``-`` or ``command |``.
+
+        Returns:
+            A new ComputationRequest.
+
+        Raises:
+            KaldiFormatError: not a request (names the file and offset).
+        """
         return cls().read_from(open_input(rxfilename))
 
     @classmethod
@@ -186,6 +233,15 @@ class ComputationRequest:
         return stream.getvalue()
 
     def write(self, wxfilename, binary=False):
+        """Writes the request in Kaldi's serialization (ComputationRequest::Write).
+
+        Args:
+            wxfilename: a file, ``-`` or ``| command``.
+            binary: binary (True) or text form (the default).
+
+        Returns:
+            None.
+        """
         write_object(wxfilename, binary, self.write_to)
 
     def print_request(self):

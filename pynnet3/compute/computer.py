@@ -47,22 +47,61 @@ _IO_COMMANDS = (CommandType.kAcceptInput, CommandType.kProvideOutput)
 
 
 class NnetComputer:
-    """Executes one NnetComputation on one Nnet (see the module docstring).
+    """Runs one NnetComputation on one Nnet, as Kaldi's NnetComputer: give
+    every input (:meth:`accept_input`), :meth:`run` the forward pass, read
+    the outputs (:meth:`get_output`); if the request asked for derivatives,
+    give the output derivatives, :meth:`run` again (the backward pass) and
+    read the input derivatives under the input nodes' names. A computer runs
+    its computation once.
 
-    ``nnet_to_update``: the Nnet whose components receive parameter updates /
-    gradients in kBackprop (None: no model update). ``nnet_to_store_stats``:
-    where kPropagate's store-stats flag accumulates statistics (defaults to
-    ``nnet_to_update``, as Kaldi's const-nnet constructor). ``backend``:
-    "numpy", "kaldi-exact" (Kaldi's CPU arithmetic, bit for bit), "cupy" or a
-    Backend. ``undefined_fill``: value for kAllocMatrix
-    (None leaves memory undefined as Kaldi does; NaN finds reads of undefined
-    memory). ``plan``: the computation's
-    :class:`~pynnet3.compute.plan.ExecutionPlan` to run with; pass the same
-    plan to every computer of a computation so that index tables and
-    matrices are prepared once. If None, a plan is made for this computer
-    that runs every command as written (no zeroing elided). ``debug``: log
-    every command with the values it wrote and its time, as Kaldi's
-    NnetComputeOptions::debug (:mod:`pynnet3.compute.debug`).
+    Args:
+        computation: what :func:`pynnet3.compile` returned.
+        nnet: the network it was compiled for.
+        nnet_to_update: the Nnet whose components receive the parameter
+            gradient in the backward pass (as in Kaldi, a copy of ``nnet``
+            with its parameters scaled to zero and set as gradient: Kaldi's
+            ScaleNnet and SetNnetAsGradient), None: none.
+        backend: "numpy" (BLAS arithmetic), "kaldi-exact" (Kaldi's CPU
+            arithmetic, bit for bit), "cupy", or a Backend.
+        nnet_to_store_stats: where the forward pass's store-stats flag
+            accumulates statistics (default: ``nnet_to_update``, as Kaldi).
+        undefined_fill: the value of newly allocated matrices (None leaves
+            them undefined, as Kaldi; NaN finds reads of undefined memory).
+        plan: an ExecutionPlan shared by the computers of one computation
+            (index tables and matrices prepared once); None: one of its own.
+        debug: log every command with the values it wrote and its time, as
+            Kaldi's ``--computation.debug``.
+
+    Raises:
+        ComputationError: a command fails (names the command as Kaldi prints
+            it), or inputs / outputs are given or asked at the wrong time.
+
+    Example::
+
+        import numpy as np
+        import pynnet3
+        from pynnet3 import examples
+        from pynnet3.compile import IoSpecification
+
+        nnet = pynnet3.prepare_for_test(examples.path("tdnn_lda.raw"))
+        request = pynnet3.ComputationRequest(
+            inputs=[IoSpecification.from_t_range("input", -8, 58),
+                    IoSpecification.from_t_range("ivector", 0, 1)],
+            outputs=[IoSpecification.from_t_range("output", 0, 50)])
+        feats = dict(pynnet3.read_table("ark:" + examples.path("feats.ark")))["utt2"]
+        ivector = dict(pynnet3.read_table("ark:" + examples.path("ivectors.ark")))["utt2"]
+        computer = pynnet3.NnetComputer(pynnet3.compile(nnet, request), nnet)
+        rows = np.clip(np.arange(-8, 58), 0, len(feats) - 1)   # first/last frame repeated
+        computer.accept_input("input", feats[rows])
+        computer.accept_input("ivector", ivector[None, :])
+        computer.run()
+        output = computer.get_output("output")
+        kaldi = dict(pynnet3.read_table("ark:" + examples.path("compute.ivectors.ark")))
+        print(output.shape, abs(output - kaldi["utt2"]).max() < 1e-4)
+
+    Output::
+
+        (50, 30) True
     """
 
     def __init__(self, computation, nnet, nnet_to_update=None, backend="numpy",
@@ -126,7 +165,16 @@ class NnetComputer:
     # The user protocol
     # ------------------------------------------------------------------------
     def run(self):
-        """Executes commands until the next user I/O point or the end."""
+        """Executes commands until the computation needs the user (inputs
+        to give, outputs to read) or ends: the forward pass, then, on a second
+        call, the backward pass.
+
+        Returns:
+            None.
+
+        Raises:
+            ComputationError: a command failed, or inputs are missing.
+        """
         commands = self.computation.commands
         num_commands = len(commands)
         if self.program_counter >= num_commands:
@@ -158,8 +206,21 @@ class NnetComputer:
             self.program_counter += 1
 
     def accept_input(self, node_name, matrix):
-        """Supplies the matrix for an input node, or (after the forward pass)
-        the derivative for an output node; ``matrix`` is copied."""
+        """Gives the matrix for an input node, or, after the forward pass, the
+        derivative for an output node.
+
+        Args:
+            node_name: the node's name.
+            matrix: one row per Index of the request's IoSpecification for the
+                node, in its order (copied; float32).
+
+        Returns:
+            None.
+
+        Raises:
+            ComputationError: the computation does not take that node now, or
+                the matrix has the wrong shape.
+        """
         m, pending = self._io_matrix_index(node_name, is_output=False)
         info = self.computation.matrices[m]
         shape = getattr(matrix, "shape", None)
@@ -183,8 +244,19 @@ class NnetComputer:
         self.pending_commands.remove(pending)
 
     def get_output(self, node_name):
-        """A copy of the output of a node (after forward), or the input
-        derivative of an input node (after backward), as a backend array."""
+        """An output node's value (after the forward pass), or an input
+        node's derivative (after the backward pass).
+
+        Args:
+            node_name: the node's name.
+
+        Returns:
+            A copy, one row per Index of the request's IoSpecification, as a
+            backend array (a NumPy array, or a CuPy array with "cupy").
+
+        Raises:
+            ComputationError: the computation has no such output now.
+        """
         m, _ = self._io_matrix_index(node_name, is_output=True)
         mat = self.matrices[m]
         if mat is None or mat.shape[0] == 0:

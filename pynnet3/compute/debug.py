@@ -20,8 +20,13 @@ def matrix_stddev(m):
     """Kaldi's NnetComputer::MatrixStddev: sqrt(sum of squares / size)."""
     if m is None or m.shape[0] == 0 or m.shape[1] == 0:
         return 0.0
-    m64 = np.asarray(m, dtype=np.float64)
-    return math.sqrt(float((m64 * m64).sum()) / m.size)
+    # A matrix the command is about to write may still hold the memory it
+    # was allocated with (Kaldi's kUndefined): any bits, signalling NaNs
+    # included, whose cast and square would warn. Its value is printed as
+    # Kaldi prints it, whatever it is.
+    with np.errstate(invalid="ignore", over="ignore"):
+        m64 = np.asarray(m, dtype=np.float64)
+        return math.sqrt(float((m64 * m64).sum()) / m.size)
 
 
 class CommandDebugger:

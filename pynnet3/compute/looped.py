@@ -11,8 +11,11 @@ every decodable then runs that one computation on its own NnetComputer:
   context + ``extra_left_context_initial``, right = its right context), chunk
   k > 1 the next ``frames_per_chunk`` frames; frames before the start / after
   the end of the available input are copies of the first / last frame;
-- each chunk yields ``frames_per_chunk / frame_subsampling_factor`` output
-  rows: minus log(priors) if priors were given, times ``acoustic_scale``;
+- each chunk yields ``frames_per_chunk / frame_subsampling_factor`` rows of
+  the network's output; the decoder's view of them (Kaldi's
+  GetOutputForFrame / LogLikelihood) are *scaled log-likelihoods*:
+  ``acoustic_scale * (output - log(priors))`` (no subtraction without
+  priors);
 - with an "ivector" input, the network is changed (in place, as Kaldi does)
   to read one i-vector per chunk (ModifyNnetIvectorPeriod); each chunk gets
   the i-vector of the last input frame it needs (online i-vectors: row
@@ -26,8 +29,15 @@ float32 rounding.
 
 :class:`DecodableNnetLoopedOnline` is the streaming form: give it feature
 frames as they arrive (:meth:`~DecodableNnetLoopedOnline.accept_features`),
-say when the input has finished, and read the output frames as soon as enough
-right context has arrived.
+read the output frames as soon as enough right context has arrived, say when
+the input has finished, and read the rest. It hands out the network's output
+(:meth:`~DecodableNnetLoopedOnline.get_new_outputs`) or the scaled
+log-likelihoods (:meth:`~DecodableNnetLoopedOnline.get_new_scaled_log_likelihoods`),
+whichever is asked for by name.
+
+Kaldi's looped tools prepare the network before computing (batch-norm and
+dropout in test mode, CollapseModel); :class:`DecodableNnetSimpleLoopedInfo`
+does the same on a copy unless told the network is already ``prepared``.
 """
 
 import numpy as np
@@ -40,6 +50,7 @@ from ..errors import NnetError, UsageError
 from ..nnet.utils import is_simple_nnet
 from ..numerics import kaldi_cpu
 from .computer import NnetComputer
+from .utterance import prepare_nnet_for_compute
 
 __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo",
            "DecodableNnetSimpleLooped", "DecodableAmNnetSimpleLooped",
@@ -48,19 +59,34 @@ __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo"
 
 class DecodableNnetSimpleLoopedInfo:
     """What every looped decodable of one network shares: the options, the
-    (possibly i-vector-period-modified) network, log priors, the context and
-    chunk geometry, the three requests and the looped computation.
+    prepared (and i-vector-period-modified) network, log priors, the context
+    and chunk geometry, the three requests and the looped computation.
 
-    ``nnet`` may be an Nnet or an AmNnetSimple (then its priors are used
-    unless ``priors`` is given)."""
+    Args:
+        opts: a NnetSimpleLoopedComputationOptions (None: Kaldi's defaults).
+        nnet: an Nnet, or an AmNnetSimple (then its priors are used unless
+            ``priors`` is given).
+        priors: the output's priors (a vector), subtracted in the log domain
+            from the scaled log-likelihoods; None: none.
+        prepared: False (the default) computes a copy of the network
+            prepared as Kaldi's looped tools prepare theirs (batch-norm and
+            dropout in test mode, CollapseModel); True uses ``nnet`` itself
+            as given (and changes its i-vector period in place, as Kaldi).
 
-    def __init__(self, opts, nnet, priors=None):
+    Raises:
+        NnetError: the network is not 'simple' (input, output, ivector).
+        UsageError: bad options or priors.
+    """
+
+    def __init__(self, opts, nnet, priors=None, prepared=False):
         opts = opts if opts is not None else NnetSimpleLoopedComputationOptions()
         opts.check()
         if hasattr(nnet, "transition_model") and hasattr(nnet, "priors"):
             if priors is None:
                 priors = nnet.priors
             nnet = nnet.nnet
+        if not prepared:
+            nnet = prepare_nnet_for_compute(nnet.copy())
         if not is_simple_nnet(nnet):
             raise NnetError("looped decoding needs a 'simple' network (an input node "
                             "'input', an output node 'output', optionally 'ivector')")
@@ -93,6 +119,17 @@ class DecodableNnetSimpleLoopedInfo:
         self.computation = compile_looped(nnet, opts.optimize_config, self.request1,
                                           self.request2, self.request3)
 
+    def scaled_log_likelihoods(self, output):
+        """``acoustic_scale * (output - log(priors))`` of network output rows
+        (float32, a new matrix; without priors only the scale), as Kaldi's
+        looped decodables turn each chunk's output into what the decoder
+        reads."""
+        result = np.array(output, dtype=np.float32)
+        if self.log_priors is not None:
+            result -= self.log_priors
+        result *= np.float32(self.opts.acoustic_scale)
+        return result
+
     def num_ivectors(self, chunk_index):
         """How many i-vector rows chunk ``chunk_index`` (0-based) takes."""
         request = self.request1 if chunk_index == 0 else self.request2
@@ -108,13 +145,15 @@ class DecodableNnetSimpleLoopedInfo:
 
 class _LoopedRunner:
     """The chunk loop shared by the whole-utterance and the streaming
-    decodables: feeds one chunk, runs, post-processes the output."""
+    decodables: feeds one chunk, runs, keeps the chunk's network output
+    (``current_output``) and its scaled log-likelihoods (``current_log_post``)."""
 
     def __init__(self, info, backend):
         self.info = info
         self.computer = NnetComputer(info.computation, info.nnet, backend=backend)
         self.num_chunks_computed = 0
-        self.current_log_post = np.zeros((0, info.output_dim), np.float32)
+        self.current_output = np.zeros((0, info.output_dim), np.float32)
+        self.current_log_post = self.current_output
         self.current_log_post_subsampled_offset = -1
 
     def advance_chunk(self, frames, ivector):
@@ -127,15 +166,14 @@ class _LoopedRunner:
             n = info.num_ivectors(self.num_chunks_computed)
             computer.accept_input("ivector", np.tile(np.asarray(ivector, np.float32), (n, 1)))
         computer.run()
-        output = computer.backend.to_host(computer.get_output_destructive("output"))
-        if info.log_priors is not None:
-            output -= info.log_priors
-        output *= np.float32(info.opts.acoustic_scale)
+        output = np.asarray(computer.backend.to_host(
+            computer.get_output_destructive("output")), dtype=np.float32)
         sf = info.opts.frame_subsampling_factor
         if output.shape != (info.frames_per_chunk // sf, info.output_dim):
             raise NnetError("looped computation gave %s output rows, expected %d x %d"
                             % (output.shape, info.frames_per_chunk // sf, info.output_dim))
-        self.current_log_post = output
+        self.current_output = output
+        self.current_log_post = info.scaled_log_likelihoods(output)
         self.num_chunks_computed += 1
         self.current_log_post_subsampled_offset = \
             (self.num_chunks_computed - 1) * (info.frames_per_chunk // sf)
@@ -149,8 +187,11 @@ def _edge_padded(get_frame_block, num_available, begin, end):
 
 
 class DecodableNnetSimpleLooped:
-    """Kaldi's DecodableNnetSimpleLooped over a whole feature matrix.
-    ``ivector`` (batch) and ``online_ivectors`` (one row every
+    """Kaldi's DecodableNnetSimpleLooped over a whole feature matrix: the
+    decoder's view, so :meth:`get_output_for_frame` and
+    :meth:`get_all_outputs` give *scaled log-likelihoods*,
+    ``acoustic_scale * (output - log(priors))``, as Kaldi's GetOutputForFrame
+    does. ``ivector`` (batch) and ``online_ivectors`` (one row every
     ``online_ivector_period`` frames) are exclusive. Frames must be read in
     increasing order."""
 
@@ -218,8 +259,8 @@ class DecodableNnetSimpleLooped:
         return float(self.get_output_for_frame(subsampled_frame)[pdf_id])
 
     def get_all_outputs(self):
-        """Every output frame of the utterance, in one matrix (computing the
-        chunks still needed)."""
+        """The scaled log-likelihoods of every output frame of the utterance,
+        in one matrix (computing the chunks still needed)."""
         out = np.empty((self.num_subsampled_frames, self.info.output_dim), np.float32)
         for f in range(self.num_subsampled_frames):
             out[f] = self.get_output_for_frame(f)
@@ -255,16 +296,98 @@ class DecodableAmNnetSimpleLooped:
 
 
 class DecodableNnetLoopedOnline:
-    """Streaming looped decoding (Kaldi's DecodableNnetLoopedOnline with the
-    features pushed in instead of pulled): :meth:`accept_features` appends
-    input frames (and, for a network with i-vectors, the online i-vector rows
-    that go with them, one per input frame as Kaldi's online i-vector feature
-    gives them); :meth:`input_finished` announces the end, after which the
-    last frames are flushed with copies of the last input frame.
-    :meth:`num_frames_ready` says how many output frames can be read now,
-    :meth:`get_output_for_frame` / :meth:`get_new_outputs` read them."""
+    """A network's output computed frame by frame as the features arrive
+    (Kaldi's DecodableNnetLoopedOnline, with the features pushed in instead
+    of pulled). The call sequence::
 
-    def __init__(self, info, backend="numpy"):
+        stream = pynnet3.DecodableNnetLoopedOnline(nnet, frames_per_chunk=20)
+        for frames in pieces:                  # as the input arrives
+            stream.accept_features(frames)     # (and i-vectors, if the network has them)
+            rows = stream.get_new_outputs()    # frames whose right context has arrived
+        stream.input_finished()                # no more input will come
+        rows = stream.get_new_outputs()        # every remaining frame
+
+    ``accept_features(frames, input_finished=True)`` gives the last frames
+    and ends the input in one call. Until the input is finished, the last
+    frames (the network's right context, plus up to a chunk) are held back
+    because they need input that has not arrived; once it is finished they
+    are computed with copies of the last frame as right context, as Kaldi
+    does, so every frame is delivered.
+
+    Two readings of the same frames, named for what they are:
+
+    - :meth:`get_new_outputs`: the network's ``output`` rows, the numbers
+      ``nnet3-compute`` writes (no priors, no scale);
+    - :meth:`get_new_scaled_log_likelihoods`: ``acoustic_scale * (output -
+      log(priors))``, what Kaldi's decoders read (without priors only the
+      scale; ``acoustic_scale`` is an option, Kaldi's default 0.1).
+
+    Both read from one position: each frame is returned once, by whichever
+    of the two is called.
+
+    For a network without recurrence the outputs equal ``nnet3-compute``'s
+    for the same utterance and i-vector, within float32 rounding; a
+    recurrent network carries its state across chunks as Kaldi's looped
+    decoding does.
+
+    Args:
+        model: an Nnet; an AmNnetSimple (its priors count in the scaled
+            log-likelihoods); the file name of a network; or a
+            :class:`DecodableNnetSimpleLoopedInfo` shared by several streams
+            (then no ``priors``, ``prepared`` or options).
+        priors: the output's priors (overrides an AmNnetSimple's).
+        prepared: False (default): a copy of the network is prepared as
+            Kaldi's tools prepare it (batch-norm and dropout in test mode,
+            CollapseModel); True: the network is used as given.
+        backend: "numpy" (BLAS arithmetic), "kaldi-exact" or "cupy".
+        **options: Kaldi's NnetSimpleLoopedComputationOptions by their
+            snake_case names: ``frames_per_chunk`` (24),
+            ``extra_left_context_initial`` (0), ``frame_subsampling_factor``
+            (1), ``acoustic_scale`` (0.1, only for the scaled
+            log-likelihoods).
+
+    Raises:
+        UsageError: unknown options, or options with a shared info.
+        NnetError: the network is not 'simple' (nodes ``input``,
+            ``output``, optionally ``ivector``).
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+        feats = dict(pynnet3.read_table("ark:" + examples.path("feats.ark")))["utt2"]
+        ivector = dict(pynnet3.read_table("ark:" + examples.path("ivectors.ark")))["utt2"]
+        stream = pynnet3.DecodableNnetLoopedOnline(nnet, frames_per_chunk=20)
+        for start in range(0, len(feats), 10):             # 10 frames at a time
+            stream.accept_features(feats[start:start + 10], ivector)
+            print(len(stream.get_new_outputs()), end=" ")   # frames ready so far
+        stream.input_finished()
+        print(len(stream.get_new_outputs()))                # the rest
+
+    Output::
+
+        0 0 20 0 20 10
+    """
+
+    def __init__(self, model, priors=None, *, prepared=False, backend="numpy", **options):
+        if isinstance(model, DecodableNnetSimpleLoopedInfo):
+            if priors is not None or prepared or options:
+                raise UsageError("a shared DecodableNnetSimpleLoopedInfo already fixes the "
+                                 "network, priors and options; give none of them")
+            info = model
+        else:
+            if isinstance(model, str):
+                from ..nnet.nnet import Nnet
+                model = Nnet.read(model)
+            known = set(NnetSimpleLoopedComputationOptions.__dataclass_fields__)
+            unknown = set(options) - known
+            if unknown:
+                raise UsageError("unknown option(s) %s; expected some of %s"
+                                 % (", ".join(sorted(unknown)), ", ".join(sorted(known))))
+            info = DecodableNnetSimpleLoopedInfo(NnetSimpleLoopedComputationOptions(**options),
+                                                 model, priors, prepared=prepared)
         self.info = info
         self._runner = _LoopedRunner(info, backend)
         self._input_dim = info.nnet.input_dim("input")
@@ -272,25 +395,69 @@ class DecodableNnetLoopedOnline:
         self._frames = np.zeros((0, self._input_dim), np.float32)
         self._ivectors = np.zeros((0, self._ivector_dim), np.float32)
         self._finished = False
-        self._next_frame = 0     # next output frame get_new_outputs returns
+        self._next_frame = 0     # next output frame the get_new_* methods return
 
-    def accept_features(self, frames, ivectors=None):
+    def accept_features(self, frames, ivectors=None, input_finished=False):
+        """Appends input frames (and their i-vectors) to the stream.
+
+        Args:
+            frames: a matrix, one row per input frame (the network's input
+                dimension); may have no rows.
+            ivectors: for a network with an ``ivector`` input: a matrix with
+                one i-vector per frame (Kaldi's online i-vectors as its
+                online feature gives them), or one vector for all these
+                frames. Each chunk uses the most recent one, as Kaldi does.
+            input_finished: True when these are the last frames (the same as
+                calling :meth:`input_finished` next).
+
+        Returns:
+            None.
+
+        Raises:
+            UsageError: wrong dimensions, missing i-vectors, or frames after
+                the input has finished.
+        """
         if self._finished:
             raise UsageError("accept_features after input_finished")
-        frames = np.asarray(frames, dtype=np.float32).reshape(-1, self._input_dim)
-        self._frames = np.concatenate([self._frames, frames])
+        frames = np.asarray(frames, dtype=np.float32)
+        if frames.ndim != 2 or frames.shape[1] != self._input_dim:
+            raise UsageError("Input feature dimension mismatch: got %s but network expects "
+                             "rows of dimension %d" % (frames.shape, self._input_dim))
         if self.info.has_ivectors:
             if ivectors is None:
                 raise UsageError("Neural net expects iVectors but none provided.")
-            ivectors = np.asarray(ivectors, dtype=np.float32).reshape(-1, self._ivector_dim)
+            ivectors = np.asarray(ivectors, dtype=np.float32)
+            if ivectors.ndim == 1:
+                ivectors = np.tile(ivectors, (frames.shape[0], 1))
+            if ivectors.ndim != 2 or ivectors.shape[1] != self._ivector_dim:
+                raise UsageError("Ivector feature dimension mismatch: got %s but network "
+                                 "expects dimension %d" % (ivectors.shape, self._ivector_dim))
             self._ivectors = np.concatenate([self._ivectors, ivectors])
+        elif ivectors is not None:
+            raise UsageError("the network has no ivector input, but i-vectors were given")
+        self._frames = np.concatenate([self._frames, frames])
+        if input_finished:
+            self.input_finished()
 
     def input_finished(self):
+        """Announces that no more frames will come: every remaining output
+        frame becomes ready (the last chunk's right context is made of
+        copies of the last frame, as Kaldi's).
+
+        Returns:
+            None.
+        """
         self._finished = True
 
     def num_frames_ready(self):
-        """Kaldi's NumFramesReady: all frames once the input has finished,
-        else the frames of the chunks whose right context has arrived."""
+        """How many output frames can be read now (Kaldi's NumFramesReady):
+        all of them once the input has finished, else those of the chunks
+        whose right context has arrived.
+
+        Returns:
+            The number of (subsampled) output frames ready, counted from the
+            start of the stream.
+        """
         ready = self._frames.shape[0]
         if ready == 0:
             return 0
@@ -302,6 +469,14 @@ class DecodableNnetLoopedOnline:
         return chunks * info.frames_per_chunk // sf
 
     def is_last_frame(self, subsampled_frame):
+        """Kaldi's IsLastFrame.
+
+        Args:
+            subsampled_frame: an output frame.
+
+        Returns:
+            True if the input has finished and this is the last output frame.
+        """
         sf = self.info.opts.frame_subsampling_factor
         return (self._finished and self._frames.shape[0] > 0
                 and subsampled_frame == (self._frames.shape[0] + sf - 1) // sf - 1)
@@ -320,25 +495,80 @@ class DecodableNnetLoopedOnline:
                 ivector = self._ivectors[min(available - 1, self._ivectors.shape[0] - 1)]
         runner.advance_chunk(frames, ivector)
 
-    def get_output_for_frame(self, subsampled_frame):
+    def _frame_row(self, subsampled_frame, scaled):
         runner = self._runner
         if subsampled_frame < runner.current_log_post_subsampled_offset:
-            raise UsageError("Frames must be accessed in order")
-        if subsampled_frame >= self.num_frames_ready():
-            raise UsageError("frame %d is not ready (%d ready)"
-                             % (subsampled_frame, self.num_frames_ready()))
+            raise UsageError("Frames must be accessed in order (frame %d asked after %d)"
+                             % (subsampled_frame, runner.current_log_post_subsampled_offset))
+        if not 0 <= subsampled_frame < self.num_frames_ready():
+            raise UsageError("frame %d is not ready (%d ready%s)"
+                             % (subsampled_frame, self.num_frames_ready(),
+                                "" if self._finished else "; call input_finished() after "
+                                "the last frames"))
         while subsampled_frame >= (runner.current_log_post_subsampled_offset
-                                   + runner.current_log_post.shape[0]):
+                                   + runner.current_output.shape[0]):
             self._advance_chunk()
-        return runner.current_log_post[
-            subsampled_frame - runner.current_log_post_subsampled_offset].copy()
+        rows = runner.current_log_post if scaled else runner.current_output
+        return rows[subsampled_frame - runner.current_log_post_subsampled_offset].copy()
 
-    def get_new_outputs(self):
-        """The output frames that became ready since the last call (a matrix,
-        possibly with no rows)."""
+    def get_output_for_frame(self, subsampled_frame):
+        """The network's output row for one frame (a copy). Frames are
+        computed chunk by chunk, so they must be asked for in increasing
+        order.
+
+        Args:
+            subsampled_frame: the output frame (0-based, after frame
+                subsampling); must be ready (:meth:`num_frames_ready`).
+
+        Returns:
+            A float32 vector of the output dimension.
+
+        Raises:
+            UsageError: the frame is not ready, or is older than the chunk
+                being read.
+        """
+        return self._frame_row(subsampled_frame, scaled=False)
+
+    def get_scaled_log_likelihoods_for_frame(self, subsampled_frame):
+        """The scaled log-likelihoods of one frame, ``acoustic_scale * (output
+        - log(priors))`` (Kaldi's LogLikelihood values).
+
+        Args:
+            subsampled_frame: as for :meth:`get_output_for_frame`.
+
+        Returns:
+            A float32 vector of the output dimension.
+
+        Raises:
+            UsageError: as :meth:`get_output_for_frame`.
+        """
+        return self._frame_row(subsampled_frame, scaled=True)
+
+    def _get_new(self, scaled):
         ready = self.num_frames_ready()
-        rows = [self.get_output_for_frame(f) for f in range(self._next_frame, ready)]
+        rows = [self._frame_row(f, scaled) for f in range(self._next_frame, ready)]
         self._next_frame = max(self._next_frame, ready)
         if not rows:
             return np.zeros((0, self.info.output_dim), np.float32)
         return np.stack(rows)
+
+    def get_new_outputs(self):
+        """The network's output for the frames that became ready since the
+        last ``get_new_*`` call.
+
+        Returns:
+            A float32 matrix (frames x output dimension), possibly with no
+            rows: nothing new is ready yet.
+        """
+        return self._get_new(scaled=False)
+
+    def get_new_scaled_log_likelihoods(self):
+        """The scaled log-likelihoods ``acoustic_scale * (output -
+        log(priors))`` of the frames that became ready since the last
+        ``get_new_*`` call: what Kaldi's decoders read.
+
+        Returns:
+            A float32 matrix (frames x output dimension), possibly with no
+            rows.
+        """
+        return self._get_new(scaled=True)

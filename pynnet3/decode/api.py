@@ -102,25 +102,72 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
                         len(path.alignment), reached)
 
 
+def _model_copy(model):
+    """(TransitionModel, AmNnetSimple) from a pair or from an AmNnetSimple
+    read from a .mdl, with a copy of the network: preparing it for
+    computing must not change the caller's model."""
+    from ..nnet.am import AmNnetSimple
+    if isinstance(model, AmNnetSimple):
+        if model.transition_model is None:
+            raise UsageError("the acoustic model has no transition model (read a .mdl with "
+                             "AmNnetSimple.read, or give a (TransitionModel, AmNnetSimple) "
+                             "pair)")
+        trans_model, am_nnet = model.transition_model, model
+    else:
+        trans_model, am_nnet = model
+    return trans_model, AmNnetSimple(am_nnet.nnet.copy(), am_nnet.priors, trans_model)
+
+
 class Decoder:
-    """A model and a graph loaded once, for decoding many utterances:
+    """An acoustic model and a decoding graph loaded once, for decoding many
+    utterances as ``nnet3-latgen-faster`` does: the network (prepared as the
+    tool prepares it) gives each frame's log-likelihoods, the lattice search
+    finds the best path and a lattice. Calling the decoder decodes one
+    utterance (:meth:`__call__`).
 
-        dec = Decoder("final.mdl", "HCLG.fst", beam=15, lattice_beam=8)
-        for key, feats in pynnet3.io.table.read_table("ark:feats.ark"):
-            result = dec(feats)
+    Args:
+        model: the ``.mdl`` file name, an AmNnetSimple read from a ``.mdl``
+            (:meth:`AmNnetSimple.read <pynnet3.AmNnetSimple.read>`), or a
+            (TransitionModel, AmNnetSimple) pair; the network is prepared on
+            a copy, the caller's model is not changed.
+        hclg: the decoding graph's file name (Kaldi's HCLG.fst, const or
+            vector FST), or a graph already read.
+        **options: ``nnet3-latgen-faster``'s options by their snake_case
+            names: the search's (``beam`` 16, ``lattice_beam`` 10,
+            ``max_active``, ``min_active``, ``prune_interval``,
+            ``determinize_lattice`` True, ...), the network's
+            (``acoustic_scale`` 0.1, ``frames_per_chunk`` 50,
+            ``extra_left_context``, ..., ``frame_subsampling_factor``), the
+            determinization's (``delta``, ``max_mem``, ...), and
+            ``allow_partial`` (False), ``backend`` (the network's arithmetic:
+            "kaldi-exact", Kaldi's CPU arithmetic bit for bit, or "numpy",
+            BLAS arithmetic; which one is the default may change, so name it
+            when the last bits matter), ``fast`` (the Cython search, True).
 
-    ``model``: an rxfilename or a (TransitionModel, AmNnetSimple) pair;
-    ``hclg``: an rxfilename or a StdFst. Options: the decoder's
-    (:class:`LatticeFasterDecoderConfig` fields) and the decodable's
-    (SimpleComputationOptions fields: acoustic_scale (default 0.1),
-    frames_per_chunk, extra_left_context, ..., frame_subsampling_factor),
-    plus ``allow_partial``, the determinization options
-    (:class:`DeterminizeLatticePhonePrunedOptions` fields: ``delta``,
-    ``max_mem``, ...), ``fast`` (Cython search, default True) and ``backend``
-    (the network's backend: "kaldi-exact" (the default, as nnet3-latgen-faster)
-    for Kaldi's CPU arithmetic bit for bit, "numpy" for BLAS arithmetic, a
-    :class:`pynnet3.compute.backend.KaldiExactBackend` to choose its OpenBLAS
-    thread count). With ``determinize_lattice`` (default True, as Kaldi's) the lattice is a determinized CompactLattice."""
+    Raises:
+        UsageError: unknown options, or a graph whose labels are not the
+            model's transition-ids; KaldiFormatError: unreadable files.
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        decoder = pynnet3.Decoder(examples.path("final.mdl"), examples.path("HCLG.fst"),
+                                  beam=8, lattice_beam=4, max_active=200)
+        words = {int(i): w for w, i in (line.split() for line in open(examples.path("words.txt")))}
+        ivectors = pynnet3.open_table("ark:" + examples.path("online-ivectors.ark"))
+        for utt, feats in pynnet3.read_table("ark:" + examples.path("feats.ark")):
+            result = decoder(feats, online_ivectors=ivectors[utt], online_ivector_period=10)
+            print(utt, " ".join(words[w] for w in result.words), len(result.alignment))
+
+    Output::
+
+        utt1 <UNK> 7
+        utt2 cab 50
+        utt3 bad 173
+        utt4 hid 301
+    """
 
     def __init__(self, model, hclg, **options):
         from ..compute.utterance import SimpleComputationOptions
@@ -142,7 +189,8 @@ class Decoder:
                                                if k in dec_fields})
         copts = SimpleComputationOptions(**{"acoustic_scale": 0.1, **{
             k: v for k, v in options.items() if k in comp_fields}})
-        self.trans_model, self.am_nnet = read_mdl(model) if isinstance(model, str) else model
+        self.trans_model, self.am_nnet = read_mdl(model) if isinstance(model, str) else \
+            _model_copy(model)
         self.fst = read_fst(hclg) if isinstance(hclg, str) else hclg
         self.tid_to_pdf = transition_id_to_pdf_table(self.trans_model)
         check_graph_labels(self.fst, self.tid_to_pdf)
@@ -152,6 +200,29 @@ class Decoder:
 
     def __call__(self, feats, ivector=None, online_ivectors=None, online_ivector_period=0,
                  utt="utterance"):
+        """Decodes one utterance.
+
+        Args:
+            feats: the features, a matrix (frames x the network's input dim).
+            ivector: the utterance's i-vector (``--ivectors``).
+            online_ivectors: its i-vectors every ``online_ivector_period``
+                frames (``--online-ivectors``).
+            online_ivector_period: frames per online i-vector.
+            utt: the utterance's name in warnings.
+
+        Returns:
+            A DecodeResult: ``words`` (word ids of the best path; map them
+            with the graph's words.txt), ``alignment`` (its transition-ids,
+            one per frame), ``lattice`` (a CompactLattice, determinized
+            unless ``determinize_lattice=False``; write it with
+            :func:`pynnet3.write_table`), ``likelihood``, ``num_frames``,
+            ``reached_final``. None when no final state was reached and
+            ``allow_partial`` is false (a WARNING is logged, as Kaldi's).
+
+        Raises:
+            UsageError: wrong feature or i-vector dimensions, missing
+                i-vectors.
+        """
         from .decodable import DecodableAmNnetSimple
         decodable = DecodableAmNnetSimple(self.computer, self.tid_to_pdf, feats, ivector,
                                           online_ivectors, online_ivector_period)
@@ -161,12 +232,39 @@ class Decoder:
 
 
 def decode(model, hclg, feats, **options):
-    """Decodes one utterance's features (``pynnet3.decode``): returns a
-    :class:`DecodeResult` (words, alignment, lattice), or None when no final
-    state was reached and ``allow_partial`` is false. ``model``/``hclg`` may
-    be file names or loaded objects; for many utterances build one
-    :class:`Decoder` (graph and model loaded once). I-vectors:
-    ``ivector=``, or ``online_ivectors=`` with ``online_ivector_period=``."""
+    """Decodes one utterance: :class:`Decoder` made and called once (for
+    many utterances make one Decoder, which loads model and graph once).
+
+    Args:
+        model: the ``.mdl`` file name, an AmNnetSimple read from a ``.mdl``,
+            or a (TransitionModel, AmNnetSimple) pair (not changed).
+        hclg: the decoding graph's file name, or a graph already read.
+        feats: the features, a matrix.
+        **options: the Decoder's options, and ``ivector=``, or
+            ``online_ivectors=`` with ``online_ivector_period=``.
+
+    Returns:
+        A DecodeResult (``words``, ``alignment``, ``lattice``, ...), or None
+        when no final state was reached and ``allow_partial`` is false.
+
+    Raises:
+        UsageError, KaldiFormatError: as :class:`Decoder`.
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        feats = dict(pynnet3.read_table("ark:" + examples.path("feats.ark")))["utt2"]
+        ivectors = dict(pynnet3.read_table("ark:" + examples.path("online-ivectors.ark")))
+        result = pynnet3.decode(examples.path("final.mdl"), examples.path("HCLG.fst"), feats,
+                                online_ivectors=ivectors["utt2"], online_ivector_period=10)
+        print(result.words, result.num_frames)
+
+    Output::
+
+        [9] 50
+    """
     ivector = options.pop("ivector", None)
     online_ivectors = options.pop("online_ivectors", None)
     period = options.pop("online_ivector_period", 0)

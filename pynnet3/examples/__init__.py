@@ -1,254 +1,138 @@
-"""The example shipped with pynnet3: a Kaldi model, features, and what Kaldi's
-``nnet3-compute`` made of them.
+"""A small, complete set of Kaldi files shipped with pynnet3, and what real
+Kaldi (5.5) made of them: the files the quick start, the cookbook and
+``python -m pynnet3.examples`` use.
 
-Run it with ``python -m pynnet3.examples [OUTPUT]`` (``scripts/run_example.sh``).
-It reads the shipped model, prints ``nnet3-info``'s header lines for it,
-runs the ``nnet3-compute`` tool on it with the shipped command's options,
-writes the outputs to the table OUTPUT if given (a wspecifier such as
-``ark:out.ark`` or ``ark,t:-``; a plain path means ``ark:PATH``), and compares
-each utterance with Kaldi's output. Exit status 0 when every utterance agrees
-within max |ours - kaldi| <= 1e-3 * max(1, max |kaldi|), 1 otherwise.
+:func:`path` gives a file's location wherever the package is installed;
+:data:`FILES` lists them. The models have random parameters (they come from
+the Kaldi reference set pynnet3 is tested against), so their outputs are
+numbers, not speech; every layer, the output layer included, has non-zero
+parameters, so the outputs vary from frame to frame and depend on every layer.
 
-Files (all from Kaldi 5.5, kaldi-ref ``models/tdnn_lda``):
+Acoustic model (a TDNN with an LDA-like fixed layer, batch-norm and an
+``ivector`` input; 13-dim features, 10-dim i-vectors, 30 pdfs):
 
-- ``tdnn_lda.raw`` — the raw nnet3 network (a TDNN with an LDA-like fixed
-  affine layer, batch-norm, an ``ivector`` input), binary; Kaldi's
-  ``model.raw``.
-- ``tdnn_lda.info.txt`` — ``nnet3-info model.raw``.
-- ``feats.ark`` — 4 utterances of 13-dim features (7, 50, 173, 301 frames).
-- ``online-ivectors.ark`` — 10-dim online i-vectors, one per 10 frames.
-- ``compute.apply_exp.ark`` — Kaldi's output for the command in
-  ``compute.apply_exp.cmd`` (``nnet3-compute --online-ivectors=... 
-  --online-ivector-period=10 --apply-exp=true --frames-per-chunk=1000``, where
-  ``model.raw`` is ``tdnn_lda.raw``), its log in ``compute.apply_exp.log``.
-  With 1000 frames per chunk every utterance is computed as a single chunk.
+- ``tdnn_lda.raw`` — the network, binary; ``tdnn_lda.info.txt`` — what
+  ``nnet3-info tdnn_lda.raw`` prints.
+- ``final.mdl`` — the same network as an acoustic model (transition model,
+  network, priors); ``final.am-info.txt`` — ``nnet3-am-info final.mdl``.
+- ``feats.ark`` — 4 utterances (utt1..utt4: 7, 50, 173, 301 frames);
+  ``online-ivectors.ark`` — their online i-vectors, one row per 10 frames;
+  ``ivectors.ark`` — one i-vector per utterance (each utterance's first
+  online i-vector, written by pynnet3).
+- ``compute.apply_exp.ark`` — ``nnet3-compute`` with the online i-vectors,
+  ``--apply-exp=true --frames-per-chunk=1000``;
+  ``compute.ivectors.ark`` — ``nnet3-compute --ivectors=ark:ivectors.ark``
+  (the streaming example's reference).
+- ``HCLG.fst``, ``words.txt`` — a decoding graph (Kaldi's mkgraph.sh over a
+  16-word lexicon and a word loop) and its word symbols;
+  ``lat.narrow.ark``, ``words.narrow.txt``, ``ali.narrow.txt`` —
+  ``nnet3-latgen-faster``'s lattices, best-path words (integers) and
+  alignments (transition-ids) with ``--beam=8 --lattice-beam=4
+  --max-active=200 --acoustic-scale=0.1``.
 
-Note on this reference: the model's output layer was initialized by Kaldi's
-xconfig with zero weights and bias (``param-stddev=0.0 bias-stddev=0.0``), so
-its output is exactly uniform (1/30 after exp) whatever the features; the
-comparison checks shapes, i-vector and context handling and that nothing
-breaks, not the hidden layers' arithmetic (pynnet3's tests check that against
-Kaldi's random networks).
+x-vector extractor (23-dim features, 48-dim x-vectors):
+
+- ``xvector.raw`` — the network; ``xvector.info.txt`` — its ``nnet3-info``;
+- ``xvector-feats.ark`` — 4 utterances; ``xvector.default.ark`` —
+  ``nnet3-xvector-compute``'s x-vectors for them.
+
+Each Kaldi output ``NAME.ark`` has ``NAME.cmd``, the exact command, run in
+this folder, that wrote it, and ``NAME.log``, its stderr. The commands set
+``OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=2``: OpenBLAS's kernels and
+thread count decide Kaldi's last bits, and with these, Kaldi's tools write
+these files byte for byte (pynnet3's ``backend="kaldi-exact"`` reproduces
+that arithmetic; its default BLAS arithmetic agrees within float32
+rounding).
+
+Example::
+
+    from pynnet3 import examples
+
+    print(examples.path("final.mdl"))
+    print(sorted(examples.FILES)[:3])
 """
 
-import os
-import sys
-import tempfile
-from dataclasses import dataclass
 from importlib import resources
 
-import numpy as np
+__all__ = ["path", "FILES", "main"]
 
-__all__ = ["example_file", "ExampleSetup", "UtteranceResult", "load_example",
-           "compute_example", "run_nnet3_compute", "main"]
+#: The shipped files, name -> what it holds.
+FILES = {
+    "tdnn_lda.raw": "acoustic network (raw nnet3, binary)",
+    "tdnn_lda.info.txt": "nnet3-info tdnn_lda.raw",
+    "final.mdl": "the same network as an acoustic model (transition model, priors)",
+    "final.am-info.txt": "nnet3-am-info final.mdl",
+    "feats.ark": "features of utt1..utt4 (13-dim; 7, 50, 173, 301 frames)",
+    "online-ivectors.ark": "online i-vectors of utt1..utt4 (10-dim, one per 10 frames)",
+    "ivectors.ark": "one i-vector per utterance (10-dim)",
+    "compute.apply_exp.ark": "Kaldi's nnet3-compute output (online i-vectors, --apply-exp)",
+    "compute.apply_exp.cmd": "the command that wrote compute.apply_exp.ark",
+    "compute.apply_exp.log": "its log",
+    "compute.ivectors.ark": "Kaldi's nnet3-compute output (--ivectors=ark:ivectors.ark)",
+    "compute.ivectors.cmd": "the command that wrote compute.ivectors.ark",
+    "compute.ivectors.log": "its log",
+    "HCLG.fst": "decoding graph (16 words, word loop)",
+    "words.txt": "word symbol table of HCLG.fst",
+    "lat.narrow.ark": "Kaldi's nnet3-latgen-faster lattices (narrow beams)",
+    "words.narrow.txt": "their best-path words (integers)",
+    "ali.narrow.txt": "their best-path alignments (transition-ids)",
+    "decode.narrow.cmd": "the command that wrote lat/words/ali.narrow",
+    "decode.narrow.log": "its log",
+    "xvector.raw": "x-vector extractor network",
+    "xvector.info.txt": "nnet3-info xvector.raw",
+    "xvector-feats.ark": "features for the x-vector network (23-dim, 4 utterances)",
+    "xvector.default.ark": "Kaldi's nnet3-xvector-compute x-vectors",
+    "xvector.default.cmd": "the command that wrote xvector.default.ark",
+    "xvector.default.log": "its log",
+}
 
-MODEL = "tdnn_lda.raw"
-KALDI_INFO = "tdnn_lda.info.txt"
-FEATS = "feats.ark"
-ONLINE_IVECTORS = "online-ivectors.ark"
-KALDI_OUTPUT = "compute.apply_exp.ark"
 
-# The options of compute.apply_exp.cmd.
-ONLINE_IVECTOR_PERIOD = 10
-FRAMES_PER_CHUNK = 1000
-APPLY_EXP = True
+def path(name):
+    """The location of a shipped example file.
 
-USAGE = """Run pynnet3 on the shipped example (Kaldi's tdnn_lda model and features) and
-compare with Kaldi's nnet3-compute output.
+    Args:
+        name: the file's name, one of :data:`FILES` (e.g. ``"final.mdl"``).
 
-Usage: python -m pynnet3.examples [<output-wspecifier>]
- e.g.: python -m pynnet3.examples ark:out.ark
-(a plain path means ark:<path>)
-"""
+    Returns:
+        The file's path (a str): a real file on disk, wherever pynnet3 is
+        installed.
 
+    Raises:
+        PynnetError: ``name`` is not an example file, or the installed
+            package lacks it.
 
-def example_file(name):
-    """Path (str) of a shipped example file; the package is installed as
-    plain files, so this is a real file on disk."""
-    path = resources.files(__name__).joinpath(name)
-    if not path.is_file():
-        from ..errors import PynnetError
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+    """
+    from ..errors import PynnetError
+    if name not in FILES:
+        raise PynnetError("'%s' is not an example file (the examples are: %s)"
+                          % (name, ", ".join(sorted(FILES))))
+    location = resources.files(__name__).joinpath(name)
+    if not location.is_file():
         raise PynnetError("example file %s is missing from the installed package "
-                          "(expected at %s)" % (name, path))
-    return str(path)
-
-
-@dataclass(slots=True)
-class ExampleSetup:
-    """Everything the example reads: the network as read (``nnet``), its
-    ``nnet3-info`` text as Kaldi printed it, the inputs and Kaldi's output
-    (dicts utterance -> float32 matrix, in archive order)."""
-
-    nnet: object
-    kaldi_info: str
-    features: dict
-    online_ivectors: dict
-    kaldi_output: dict
-
-
-@dataclass(slots=True)
-class UtteranceResult:
-    utterance: str
-    output: np.ndarray          # ours, after exp
-    max_abs_diff: float         # max |ours - kaldi|
-    max_abs_kaldi: float
-
-    @property
-    def tolerance(self):
-        return 1e-3 * max(1.0, self.max_abs_kaldi)
-
-    @property
-    def ok(self):
-        return self.max_abs_diff <= self.tolerance
-
-
-def load_example():
-    from ..io.table import read_table
-    from ..nnet.nnet import Nnet
-    with open(example_file(KALDI_INFO), encoding="utf-8") as f:
-        kaldi_info = f.read()
-    return ExampleSetup(
-        nnet=Nnet.read(example_file(MODEL)),
-        kaldi_info=kaldi_info,
-        features=dict(read_table("ark:" + example_file(FEATS))),
-        online_ivectors=dict(read_table("ark:" + example_file(ONLINE_IVECTORS))),
-        kaldi_output=dict(read_table("ark:" + example_file(KALDI_OUTPUT))))
-
-
-def _max_abs_diff(ours, kaldi):
-    if ours.shape != kaldi.shape:
-        return float("inf")
-    return float(np.abs(ours.astype(np.float64) - kaldi).max(initial=0.0))
-
-
-def _results(setup, outputs):
-    """UtteranceResults of our outputs (a dict, archive order) against Kaldi's."""
-    from ..errors import PynnetError
-    results = []
-    for utt, output in outputs.items():
-        kaldi = setup.kaldi_output.get(utt)
-        if kaldi is None:
-            raise PynnetError("the shipped Kaldi output has no utterance " + utt)
-        results.append(UtteranceResult(utt, output, _max_abs_diff(output, kaldi),
-                                       float(np.abs(kaldi).max(initial=0.0))))
-    return results
-
-
-def compute_example(setup, computer=None):
-    """Our output for every utterance (nnet3-compute's options of the shipped
-    command, computed by the engine nnet3-compute runs, chunk by chunk) and
-    how it compares with Kaldi's; a list of UtteranceResult.
-    ``setup.nnet`` is prepared for computing (test modes) in place."""
-    from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
-                                     apply_exp, prepare_nnet_for_compute)
-    from ..errors import PynnetError
-    if computer is None:
-        prepare_nnet_for_compute(setup.nnet)
-        computer = SimpleNnetComputer(
-            setup.nnet, SimpleComputationOptions(frames_per_chunk=FRAMES_PER_CHUNK))
-    outputs = {}
-    for utt, feats in setup.features.items():
-        if utt not in setup.online_ivectors:
-            raise PynnetError("No online iVector available for utterance " + utt)
-        output = computer.compute_utterance(
-            feats, online_ivectors=setup.online_ivectors[utt],
-            online_ivector_period=ONLINE_IVECTOR_PERIOD)
-        outputs[utt] = apply_exp(output) if APPLY_EXP else output
-    return _results(setup, outputs)
-
-
-def run_nnet3_compute(output_wspecifier):
-    """Runs our ``nnet3-compute`` tool (in this process) with the shipped
-    command's options on the shipped files; returns its exit status. Its
-    Kaldi-style log goes to stderr."""
-    from ..bin import nnet3_compute
-    return nnet3_compute.main([
-        "--print-args=false", "--online-ivectors=ark:" + example_file(ONLINE_IVECTORS),
-        "--online-ivector-period=%d" % ONLINE_IVECTOR_PERIOD,
-        "--apply-exp=%s" % str(APPLY_EXP).lower(), "--frames-per-chunk=%d" % FRAMES_PER_CHUNK,
-        example_file(MODEL), "ark:" + example_file(FEATS), output_wspecifier])
-
-
-def _info_header(nnet, context):
-    """nnet3-info's lines before the network's config lines."""
-    from ..nnet.info import nnet_info
-    keys = ("left-context:", "right-context:", "num-parameters:", "modulus:")
-    text = nnet_info(nnet, context)
-    return [line for line in text.splitlines() if line.startswith(keys)], text
-
-
-def _wspecifier(arg):
-    from ..io.table import classify_wspecifier
-    return arg if classify_wspecifier(arg)[0] is not None else "ark:" + arg
-
-
-def _writes_stdout(wspecifier):
-    from ..io.table import classify_wspecifier
-    kind, archive, script, _ = classify_wspecifier(wspecifier)
-    return "-" in (archive, script) or (kind in ("ark", "both") and archive == "")
+                          "(expected at %s)" % (name, location))
+    return str(location)
 
 
 def main(argv=None, out=None):
-    """The example's command line; returns the exit status."""
-    from ..compute.utterance import SimpleComputationOptions, SimpleNnetComputer
-    from ..compute.utterance import prepare_nnet_for_compute
-    from ..errors import PynnetError
-    from ..io.table import TableWriter, read_table
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a in ("-h", "--help") for a in argv) or len(argv) > 1:
-        sys.stderr.write(USAGE)
-        return 0 if len(argv) <= 1 else 1
-    wspecifier = _wspecifier(argv[0]) if argv else None
-    if out is None:
-        # An archive written to standard output keeps it to itself.
-        to_stdout = wspecifier is not None and _writes_stdout(wspecifier)
-        out = sys.stderr if to_stdout else sys.stdout
-    try:
-        setup = load_example()
-        # The header comes from the network as read, as nnet3-info prints it.
-        nnet = setup.nnet
-        prepared = prepare_nnet_for_compute(nnet.copy())
-        computer = SimpleNnetComputer(
-            prepared, SimpleComputationOptions(frames_per_chunk=FRAMES_PER_CHUNK))
-        header, info = _info_header(nnet, (computer.nnet_left_context,
-                                           computer.nnet_right_context))
-        out.write("# nnet3-info %s\n" % MODEL)
-        for line in header:
-            out.write(line + "\n")
-        out.write("# nnet3-info output %s Kaldi's\n"
-                  % ("identical to" if info == setup.kaldi_info else "DIFFERS from"))
-        out.write("# nnet3-compute --online-ivector-period=%d --apply-exp=%s "
-                  "--frames-per-chunk=%d\n" % (ONLINE_IVECTOR_PERIOD,
-                                               str(APPLY_EXP).lower(), FRAMES_PER_CHUNK))
-        # The outputs come from the nnet3-compute tool itself.
-        with tempfile.TemporaryDirectory() as tmp:
-            archive = os.path.join(tmp, "output.ark")
-            if run_nnet3_compute("ark:" + archive) != 0:
-                raise PynnetError("nnet3-compute failed on the example (see its log above)")
-            outputs = dict(read_table("ark:" + archive))
-        results = _results(setup, outputs)
-        if wspecifier is not None:
-            with TableWriter(wspecifier, kind="matrix") as writer:
-                for r in results:
-                    writer.write(r.utterance, r.output)
-    except PynnetError as e:
-        sys.stderr.write("ERROR: %s\n" % e)
-        return 1
-    worst = 0.0
-    for r in results:
-        worst = max(worst, r.max_abs_diff)
-        out.write("%s: frames=%d output-dim=%d max|ours-kaldi|=%.3g max|kaldi|=%.4g %s\n"
-                  % (r.utterance, r.output.shape[0], r.output.shape[1], r.max_abs_diff,
-                     r.max_abs_kaldi, "ok" if r.ok else "DIFFERS"))
-    num_bad = sum(1 for r in results if not r.ok)
-    frames = sum(r.output.shape[0] for r in results)
-    if num_bad:
-        out.write("FAILED: %d of %d utterances differ from Kaldi's nnet3-compute beyond "
-                  "1e-3*max(1,max|kaldi|) (worst max|ours-kaldi|=%.3g)\n"
-                  % (num_bad, len(results), worst))
-    else:
-        out.write("OK: %d utterances, %d frames, all within 1e-3*max(1,max|kaldi|) of "
-                  "Kaldi's nnet3-compute (worst max|ours-kaldi|=%.3g)\n"
-                  % (len(results), frames, worst))
-    out.flush()
-    return 1 if num_bad or not results else 0
+    """``python -m pynnet3.examples``: computes the examples with pynnet3 and
+    compares each with Kaldi's output (see :mod:`pynnet3.examples.run`).
+
+    Args:
+        argv: the command-line arguments (default ``sys.argv[1:]``).
+        out: where the report goes (default standard output).
+
+    Returns:
+        The exit status: 0 when everything agrees with Kaldi, 1 otherwise
+        (also when a file cannot be read: one ERROR line on stderr).
+
+    Raises:
+        Nothing on bad input: errors become the ERROR line and status 1.
+    """
+    from .run import main as run_main
+    return run_main(argv, out)

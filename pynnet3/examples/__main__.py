@@ -1,9 +1,9 @@
-"""``python -m pynnet3.examples [OUTPUT]``: run pynnet3 on the shipped Kaldi
-example and compare with Kaldi's nnet3-compute (see :mod:`pynnet3.examples`)."""
+"""``python -m pynnet3.examples [OUTPUT]``: pynnet3 on the shipped examples,
+each compared with Kaldi's output (see :mod:`pynnet3.examples.run`)."""
 
 import sys
 
-from . import main
+from .run import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -155,6 +155,22 @@ def is_token(key):
 
 # -- holders: how one object of each kind is read and written ------------------
 
+def printable_key(key):
+    """``key`` for an error message: characters that are not printable (a
+    NUL from a binary file read as an archive, control characters) are
+    written as ``\\xNN`` escapes, so a message stays one line of text."""
+    if key.isprintable():
+        return key
+
+    def escape(c):
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:       # a byte that is not UTF-8 (surrogateescape)
+            code -= 0xDC00
+        return "\\x%02x" % code if code < 256 else "\\u%04x" % code
+
+    return "".join(c if c.isprintable() else escape(c) for c in key)
+
+
 def _take_header(stream):
     """Kaldi's InitKaldiInputStream: consumes ``\\0B`` and sets the mode."""
     data, pos = stream.data, stream.pos
@@ -737,14 +753,14 @@ def _archive_entries(stream, holder, archive):
         if end >= n or data[end] not in b" \t\n":
             got = "end of file" if end >= n else repr(chr(data[end]))
             raise KaldiFormatError("invalid archive: expected a space after key '%s', got %s"
-                                   % (key, got), archive, end)
+                                   % (printable_key(key), got), archive, end)
         stream.pos = end if data[end] == 10 else end + 1
         start = stream.pos
         try:
             value = holder.read_object(stream)
         except KaldiFormatError as e:
             raise KaldiFormatError("reading %s object for key '%s' (starting at byte %d): %s"
-                                   % (holder.name, key, start, e.detail),
+                                   % (holder.name, printable_key(key), start, e.detail),
                                    archive, e.offset) from None
         yield key, value, start
 
@@ -891,7 +907,8 @@ class RandomAccessTableReader:
                     break
                 raise
             if k in self._values or k in self._failed:
-                raise PynnetError("archive %s has key '%s' twice" % (self.rxfilename, k))
+                raise PynnetError("archive %s has key '%s' twice"
+                                  % (self.rxfilename, printable_key(k)))
             self._values[k] = value
             if k == key:
                 return True
@@ -1012,7 +1029,8 @@ class TableWriter:
 
     def write(self, key, value, kind=None):
         if not is_token(key):
-            raise PynnetError("invalid table key '%s' (empty or contains whitespace)" % key)
+            raise PynnetError("invalid table key '%s' (empty or contains whitespace)"
+                              % printable_key(key))
         holder = _holder(kind) if kind else self.holder or _holder(infer_kind(value))
         body = holder.object_bytes(value, self.opts.binary)
         if self.kind == "scp":
@@ -1041,12 +1059,22 @@ class TableWriter:
                 self._script_out.flush()
 
     def close(self):
+        """Finishes the table: the archive (and script file) appear under
+        their names.
+
+        Returns:
+            None.
+        """
         for sink in (self._archive, self._script_out):
             if sink is not None:
                 sink.close()
 
     def abort(self):
-        """Discards what was written (files are not created)."""
+        """Discards what was written (files are not created).
+
+        Returns:
+            None.
+        """
         for sink in (self._archive, self._script_out):
             if sink is not None:
                 sink.abort()

@@ -40,10 +40,42 @@ def _nnet_class():
 
 
 class AmNnetSimple:
-    """A network plus what an acoustic model needs around it: the output's
-    ``priors`` (float32 vector, empty when none are set) and the network's
-    ``left_context``/``right_context``. ``transition_model`` is the
-    TransitionModel a ``.mdl`` file carries in front of it (None otherwise)."""
+    """Kaldi's AmNnetSimple, the network of an nnet3 acoustic model
+    (``final.mdl``) and what an acoustic model needs around it.
+
+    Attributes: ``nnet`` (the Nnet), ``priors`` (float32 vector of the
+    output's priors, empty when none are set: ``nnet3-compute
+    --use-priors`` and the decoders subtract their logs),
+    ``left_context`` / ``right_context`` (the network's), and
+    ``transition_model`` (the TransitionModel a ``.mdl`` carries in front of
+    it, None otherwise). :meth:`read` then :meth:`write` reproduce Kaldi's
+    bytes; :meth:`info` is what ``nnet3-am-info`` prints.
+
+    Args:
+        nnet: the network (None: an empty one).
+        priors: the priors (None: none).
+        transition_model: a TransitionModel, written in front by :meth:`write`.
+
+    Raises:
+        PynnetError: :meth:`read` raises KaldiFormatError on a file that is
+            not a ``.mdl`` (the message names the file and byte offset).
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        am = pynnet3.AmNnetSimple.read(examples.path("final.mdl"))
+        print(am.num_pdfs(), am.priors.shape, am.transition_model.num_transition_ids())
+        am.nnet.write("final.raw")                 # as nnet3-am-copy --raw=true
+        am.write("copy.mdl", binary=False)         # as nnet3-am-copy --binary=false
+        print(open("copy.mdl").readline().strip())
+
+    Output::
+
+        30 (30,) 60
+        <TransitionModel>
+    """
 
     __slots__ = ("nnet", "left_context", "right_context", "priors", "transition_model")
 
@@ -60,8 +92,19 @@ class AmNnetSimple:
     # -- I/O ---------------------------------------------------------------------
     @classmethod
     def read(cls, rxfilename):
-        """An AmNnetSimple from an nnet3 ``.mdl`` (its transition model kept in
-        ``transition_model``) or from a file holding only an AmNnetSimple."""
+        """Reads an nnet3 acoustic model.
+
+        Args:
+            rxfilename: a ``.mdl`` (its transition model is kept in
+                ``transition_model``), or a file holding only an AmNnetSimple;
+                text or binary; a file, ``-`` or ``command |``.
+
+        Returns:
+            A new AmNnetSimple.
+
+        Raises:
+            KaldiFormatError: not such a file (names the file and offset).
+        """
         stream = open_input(rxfilename)
         trans_model = None
         if stream.peek_token() == "<TransitionModel>":
@@ -71,8 +114,17 @@ class AmNnetSimple:
         return am_nnet
 
     def write(self, wxfilename, binary=True):
-        """Writes the ``.mdl`` (transition model first, when there is one) as
-        nnet3-am-copy does; atomic for files."""
+        """Writes the ``.mdl`` as ``nnet3-am-copy`` does (transition model
+        first, when there is one): Kaldi's bytes. A file appears only once
+        complete.
+
+        Args:
+            wxfilename: a file, ``-`` or ``| command``.
+            binary: binary (True) or text form.
+
+        Returns:
+            None.
+        """
         def write_all(stream):
             if self.transition_model is not None:
                 self.transition_model.write_to(stream)
@@ -118,6 +170,14 @@ class AmNnetSimple:
 
     # -- Kaldi's accessors -------------------------------------------------------
     def num_pdfs(self):
+        """Kaldi's NumPdfs.
+
+        Returns:
+            The number of pdfs: the dimension of the network's ``output``.
+
+        Raises:
+            NnetError: the network has no ``output`` node.
+        """
         ans = self.nnet.output_dim("output")
         if ans <= 0:
             raise NnetError("the acoustic model's network has no output node 'output'")
@@ -154,7 +214,12 @@ class AmNnetSimple:
         self.left_context, self.right_context = _compute_context(self.nnet)
 
     def info(self):
-        """Kaldi's AmNnetSimple::Info() followed by the network's Info()."""
+        """Kaldi's AmNnetSimple::Info() followed by the network's Info():
+        what ``nnet3-am-info`` prints.
+
+        Returns:
+            The text (str).
+        """
         lines = ["input-dim: %d" % self.nnet.input_dim("input"),
                  "ivector-dim: %d" % self.nnet.input_dim("ivector"),
                  "num-pdfs: %d" % self.nnet.output_dim("output"),

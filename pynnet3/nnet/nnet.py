@@ -90,7 +90,34 @@ class NetworkNode:
 
 
 class Nnet:
-    """Kaldi's Nnet: ``nodes``/``node_names`` and ``components``/``component_names``."""
+    """Kaldi's Nnet: a network of nodes (inputs, Descriptors, components,
+    dim-ranges, outputs; ``nodes`` / ``node_names``) and the components they
+    use (``components`` / ``component_names``). ``Nnet()`` is an empty
+    network: read one from a file (:meth:`read`, ``.raw`` or ``.mdl``, text
+    or binary) or build one from nnet3 config lines (:meth:`from_config`, as
+    ``nnet3-init``). Reading then writing gives Kaldi's bytes; :meth:`info`
+    is what ``nnet3-info`` prints.
+
+    Raises:
+        PynnetError: :meth:`read` and :meth:`from_config` raise
+            KaldiFormatError / ConfigError (subclasses) on bad files or
+            config lines, naming the file and offset or line.
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+        print(nnet.info().splitlines()[:2])           # nnet3-info's first lines
+        nnet.write("copy.txt", binary=False)          # as nnet3-copy --binary=false
+        print(pynnet3.Nnet.read("copy.txt").num_components())
+
+    Output::
+
+        ['left-context: 8', 'right-context: 8']
+        15
+    """
 
     __slots__ = ("nodes", "node_names", "components", "component_names")
 
@@ -103,7 +130,20 @@ class Nnet:
     # -- construction ---------------------------------------------------------------
     @classmethod
     def read(cls, rxfilename):
-        """Reads a network (text or binary, raw nnet or .mdl) from an rxfilename."""
+        """Reads a network, as Kaldi's ReadKaldiObject.
+
+        Args:
+            rxfilename: a file (text or binary; a raw network, or a ``.mdl``
+                whose network is taken), ``-`` (standard input) or
+                ``command |``.
+
+        Returns:
+            A new Nnet.
+
+        Raises:
+            KaldiFormatError: the file is not a Kaldi network (the message
+                names the file and byte offset).
+        """
         stream = open_input(rxfilename)
         nnet = cls()
         nnet.read_from(stream)
@@ -111,8 +151,21 @@ class Nnet:
 
     @classmethod
     def from_config(cls, text_or_path, source=None):
-        """A new network from nnet3-init config text, or from a config file if
-        ``text_or_path`` names one (a string without newlines that exists)."""
+        """A new network from nnet3 config lines, as ``nnet3-init`` builds it.
+
+        Args:
+            text_or_path: config text, or the name of a config file (a string
+                without newlines that names an existing file).
+            source: the name error messages use for the text (default: the
+                file name, or ``<config>``).
+
+        Returns:
+            A new Nnet.
+
+        Raises:
+            ConfigError: a bad config line (names the file, line and what was
+                expected); NnetError: an inconsistent network.
+        """
         from .nnet_config import read_config_source
         text, source = read_config_source(text_or_path, source)
         nnet = cls()
@@ -126,6 +179,12 @@ class Nnet:
         read_config(self, text, source)
 
     def copy(self):
+        """A deep copy (components copied, Descriptors shared: they are
+        immutable).
+
+        Returns:
+            A new Nnet.
+        """
         ans = Nnet()
         ans.nodes = [n.copy() for n in self.nodes]
         ans.node_names = list(self.node_names)
@@ -208,7 +267,16 @@ class Nnet:
 
     # -- writing ----------------------------------------------------------------------
     def write(self, wxfilename, binary=True):
-        """Writes the network like Kaldi's WriteKaldiObject (atomic for files)."""
+        """Writes the network as Kaldi's WriteKaldiObject (``nnet3-copy``):
+        byte for byte Kaldi's file. A file appears only once complete.
+
+        Args:
+            wxfilename: a file, ``-`` (standard output) or ``| command``.
+            binary: Kaldi's binary form (True) or its text form.
+
+        Returns:
+            None.
+        """
         write_object(wxfilename, binary, self.write_to)
 
     def write_to(self, stream):
@@ -248,6 +316,11 @@ class Nnet:
         return len(self.nodes)
 
     def num_components(self):
+        """How many components the network has.
+
+        Returns:
+            The number of components.
+        """
         return len(self.components)
 
     def get_node(self, i):
@@ -271,6 +344,12 @@ class Nnet:
         return self.node_names[i]
 
     def get_node_names(self):
+        """The names of the nodes.
+
+        Returns:
+            The node names, in node order (component-input nodes included,
+            named ``<component-node>_input``).
+        """
         return self.node_names
 
     def get_component_name(self, i):
@@ -348,14 +427,28 @@ class Nnet:
         return ans
 
     def input_dim(self, name):
-        """The dim of input node ``name``, or -1 if there is no such input node."""
+        """Kaldi's InputDim.
+
+        Args:
+            name: an input node's name (``"input"``, ``"ivector"``).
+
+        Returns:
+            Its dimension, or -1 if the network has no such input node.
+        """
         n = self.get_node_index(name)
         if n == -1 or self.nodes[n].node_type != kInput:
             return -1
         return self.nodes[n].dim
 
     def output_dim(self, name):
-        """The dim of output node ``name``, or -1 if there is no such output node."""
+        """Kaldi's OutputDim.
+
+        Args:
+            name: an output node's name (``"output"``).
+
+        Returns:
+            Its dimension, or -1 if the network has no such output node.
+        """
         n = self.get_node_index(name)
         if n == -1 or not self.is_output_node(n):
             return -1
@@ -413,7 +506,13 @@ class Nnet:
                 if not self.is_component_input_node(i)]
 
     def info(self):
-        """Kaldi's Nnet::Info() (what nnet3-info prints)."""
+        """Kaldi's Nnet::Info(): what ``nnet3-info`` prints (context lines
+        for a 'simple' network, parameters, modulus, one config line per
+        node with dimensions, one line per component).
+
+        Returns:
+            The text (str), lines ending in newlines.
+        """
         from .info import nnet_info
         return nnet_info(self)
 

@@ -1,0 +1,1 @@
+OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=2 nnet3-latgen-faster --online-ivectors=ark:online-ivectors.ark --online-ivector-period=10 --acoustic-scale=0.1 --beam=8 --lattice-beam=4 --max-active=200 --word-symbol-table=words.txt final.mdl HCLG.fst ark:feats.ark ark:lat.narrow.ark ark,t:words.narrow.txt ark,t:ali.narrow.txt
