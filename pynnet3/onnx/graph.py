@@ -54,6 +54,24 @@ class GraphBuilder:
         self._memo = {}
         self.batch_source = None
 
+    def subgraph(self, name):
+        """A builder for a branch of an If (or a Loop body) inside this
+        graph: its own nodes, outputs and cached values, this graph's names
+        and constants (subgraph nodes may read the outer graph's values)."""
+        child = GraphBuilder(name)
+        child.initializers = self.initializers
+        child._consts = self._consts
+        child._used = self._used
+        child._counter = self._counter
+        child.batch_source = self.batch_source
+        return child
+
+    def subgraph_proto(self):
+        """This (sub)builder's nodes and outputs as a GraphProto without
+        initializers of its own (they live in the outer graph)."""
+        onnx = _onnx()
+        return onnx.helper.make_graph(self.nodes, self.name, self.inputs, self.outputs)
+
     # -- names ---------------------------------------------------------------------------------
     def fresh(self, hint="v"):
         hint = hint or "v"
@@ -81,10 +99,13 @@ class GraphBuilder:
 
     def add_output(self, name, value, elem_type, shape):
         """Makes ``value`` available as graph output ``name`` (an Identity
-        node when the value has another name)."""
+        node when the value has another name; ``name`` None: a fresh one)."""
         onnx = _onnx()
-        if value != name:
+        if name is None:
+            name = self.fresh("output")
+        elif value != name:
             self.reserve(name)
+        if value != name:
             self.nodes.append(onnx.helper.make_node("Identity", [value], [name],
                                                     name=self.fresh("out")))
         self.outputs.append(onnx.helper.make_tensor_value_info(name, elem_type, shape))

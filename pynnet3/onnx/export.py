@@ -1,0 +1,147 @@
+"""Exporting a Kaldi network: the Python API behind nnet3-to-onnx.
+
+    >>> from pynnet3.onnx import export
+    >>> model = export("final.raw", "final.onnx", frames_per_chunk=150,
+    ...                frame_subsampling_factor=3)
+
+The network (a ``.raw``, or a ``.mdl``'s network; with ``use_priors`` a
+``.mdl`` whose log-priors are subtracted inside the model) is prepared as
+nnet3-compute prepares it (batch-norm and dropout in test mode, Kaldi's
+CollapseModel), then exported as one of:
+
+- ``kind="chunk"`` (default): nnet3-compute's chunked computation for the
+  given chunk options (:mod:`.chunked`);
+- ``kind="streaming"``: the looped computation Kaldi's
+  DecodableNnetSimpleLooped runs, one chunk per call with explicit state
+  (:mod:`.streaming`);
+- ``kind="xvector"``: nnet3-xvector-compute's computation (:mod:`.xvector`).
+
+The options, the network's context and modulus are recorded in the model's
+metadata (:mod:`.metadata`). Every model passes
+``onnx.checker.check_model(model, full_check=True)`` before it is returned.
+"""
+
+import os
+import tempfile
+
+from ..compile.context import compute_simple_nnet_context
+from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_priors_of,
+                                 prepare_nnet_for_compute)
+from ..errors import NnetError, UsageError
+from ..nnet.utils import is_simple_nnet
+from .chunked import chunk_shapes, chunked_graph
+from .metadata import CHUNK_OPTIONS, KIND_KEY
+
+__all__ = ["export", "read_network", "save_model", "chunk_model", "network_metadata"]
+
+
+def read_network(model, use_priors=False):
+    """(nnet, priors) from a file name (``.raw``, or ``.mdl``: its network;
+    with ``use_priors`` a ``.mdl`` is required and its priors returned) or
+    from an Nnet / AmNnetSimple object (copied)."""
+    if isinstance(model, (str, os.PathLike)):
+        from ..nnet.am import read_mdl
+        from ..nnet.nnet import Nnet
+        if use_priors:
+            _, am_nnet = read_mdl(str(model))
+            return am_nnet.nnet, am_nnet.priors
+        return Nnet.read(str(model)), None
+    if hasattr(model, "priors") and hasattr(model, "nnet"):
+        return model.nnet.copy(), (model.priors if use_priors else None)
+    if use_priors:
+        raise UsageError("use_priors needs a .mdl (or an AmNnetSimple), not a raw network")
+    return model.copy(), None
+
+
+def save_model(model, path):
+    """Writes ``model`` to ``path`` through a temporary file in the same
+    folder, so a failed write leaves no half-written model."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".onnx-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def network_metadata(nnet, left, right):
+    """The ``nnet3.*`` metadata of a (prepared) network."""
+    return {
+        "nnet3.left-context": str(left),
+        "nnet3.right-context": str(right),
+        "nnet3.modulus": str(nnet.modulus()),
+        "nnet3.input-dim": str(nnet.input_dim("input")),
+        "nnet3.ivector-dim": str(max(0, nnet.input_dim("ivector"))),
+        "nnet3.output-dim": str(nnet.output_dim("output")),
+    }
+
+
+def _check(model):
+    import onnx
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _compiler(nnet, optimize_options):
+    from ..compute.compilation import make_compiler
+    return make_compiler(nnet, optimize_options)
+
+
+def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivector_period=0,
+                source=""):
+    """nnet3-compute's chunked computation of a *prepared* network
+    (:func:`pynnet3.compute.utterance.prepare_nnet_for_compute`) as an ONNX
+    ModelProto (see :mod:`.chunked`). ``opts``: SimpleComputationOptions
+    (its acoustic scale is left to the runtime). ``priors``: subtracted in
+    the log domain."""
+    opts = opts if opts is not None else SimpleComputationOptions()
+    if not is_simple_nnet(nnet):
+        raise NnetError("nnet3-to-onnx needs a 'simple' network (an input node 'input', an "
+                        "output node 'output', optionally an input node 'ivector'), as "
+                        "nnet3-compute does")
+    left, right = compute_simple_nnet_context(nnet)
+    layout = ChunkLayout(opts, left, right, nnet.modulus())
+    has_ivector = nnet.input_dim("ivector") > 0
+    log_priors = log_priors_of(priors, nnet.output_dim("output"))
+    shapes = chunk_shapes(nnet, layout, has_ivector)
+    compiler = _compiler(nnet, optimize_options)
+    g = chunked_graph(nnet, shapes, has_ivector, compiler.compile, log_priors)
+    meta = {KIND_KEY: "chunk", "pynnet3.source": source,
+            "use-priors": "true" if log_priors is not None else "false",
+            "online-ivector-period": str(online_ivector_period)}
+    meta.update(network_metadata(nnet, left, right))
+    for name, _ in CHUNK_OPTIONS:
+        meta[name] = str(getattr(opts, name.replace("-", "_")))
+    for shape in shapes:
+        meta["pynnet3.chunk." + shape.name] = shape.describe()
+    return _check(g.model(meta, doc="nnet3-compute's chunk computation, exported by pynnet3"))
+
+
+def export(model, path=None, kind="chunk", *, frames_per_chunk=50, extra_left_context=0,
+           extra_right_context=0, extra_left_context_initial=-1, extra_right_context_final=-1,
+           frame_subsampling_factor=1, online_ivector_period=0, use_priors=False,
+           optimize_options=None):
+    """Exports ``model`` (a file name, Nnet or AmNnetSimple; see the module
+    docstring) and returns the ONNX ModelProto; with ``path`` also writes it
+    there (atomically)."""
+    if kind not in ("chunk",):
+        raise UsageError("unknown export kind %r (expected 'chunk')" % (kind,))
+    nnet, priors = read_network(model, use_priors)
+    prepare_nnet_for_compute(nnet)
+    opts = SimpleComputationOptions(
+        extra_left_context=extra_left_context, extra_right_context=extra_right_context,
+        extra_left_context_initial=extra_left_context_initial,
+        extra_right_context_final=extra_right_context_final,
+        frame_subsampling_factor=frame_subsampling_factor, frames_per_chunk=frames_per_chunk)
+    opts.check()
+    source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
+    onnx_model = chunk_model(nnet, opts, priors, optimize_options, online_ivector_period,
+                             source)
+    if path is not None:
+        save_model(onnx_model, path)
+    return onnx_model

@@ -1,0 +1,205 @@
+"""Running exported models in onnxruntime, utterance by utterance, exactly
+as the Kaldi tools they replace.
+
+- :class:`OnnxModel`: a model file in an onnxruntime session (default CPU
+  provider; the CUDA provider where installed and ``--use-gpu`` asks) with
+  its metadata.
+- :class:`ChunkedOnnxComputer`: nnet3-compute's output from a ``chunk``
+  model: each utterance cut into chunks by nnet3-compute's own layout
+  (:class:`pynnet3.compute.utterance.ChunkLayout`: edge frames, initial and
+  final chunks, the i-vector of each chunk), each chunk computed by the
+  model's chunk computation over its padded window (see
+  :mod:`pynnet3.onnx.chunked` for why that is exact), the chunks of a group
+  of utterances in one run (the batch dimension).
+- :func:`check_chunk_options`: the chunk options a tool was given must be
+  those the model was exported with.
+"""
+
+import logging
+
+import numpy as np
+
+from ..compute.utterance import ChunkLayout, SimpleComputationOptions
+from ..errors import UsageError
+from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_shape)
+
+logger = logging.getLogger("pynnet3")
+
+__all__ = ["OnnxModel", "ChunkedOnnxComputer", "check_chunk_options", "chunk_options_from"]
+
+USE_GPU_VALUES = ("yes", "no", "optional", "wait")
+
+
+class OnnxModel:
+    """An exported model in an onnxruntime InferenceSession.
+
+    ``num_threads``: onnxruntime's intra-op threads (0: its default, one per
+    core). ``use_gpu``: Kaldi's --use-gpu (yes|no|optional|wait); the CUDA
+    execution provider is used when onnxruntime has it, as a Kaldi build
+    with CUDA would use the GPU."""
+
+    def __init__(self, path, num_threads=1, use_gpu="no"):
+        import onnxruntime
+        if use_gpu not in USE_GPU_VALUES:
+            raise UsageError("Please choose : --use-gpu=yes|no|optional|wait, passed '%s'"
+                             % use_gpu)
+        if num_threads < 0:
+            raise UsageError("--num-threads must be >= 0, got %d" % num_threads)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = num_threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        providers = ["CPUExecutionProvider"]
+        if use_gpu != "no" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        self.path = path
+        try:
+            self.session = onnxruntime.InferenceSession(str(path), options,
+                                                        providers=providers)
+        except Exception as e:   # onnxruntime raises its own exception types
+            raise UsageError("cannot load ONNX model %s: %s" % (path, e)) from None
+        self.meta = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
+        self.outputs = [o.name for o in self.session.get_outputs()]
+        self.kind = self.meta.get(KIND_KEY, "")
+
+    def require_kind(self, kind, tool):
+        if self.kind != kind:
+            raise UsageError("%s: %s is %s, not a model exported for %s (nnet3-to-onnx%s)"
+                             % (tool, self.path,
+                                ("a '%s' model" % self.kind) if self.kind
+                                else "not a model exported by nnet3-to-onnx",
+                                tool, {"streaming": " --streaming=true",
+                                       "xvector": " --xvector=true"}.get(kind, "")))
+
+    def int(self, key):
+        return int_value(self.meta, key, str(self.path))
+
+    def run(self, feeds, outputs=None):
+        """Runs the model; returns the outputs as a dict name -> array."""
+        names = outputs or self.outputs
+        values = self.session.run(names, feeds)
+        return dict(zip(names, values))
+
+
+def chunk_options_from(meta, source="the model"):
+    """The SimpleComputationOptions a chunk model was exported with."""
+    values = {name.replace("-", "_"): int_value(meta, name, source) for name, _ in CHUNK_OPTIONS}
+    return SimpleComputationOptions(**values)
+
+
+def check_chunk_options(meta, given, source="the model"):
+    """``given``: option name -> value for the chunk options a tool was
+    given explicitly; each must equal the model's (UsageError naming the
+    option otherwise)."""
+    for name, value in given.items():
+        recorded = int_value(meta, name, source)
+        if value != recorded:
+            raise UsageError("--%s=%d was given, but %s was exported with --%s=%d: its "
+                             "computation is for that value (export the network again with "
+                             "nnet3-to-onnx --%s=%d to use it)"
+                             % (name, value, source, name, recorded, name, value))
+
+
+class ChunkedOnnxComputer:
+    """nnet3-compute's output of utterances from a ``chunk`` model (see the
+    module docstring). ``acoustic_scale``: multiplies the output (after any
+    priors the model subtracts), as nnet3-compute. ``batch_size``: the
+    utterances whose chunks are computed together (their outputs are the
+    same numbers whatever it is)."""
+
+    def __init__(self, model, acoustic_scale=1.0, batch_size=1):
+        model.require_kind("chunk", "nnet3-compute-onnx")
+        if batch_size < 1:
+            raise UsageError("--batch-size must be >= 1, got %d" % batch_size)
+        self.model = model
+        meta = model.meta
+        self.opts = chunk_options_from(meta, str(model.path))
+        self.layout = ChunkLayout(self.opts, model.int("nnet3.left-context"),
+                                  model.int("nnet3.right-context"), model.int("nnet3.modulus"))
+        self.input_dim = model.int("nnet3.input-dim")
+        self.ivector_dim = model.int("nnet3.ivector-dim")
+        self.output_dim = model.int("nnet3.output-dim")
+        self.acoustic_scale = np.float32(acoustic_scale)
+        self.batch_size = batch_size
+        self.shapes = {}
+        for name in ("regular", "initial"):
+            text = meta.get("pynnet3.chunk." + name)
+            if text is not None:
+                self.shapes[name] = parse_shape(text)
+        if "regular" not in self.shapes:
+            raise UsageError("%s has no chunk computation in its metadata" % model.path)
+        self.uses_ivector = "ivector" in model.inputs
+        self._pending = []
+
+    # -- checks ----------------------------------------------------------------------------
+    def check_dims(self, features, ivector=None, online_ivectors=None):
+        """nnet3-compute's dimension checks (Kaldi's wording)."""
+        if features.ndim != 2 or features.shape[1] != self.input_dim:
+            raise UsageError("Neural net expects 'input' features with dimension %d but you "
+                             "provided %d" % (self.input_dim, features.shape[-1]))
+        if ivector is not None:
+            ivector_dim = len(ivector)
+        elif online_ivectors is not None:
+            ivector_dim = online_ivectors.shape[1]
+        else:
+            ivector_dim = 0
+        if ivector_dim != self.ivector_dim:
+            raise UsageError("Neural net expects 'ivector' features with dimension %d but "
+                             "you provided %d" % (self.ivector_dim, ivector_dim))
+
+    # -- utterances ---------------------------------------------------------------------------
+    def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
+        """Queues one utterance; returns the utterances finished by this call
+        (``(key, output, num_frames)``, in the order they were added)."""
+        features = np.asarray(features, dtype=np.float32)
+        self.check_dims(features, ivector, online_ivectors)
+        if features.shape[0] == 0:
+            raise UsageError("Zero-length utterance")
+        if online_ivectors is not None and online_ivector_period <= 0:
+            raise UsageError("You need to set the --online-ivector-period option!")
+        self._pending.append((key, features, ivector, online_ivectors, online_ivector_period))
+        if len(self._pending) >= self.batch_size:
+            return self.flush()
+        return []
+
+    def compute_utterance(self, features, ivector=None, online_ivectors=None,
+                          online_ivector_period=0):
+        """One utterance's output (nnet3-compute's matrix, before --apply-exp)."""
+        done = self.add(None, features, ivector, online_ivectors, online_ivector_period)
+        done += self.flush()
+        return done[0][1]
+
+    def flush(self):
+        """Computes every queued utterance; returns them finished, in order."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        layout = self.layout
+        outputs = []
+        groups = {}         # shape name -> [(utterance, plan, input rows, i-vector)]
+        for u, (_, feats, ivector, online, period) in enumerate(pending):
+            plans = layout.utterance_chunks(feats.shape[0])
+            outputs.append(np.empty((layout.num_subsampled_frames(feats.shape[0]),
+                                     self.output_dim), dtype=np.float32))
+            for plan in plans:
+                name = ("initial" if plan.first_output_frame == 0 and "initial" in self.shapes
+                        else "regular")
+                shape = self.shapes[name]
+                rows = layout.chunk_features(feats, plan.first_output_frame - shape["left"],
+                                             shape["input-frames"])
+                ivec = layout.chunk_ivector(plan, ivector, online, period)
+                groups.setdefault(name, []).append((u, plan, rows, ivec))
+        for tasks in groups.values():
+            feeds = {"input": np.stack([t[2] for t in tasks])}
+            if self.uses_ivector:
+                feeds["ivector"] = np.stack([t[3] for t in tasks])[:, None, :]
+            out = self.model.run(feeds, ["output"])["output"]
+            for n, (u, plan, _, _) in enumerate(tasks):
+                first, num = plan.first_subsampled_frame, plan.num_subsampled_frames
+                outputs[u][first:first + num] = out[n, :num]
+        if self.acoustic_scale != 1.0:
+            for out in outputs:
+                out *= self.acoustic_scale
+        return [(key, outputs[u], feats.shape[0])
+                for u, (key, feats, _, _, _) in enumerate(pending)]
