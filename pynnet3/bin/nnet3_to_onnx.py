@@ -95,7 +95,8 @@ def main(argv=None):
 
     from ..onnx.export import export
     model = export(nnet_rxfilename, onnx_wxfilename, kind,
-                   frames_per_chunk=opts.frames_per_chunk,
+                   frames_per_chunk=(opts.frames_per_chunk if parser.given("frames-per-chunk")
+                                     else None),
                    extra_left_context=opts.extra_left_context,
                    extra_right_context=opts.extra_right_context,
                    extra_left_context_initial=opts.extra_left_context_initial,

@@ -467,9 +467,23 @@ def _tdnn(ctx, c, x, indexes):
     g = ctx.g
     rows = ctx.out_rows
     stride = indexes.row_stride
-    parts = [g.slice(x, 1, off, off + stride * (rows - 1) + 1, stride)
-             for off in indexes.row_offsets]
-    y = g.matmul_t(g.concat(parts, 2), c.linear_params)
+    offsets = list(indexes.row_offsets)
+    d_in, d_out = c.input_dim(), c.output_dim()
+    if len(offsets) > 1 and stride == 1 and d_out < d_in:
+        # Narrower output than input: one product of every input row with
+        # all offsets' weights, then the offsets' row ranges summed (moves
+        # far fewer bytes than splicing the wide input rows).
+        w = np.concatenate([c.linear_params[:, i * d_in:(i + 1) * d_in]
+                            for i in range(len(offsets))], axis=0)
+        products = g.matmul_t(x, w)
+        y = None
+        for i, off in enumerate(offsets):
+            part = g.op("Slice", [products, g.ints([off, i * d_out]),
+                                  g.ints([off + rows, (i + 1) * d_out]), g.ints([1, 2])])
+            y = part if y is None else g.add(y, part)
+    else:
+        parts = [g.slice(x, 1, off, off + stride * (rows - 1) + 1, stride) for off in offsets]
+        y = g.matmul_t(g.concat(parts, 2), c.linear_params)
     if c.bias_params.shape[0] == 0:
         return ctx.plus_old(y)              # kPropagateAdds without a bias
     return _add_bias(g, y, c.bias_params)

@@ -32,7 +32,8 @@ from ..nnet.utils import is_simple_nnet
 from .chunked import chunk_shapes, chunked_graph
 from .metadata import CHUNK_OPTIONS, KIND_KEY
 
-__all__ = ["export", "read_network", "save_model", "chunk_model", "network_metadata"]
+__all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model",
+           "network_metadata"]
 
 
 def read_network(model, use_priors=False):
@@ -62,6 +63,9 @@ def save_model(model, path):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(model.SerializeToString())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -122,24 +126,88 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
     return _check(g.model(meta, doc="nnet3-compute's chunk computation, exported by pynnet3"))
 
 
-def export(model, path=None, kind="chunk", *, frames_per_chunk=50, extra_left_context=0,
+def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
+                    frame_subsampling_factor=1, priors=None, optimize_options=None,
+                    online_ivector_period=0, source=""):
+    """The looped computation of a *prepared* network (Kaldi's
+    DecodableNnetSimpleLooped with these options; ``nnet`` is changed in
+    place to read one i-vector per chunk, as Kaldi changes it) as a
+    streaming ONNX ModelProto (see :mod:`.streaming`)."""
+    from ..compute.looped import (DecodableNnetSimpleLoopedInfo,
+                                  NnetSimpleLoopedComputationOptions)
+    from .streaming import streaming_graph
+    if not is_simple_nnet(nnet):
+        raise NnetError("nnet3-to-onnx --streaming needs a 'simple' network (an input node "
+                        "'input', an output node 'output', optionally an input node "
+                        "'ivector')")
+    left, right = compute_simple_nnet_context(nnet)
+    opts = NnetSimpleLoopedComputationOptions(
+        extra_left_context_initial=extra_left_context_initial,
+        frame_subsampling_factor=frame_subsampling_factor, frames_per_chunk=frames_per_chunk,
+        acoustic_scale=1.0)
+    if optimize_options is not None:
+        opts.optimize_config = optimize_options
+    info = DecodableNnetSimpleLoopedInfo(opts, nnet)
+    log_priors = log_priors_of(priors, nnet.output_dim("output"))
+    ivector_rows = ((info.num_ivectors(0), info.num_ivectors(1), info.num_ivectors(2))
+                    if info.has_ivectors else (0, 0, 0))
+    begin1, end1 = info.chunk_input_range(0)
+    begin2, end2 = info.chunk_input_range(1)
+    g, layout = streaming_graph(nnet, info.computation, info.frames_per_chunk,
+                                frame_subsampling_factor, log_priors,
+                                (end1 - begin1) + (end2 - begin2), ivector_rows)
+    meta = {KIND_KEY: "streaming", "pynnet3.source": source,
+            "use-priors": "true" if log_priors is not None else "false",
+            "online-ivector-period": str(online_ivector_period),
+            "frames-per-chunk": str(frames_per_chunk),
+            "extra-left-context-initial": str(extra_left_context_initial),
+            "frame-subsampling-factor": str(frame_subsampling_factor),
+            "pynnet3.streaming.chunk-frames": str(info.frames_per_chunk),
+            "pynnet3.streaming.left-context": str(info.frames_left_context),
+            "pynnet3.streaming.right-context": str(info.frames_right_context),
+            "pynnet3.streaming.first-input-frames": str(layout.first_frames),
+            "pynnet3.streaming.first-ivector-rows": str(layout.first_ivector_rows),
+            "pynnet3.streaming.first-ivector-rows-chunk1": str(ivector_rows[0]),
+            "pynnet3.streaming.chunk-ivector-rows": str(layout.chunk_ivector_rows),
+            "pynnet3.streaming.first-output-frames": str(layout.first_outputs),
+            "pynnet3.streaming.chunk-output-frames": str(layout.chunk_outputs),
+            "pynnet3.streaming.states": " ".join(layout.states)}
+    meta.update(network_metadata(nnet, left, right))
+    return _check(g.model(meta, doc="Kaldi's looped (streaming) computation, exported by "
+                                    "pynnet3"))
+
+
+def export(model, path=None, kind="chunk", *, frames_per_chunk=None, extra_left_context=0,
            extra_right_context=0, extra_left_context_initial=-1, extra_right_context_final=-1,
            frame_subsampling_factor=1, online_ivector_period=0, use_priors=False,
            optimize_options=None):
     """Exports ``model`` (a file name, Nnet or AmNnetSimple; see the module
     docstring) and returns the ONNX ModelProto; with ``path`` also writes it
     there (atomically)."""
-    if kind not in ("chunk",):
-        raise UsageError("unknown export kind %r (expected 'chunk')" % (kind,))
+    if kind not in ("chunk", "streaming"):
+        raise UsageError("unknown export kind %r (expected 'chunk' or 'streaming')" % (kind,))
     nnet, priors = read_network(model, use_priors)
     prepare_nnet_for_compute(nnet)
+    source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
+    if kind == "streaming":
+        if frames_per_chunk is None:
+            frames_per_chunk = 24           # Kaldi's looped default
+        if extra_left_context_initial < 0:
+            extra_left_context_initial = 0
+        onnx_model = streaming_model(nnet, frames_per_chunk, extra_left_context_initial,
+                                     frame_subsampling_factor, priors, optimize_options,
+                                     online_ivector_period, source)
+        if path is not None:
+            save_model(onnx_model, path)
+        return onnx_model
+    if frames_per_chunk is None:
+        frames_per_chunk = 50
     opts = SimpleComputationOptions(
         extra_left_context=extra_left_context, extra_right_context=extra_right_context,
         extra_left_context_initial=extra_left_context_initial,
         extra_right_context_final=extra_right_context_final,
         frame_subsampling_factor=frame_subsampling_factor, frames_per_chunk=frames_per_chunk)
     opts.check()
-    source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
     onnx_model = chunk_model(nnet, opts, priors, optimize_options, online_ivector_period,
                              source)
     if path is not None:

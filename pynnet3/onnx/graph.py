@@ -29,6 +29,17 @@ __all__ = ["OPSET", "IR_VERSION", "GraphBuilder", "INT64_MAX"]
 INT64_MAX = np.iinfo(np.int64).max
 
 
+def _outer_inputs(graph):
+    """Every value name the nodes of ``graph`` (and its subgraphs) read."""
+    names = set()
+    for node in graph.node:
+        names.update(node.input)
+        for a in node.attribute:
+            if a.type == a.GRAPH:
+                names.update(_outer_inputs(a.g))
+    return names
+
+
 def _onnx():
     import onnx
     return onnx
@@ -68,8 +79,10 @@ class GraphBuilder:
 
     def subgraph_proto(self):
         """This (sub)builder's nodes and outputs as a GraphProto without
-        initializers of its own (they live in the outer graph)."""
+        initializers of its own (they live in the outer graph); nodes no
+        output needs are left out."""
         onnx = _onnx()
+        self.prune()
         return onnx.helper.make_graph(self.nodes, self.name, self.inputs, self.outputs)
 
     # -- names ---------------------------------------------------------------------------------
@@ -238,6 +251,19 @@ class GraphBuilder:
         """Reshape with a static shape (0 copies the input's dimension)."""
         return self.op("Reshape", [x, self.ints(shape)], "reshape")
 
+    def prune(self):
+        """Drops the nodes no output of this (sub)graph depends on."""
+        needed = {o.name for o in self.outputs}
+        kept = []
+        for node in reversed(self.nodes):
+            if any(o in needed for o in node.output):
+                kept.append(node)
+                needed.update(node.input)
+                for a in node.attribute:
+                    if a.type == a.GRAPH:       # values a subgraph reads from outside
+                        needed.update(_outer_inputs(a.g))
+        self.nodes = kept[::-1]
+
     # -- the model ---------------------------------------------------------------------------------
     def graph(self, name=None):
         onnx = _onnx()
@@ -246,8 +272,12 @@ class GraphBuilder:
 
     def model(self, metadata=None, doc=""):
         """The ModelProto (opset :data:`OPSET`), with ``metadata`` (str ->
-        str) as its metadata_props."""
+        str) as its metadata_props; nodes and initializers nothing uses are
+        left out."""
         onnx = _onnx()
+        self.prune()
+        used = _outer_inputs(self.graph())
+        self.initializers[:] = [i for i in self.initializers if i.name in used]
         model = onnx.helper.make_model(
             self.graph(), producer_name="pynnet3", doc_string=doc,
             opset_imports=[onnx.helper.make_opsetid("", OPSET)])

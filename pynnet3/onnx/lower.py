@@ -273,6 +273,18 @@ class ComputationLowering:
         info = self.computation.matrices[m]
         return self.read_region(m, 0, info.num_rows, 0, info.num_cols)
 
+    def read_matrix_or_zero(self, m):
+        """The whole matrix, its never-written parts as zeros (for a state
+        handed to the next chunk: a later command writes them before any
+        read, or Kaldi would read undefined memory)."""
+        info = self.computation.matrices[m]
+        tiles = self._tiles(m)
+        if any(t.src is _UNDEFINED for t in tiles):
+            self.matrices[m] = [t if t.src is not _UNDEFINED
+                                else _Tile(t.r0, t.r1, t.c0, t.c1, None, const=0.0)
+                                for t in tiles]
+        return self.read_region(m, 0, info.num_rows, 0, info.num_cols)
+
     def matrix_defined(self, m):
         tiles = self.matrices[m]
         return tiles is not None and all(t.src is not _UNDEFINED for t in tiles)
