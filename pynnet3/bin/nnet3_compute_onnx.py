@@ -113,7 +113,7 @@ def main(argv=None):
         model.require_kind("chunk", "nnet3-compute-onnx")
     period = check_model_options(parser, opts, model)
     if model.kind == "streaming":
-        from ..onnx.streaming_runtime import StreamingOnnxComputer
+        from ..onnx.runtime import StreamingOnnxComputer
         computer = StreamingOnnxComputer(model, opts.acoustic_scale, opts.batch_size)
     else:
         from ..onnx.runtime import ChunkedOnnxComputer

@@ -25,7 +25,8 @@ from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_sha
 
 logger = logging.getLogger("pynnet3")
 
-__all__ = ["OnnxModel", "ChunkedOnnxComputer", "check_chunk_options", "chunk_options_from"]
+__all__ = ["OnnxModel", "ChunkedOnnxComputer", "StreamingOnnxComputer", "check_chunk_options",
+           "chunk_options_from"]
 
 USE_GPU_VALUES = ("yes", "no", "optional", "wait")
 
@@ -202,4 +203,110 @@ class ChunkedOnnxComputer:
             for out in outputs:
                 out *= self.acoustic_scale
         return [(key, outputs[u], feats.shape[0])
+                for u, (key, feats, _, _, _) in enumerate(pending)]
+
+
+class StreamingOnnxComputer:
+    """The outputs of Kaldi's looped decodable (DecodableNnetSimpleLooped)
+    over whole utterances, from a ``streaming`` model run chunk after chunk
+    with its state (see :mod:`pynnet3.onnx.streaming`): the chunks' input
+    frames (edge frames repeated) and i-vectors are those of pynnet3's own
+    looped decodable (:func:`pynnet3.compute.looped.looped_chunk_input_range`,
+    :func:`~pynnet3.compute.looped.looped_chunk_ivector`). The utterances of
+    a batch step together (one run of the model per chunk)."""
+
+    def __init__(self, model, acoustic_scale=1.0, batch_size=1):
+        model.require_kind("streaming", "nnet3-compute-onnx")
+        if batch_size < 1:
+            raise UsageError("--batch-size must be >= 1, got %d" % batch_size)
+        self.model = model
+        m = model.int
+        self.chunk_frames = m("pynnet3.streaming.chunk-frames")
+        self.left = m("pynnet3.streaming.left-context")
+        self.right = m("pynnet3.streaming.right-context")
+        self.subsampling = m("frame-subsampling-factor")
+        self.ivector_rows = (m("pynnet3.streaming.first-ivector-rows-chunk1"),
+                             m("pynnet3.streaming.first-ivector-rows")
+                             - m("pynnet3.streaming.first-ivector-rows-chunk1"),
+                             m("pynnet3.streaming.chunk-ivector-rows"))
+        self.input_dim = m("nnet3.input-dim")
+        self.ivector_dim = m("nnet3.ivector-dim")
+        self.output_dim = m("nnet3.output-dim")
+        self.acoustic_scale = np.float32(acoustic_scale)
+        self.batch_size = batch_size
+        self.states = [i for i in model.session.get_inputs() if i.name.startswith("state/")]
+        self.uses_ivector = "ivector" in model.inputs
+        self._pending = []
+
+    def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
+        """Queues one utterance; returns the utterances finished by this call
+        (``(key, output, num_frames)``, in the order they were added)."""
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2 or features.shape[0] == 0:
+            raise UsageError("looped decoding needs a non-empty feature matrix")
+        if features.shape[1] != self.input_dim:
+            raise UsageError("Input feature dimension mismatch: got %d but network expects %d"
+                             % (features.shape[1], self.input_dim))
+        if self.ivector_dim > 0 and ivector is None and online_ivectors is None:
+            raise UsageError("Neural net expects iVectors but none provided.")
+        if online_ivectors is not None and online_ivector_period <= 0:
+            raise UsageError("You need to set the --online-ivector-period option!")
+        self._pending.append((key, features, ivector, online_ivectors, online_ivector_period))
+        if len(self._pending) >= self.batch_size:
+            return self.flush()
+        return []
+
+    def compute_utterance(self, features, ivector=None, online_ivectors=None,
+                          online_ivector_period=1):
+        done = self.add(None, features, ivector, online_ivectors, online_ivector_period)
+        done += self.flush()
+        return done[0][1]
+
+    def _chunk(self, utterance, k):
+        """(input frames, i-vector rows) of chunk ``k`` of a queued utterance."""
+        from ..compute.looped import looped_chunk_input_range, looped_chunk_ivector
+        _, feats, ivector, online, period = utterance
+        begin, end = looped_chunk_input_range(k, self.chunk_frames, self.left, self.right)
+        rows = np.clip(np.arange(begin, end), 0, feats.shape[0] - 1)
+        ivecs = None
+        if self.uses_ivector:
+            vector = looped_chunk_ivector(end, ivector, online, period or 1)
+            n = self.ivector_rows[min(k, 2)]
+            ivecs = np.tile(np.asarray(vector, np.float32), (n, 1))
+        return feats[rows], ivecs
+
+    def flush(self):
+        """Computes every queued utterance; returns them finished, in order."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        per_chunk = self.chunk_frames // self.subsampling
+        totals = [(feats.shape[0] + self.subsampling - 1) // self.subsampling
+                  for _, feats, _, _, _ in pending]
+        num_chunks = max(2, max(-(-t // per_chunk) for t in totals))
+        batch = len(pending)
+        state = {s.name: np.zeros([batch] + list(s.shape[1:]), np.float32)
+                 for s in self.states}
+        pieces = []
+        for k in range(num_chunks):
+            if k == 1:
+                continue            # the first call computes chunks 0 and 1
+            chunks = [self._chunk(u, k) for u in pending]
+            if k == 0:
+                second = [self._chunk(u, 1) for u in pending]
+                chunks = [(np.concatenate([a[0], b[0]]),
+                           None if a[1] is None else np.concatenate([a[1], b[1]]))
+                          for a, b in zip(chunks, second)]
+            feeds = {"input": np.stack([c[0] for c in chunks])}
+            if self.uses_ivector:
+                feeds["ivector"] = np.stack([c[1] for c in chunks])
+            feeds.update(state)
+            results = self.model.run(feeds)
+            pieces.append(results["output"])
+            state = {name[len("next_"):]: value for name, value in results.items()
+                     if name.startswith("next_state/")}
+        outputs = np.concatenate(pieces, axis=1)
+        if self.acoustic_scale != 1.0:
+            outputs *= self.acoustic_scale
+        return [(key, np.ascontiguousarray(outputs[u, :totals[u]]), feats.shape[0])
                 for u, (key, feats, _, _, _) in enumerate(pending)]
