@@ -21,6 +21,7 @@ metadata (:mod:`.metadata`). Every model passes
 ``onnx.checker.check_model(model, full_check=True)`` before it is returned.
 """
 
+import logging
 import os
 import tempfile
 
@@ -29,8 +30,10 @@ from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_prio
                                  prepare_nnet_for_compute)
 from ..errors import NnetError, UsageError
 from ..nnet.utils import is_simple_nnet
-from .chunked import chunk_shapes, chunked_graph
+from .chunked import NeedsLengthGenericModel, chunk_shapes, chunked_graph
 from .metadata import CHUNK_OPTIONS, KIND_KEY
+
+logger = logging.getLogger("pynnet3")
 
 __all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model",
            "network_metadata"]
@@ -112,12 +115,26 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
     layout = ChunkLayout(opts, left, right, nnet.modulus())
     has_ivector = nnet.input_dim("ivector") > 0
     log_priors = log_priors_of(priors, nnet.output_dim("output"))
-    shapes = chunk_shapes(nnet, layout, has_ivector)
-    compiler = _compiler(nnet, optimize_options)
-    g = chunked_graph(nnet, shapes, has_ivector, compiler.compile, log_priors)
-    meta = {KIND_KEY: "chunk", "pynnet3.source": source,
+    meta = {}
+    try:
+        shapes = chunk_shapes(nnet, layout, has_ivector)
+    except NeedsLengthGenericModel as e:
+        # Kaldi's chunks depend on their own length: one graph for any length
+        from .dynamic import LengthGenericLowering
+        from .graph import GraphBuilder
+        logger.info("Exporting a length-generic chunk computation: %s", e)
+        lowering = LengthGenericLowering(nnet, opts.frame_subsampling_factor)
+        g = lowering.lower(GraphBuilder("nnet3_chunk_any_length"), None, log_priors)
+        lo, hi = lowering.output_computable()
+        meta["pynnet3.chunk.length-generic"] = "true"
+        meta["pynnet3.output-computable"] = "%s %s" % (lo, hi)
+        shapes = []
+    else:
+        compiler = _compiler(nnet, optimize_options)
+        g = chunked_graph(nnet, shapes, has_ivector, compiler.compile, log_priors)
+    meta.update({KIND_KEY: "chunk", "pynnet3.source": source,
             "use-priors": "true" if log_priors is not None else "false",
-            "online-ivector-period": str(online_ivector_period)}
+            "online-ivector-period": str(online_ivector_period)})
     meta.update(network_metadata(nnet, left, right))
     for name, _ in CHUNK_OPTIONS:
         meta[name] = str(getattr(opts, name.replace("-", "_")))

@@ -20,7 +20,7 @@ import logging
 import numpy as np
 
 from ..compute.utterance import ChunkLayout, SimpleComputationOptions
-from ..errors import UsageError
+from ..errors import ComputationError, UsageError
 from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_shape)
 
 logger = logging.getLogger("pynnet3")
@@ -83,6 +83,17 @@ class OnnxModel:
         return dict(zip(names, values))
 
 
+def output_computable(meta, source="the model"):
+    """(first, last) output times a length-generic model can compute, as
+    expressions of T, the number of input frames (pynnet3.output-computable)."""
+    from .dynamic import Expr
+    text = meta.get("pynnet3.output-computable")
+    if text is None:
+        raise UsageError("%s has no 'pynnet3.output-computable' in its metadata" % source)
+    lo, hi = text.split()
+    return Expr.parse(lo), Expr.parse(hi)
+
+
 def chunk_options_from(meta, source="the model"):
     """The SimpleComputationOptions a chunk model was exported with."""
     values = {name.replace("-", "_"): int_value(meta, name, source) for name, _ in CHUNK_OPTIONS}
@@ -128,7 +139,10 @@ class ChunkedOnnxComputer:
             text = meta.get("pynnet3.chunk." + name)
             if text is not None:
                 self.shapes[name] = parse_shape(text)
-        if "regular" not in self.shapes:
+        self.length_generic = bool_value(meta, "pynnet3.chunk.length-generic")
+        if self.length_generic:
+            self.computable = output_computable(meta, str(model.path))
+        elif "regular" not in self.shapes:
             raise UsageError("%s has no chunk computation in its metadata" % model.path)
         self.uses_ivector = "ivector" in model.inputs
         self._pending = []
@@ -148,6 +162,17 @@ class ChunkedOnnxComputer:
         if ivector_dim != self.ivector_dim:
             raise UsageError("Neural net expects 'ivector' features with dimension %d but "
                              "you provided %d" % (self.ivector_dim, ivector_dim))
+
+    def _check_computable(self, num_input, first, num_outputs):
+        lo, hi = self.computable
+        last = first + (num_outputs - 1) * self.opts.frame_subsampling_factor
+        env = {"T": num_input}
+        if not (lo.eval(env) <= first and last <= hi.eval(env)):
+            raise ComputationError(
+                "Not all outputs were computable, cannot create computation: a chunk of %d "
+                "input frames gives outputs at frames %s to %s of it, but outputs %d to %d "
+                "are wanted (as nnet3-compute, which refuses this chunk)"
+                % (num_input, lo.eval(env), hi.eval(env), first, last))
 
     # -- utterances ---------------------------------------------------------------------------
     def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
@@ -184,17 +209,29 @@ class ChunkedOnnxComputer:
             outputs.append(np.empty((layout.num_subsampled_frames(feats.shape[0]),
                                      self.output_dim), dtype=np.float32))
             for plan in plans:
-                name = ("initial" if plan.first_output_frame == 0 and "initial" in self.shapes
-                        else "regular")
-                shape = self.shapes[name]
-                rows = layout.chunk_features(feats, plan.first_output_frame - shape["left"],
-                                             shape["input-frames"])
                 ivec = layout.chunk_ivector(plan, ivector, online, period)
-                groups.setdefault(name, []).append((u, plan, rows, ivec))
-        for tasks in groups.values():
+                if self.length_generic:
+                    # Kaldi's own window; the outputs' times within it
+                    first = plan.first_output_frame - plan.first_input_frame
+                    self._check_computable(plan.num_input_frames, first,
+                                           plan.num_subsampled_frames)
+                    rows = layout.chunk_features(feats, plan.first_input_frame,
+                                                 plan.num_input_frames)
+                    key = (plan.num_input_frames, first, plan.num_subsampled_frames)
+                else:
+                    key = ("initial" if plan.first_output_frame == 0
+                           and "initial" in self.shapes else "regular")
+                    shape = self.shapes[key]
+                    rows = layout.chunk_features(feats, plan.first_output_frame - shape["left"],
+                                                 shape["input-frames"])
+                groups.setdefault(key, []).append((u, plan, rows, ivec))
+        for key, tasks in groups.items():
             feeds = {"input": np.stack([t[2] for t in tasks])}
             if self.uses_ivector:
                 feeds["ivector"] = np.stack([t[3] for t in tasks])[:, None, :]
+            if self.length_generic:
+                feeds["first_output"] = np.asarray([key[1]], np.int64)
+                feeds["num_outputs"] = np.asarray([key[2]], np.int64)
             out = self.model.run(feeds, ["output"])["output"]
             for n, (u, plan, _, _) in enumerate(tasks):
                 first, num = plan.first_subsampled_frame, plan.num_subsampled_frames
