@@ -83,13 +83,14 @@ def _cols(g, x, start, end):
     return g.slice(x, 2, start, end)
 
 
-def _blocks(g, x, block_dim):
-    """[B, R, C] seen as [B, R, C / block_dim, block_dim]."""
-    return g.reshape(x, [0, 0, -1, block_dim])
+def _blocks(g, x, cols, block_dim):
+    """[B, R, cols] seen as [B, R, cols / block_dim, block_dim] (no -1 in
+    the shape: a reshape with -1 fails on zero rows)."""
+    return g.reshape(x, [0, 0, cols // block_dim, block_dim])
 
 
-def _unblock(g, x4):
-    return g.reshape(x4, [0, 0, -1])
+def _unblock(g, x4, cols):
+    return g.reshape(x4, [0, 0, cols])
 
 
 def _add_bias(g, y, bias):
@@ -106,8 +107,10 @@ def _reduce_sum(g, x, axis, keepdims=0):
 def row_range_sums(g, x, ranges):
     """Row i of the result is the sum of x's rows [begin_i, end_i) (an empty
     range gives zeros): Kaldi's AddRowRanges onto zeros. Ranges of one row
-    are a gather; equal, back-to-back ranges a reshape and sum; anything
-    else a float64 prefix sum (more accurate than Kaldi's float32 loop)."""
+    are a gather; equal, back-to-back ranges a reshape and sum; ranges that
+    all start at row 0 a float32 prefix sum (Kaldi's own order: each sum is
+    taken from 0 in row order); anything else a float64 prefix sum (more
+    accurate than Kaldi's float32 loop)."""
     ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
     begin, end = ranges[:, 0].copy(), ranges[:, 1].copy()
     empty = end <= begin
@@ -122,6 +125,10 @@ def row_range_sums(g, x, ranges):
                 begin, begin[0] + length * np.arange(begin.size)):
             part = g.slice(x, 1, int(begin[0]), int(end[-1]))
             return _reduce_sum(g, g.reshape(part, [0, begin.size, length, -1]), 2)
+    if not begin.any():
+        cum = g.op("CumSum", [g.pad_rows(x, 1, 0), g.const(np.asarray(1, np.int64), "axis")],
+                   "cumsum")
+        return g.op("Gather", [cum, g.const(end, "ends")], "gather", axis=1)
     cum = g.op("CumSum", [g.pad_rows(g.op("Cast", [x], "f64", to=11), 1, 0),
                           g.const(np.asarray(1, np.int64), "axis")], "cumsum")
     total = g.op("Sub", [g.op("Gather", [cum, g.const(end, "ends")], "gather", axis=1),
@@ -147,8 +154,8 @@ def _linear(ctx, c, x, indexes):
 def _repeated_affine(ctx, c, x, indexes):
     g = ctx.g
     block_out, block_in = c.linear_params.shape
-    y = g.matmul_t(_blocks(g, x, block_in), c.linear_params)
-    return _unblock(g, _add_bias(g, y, c.bias_params))
+    y = g.matmul_t(_blocks(g, x, c.input_dim(), block_in), c.linear_params)
+    return _unblock(g, _add_bias(g, y, c.bias_params), c.output_dim())
 
 
 def _block_affine(ctx, c, x, indexes):
@@ -161,7 +168,7 @@ def _block_affine(ctx, c, x, indexes):
                   for b in range(nb)]).astype(np.float32)
     x5 = g.reshape(x, [0, 0, nb, 1, cols_per_block])
     y = g.op("MatMul", [x5, g.const(w, "w")], "matmul")
-    return _add_bias(g, g.reshape(y, [0, 0, -1]), c.bias_params)
+    return _add_bias(g, g.reshape(y, [0, 0, c.output_dim()]), c.bias_params)
 
 
 # -- element-wise and per-row -------------------------------------------------------------------
@@ -264,7 +271,7 @@ def _dropout_mask(ctx, c, x, indexes):
 def _normalize(ctx, c, x, indexes):
     from ..components.normalize import SQUARED_NORM_FLOOR
     g = ctx.g
-    x4 = _blocks(g, x, c.block_dim)
+    x4 = _blocks(g, x, c.input_dim(), c.block_dim)
     sumsq = _reduce_sum(g, g.op("Mul", [x4, x4]), 3, keepdims=1)
     scale = g.op("Pow", [g.op("Max", [g.scale(sumsq, _F32(1.0) / c._d_scaled()),
                                       g.scalar(SQUARED_NORM_FLOOR)]), g.scalar(-0.5)])
@@ -273,18 +280,18 @@ def _normalize(ctx, c, x, indexes):
         log_rms = g.add(g.op("Neg", [g.op("Log", [scale])]),
                         g.scalar(_F32(math.log(c.target_rms))))
         y = g.concat([y, log_rms], 3)
-    return _unblock(g, y)
+    return _unblock(g, y, c.output_dim())
 
 
 def _batch_norm(ctx, c, x, indexes):
     g = ctx.g
-    x4 = _blocks(g, x, c.block_dim)
+    x4 = _blocks(g, x, c.dim, c.block_dim)
     if c.test_mode:
         if c.offset is None or c.offset.shape[0] != c.block_dim:
             raise ComputationError("node '%s': test mode set in BatchNormComponent, but no "
                                    "stats" % ctx.node_name)
         y = g.add(g.op("Mul", [x4, g.const(c.scale_vec, "scale")]), g.const(c.offset, "offset"))
-        return _unblock(g, y)
+        return _unblock(g, y, c.dim)
     # Training mode: the statistics of this computation's rows (per batch
     # entry, each a whole computation), as the component's propagate.
     flat = g.reshape(x4, [0, -1, c.block_dim])
@@ -301,14 +308,14 @@ def _batch_norm(ctx, c, x, indexes):
 
 def _pnorm(ctx, c, x, indexes):
     g = ctx.g
-    groups = g.reshape(x, [0, 0, c.out_dim, -1])
+    groups = g.reshape(x, [0, 0, c.out_dim, c.in_dim // c.out_dim])
     return g.op("Sqrt", [_reduce_sum(g, g.op("Mul", [groups, groups]), 3)])
 
 
 def _sum_group(ctx, c, x, indexes):
     g = ctx.g
     if len(set(c.sizes)) == 1:
-        return _reduce_sum(g, g.reshape(x, [0, 0, c.out_dim, -1]), 3)
+        return _reduce_sum(g, g.reshape(x, [0, 0, c.out_dim, c.sizes[0]]), 3)
     ones = np.zeros((c.in_dim, c.out_dim), np.float32)
     ones[np.arange(c.in_dim), c.reverse_indexes] = 1.0
     return g.op("MatMul", [x, g.const(ones, "groups")])
@@ -316,7 +323,7 @@ def _sum_group(ctx, c, x, indexes):
 
 def _sum_block(ctx, c, x, indexes):
     g = ctx.g
-    blocks = g.reshape(x, [0, 0, -1, c.out_dim])
+    blocks = g.reshape(x, [0, 0, c.in_dim // c.out_dim, c.out_dim])
     return ctx.plus_old(g.scale(_reduce_sum(g, blocks, 2), c.scale_value))
 
 
@@ -409,7 +416,7 @@ def _convolution(ctx, c, x, indexes):
     patches = g.op("Gather", [x, g.const(cols.reshape(-1), "cols")], axis=2)
     patches = g.reshape(patches, [0, 0, num_patches, patch_dim])
     y = _add_bias(g, g.matmul_t(patches, c.filter_params), c.bias_params)
-    return ctx.plus_old(g.reshape(y, [0, 0, -1]))
+    return ctx.plus_old(g.reshape(y, [0, 0, c.output_dim()]))
 
 
 def _maxpooling(ctx, c, x, indexes):
@@ -440,7 +447,8 @@ def statistics_pooling_output(g, c, counts, sums):
     sums of the other columns ([B, R, input_dim - 1])."""
     nlc = c.num_log_count_features
     d = c.input_dim_
-    stats = g.op("Div", [sums, counts])
+    # Kaldi multiplies by the counts' reciprocals
+    stats = g.op("Mul", [sums, g.op("Reciprocal", [counts])])
     parts = []
     if nlc > 0:
         log_count = g.op("Log", [counts])

@@ -163,12 +163,20 @@ class Expr:
 
     @staticmethod
     def parse(text):
-        """The inverse of str() (for expressions of one variable)."""
+        """The inverse of str()."""
         text = text.strip()
         if text in ("inf", "-inf"):
             return Expr.inf(1 if text == "inf" else -1)
         if text.startswith(("max(", "min(")):
-            raise ValueError("cannot parse %r" % text)
+            args, depth, start = [], 0, 4
+            for i, ch in enumerate(text[4:-1], 4):
+                depth += ch == "("
+                depth -= ch == ")"
+                if ch == "," and depth == 0:
+                    args.append(Expr.parse(text[start:i]))
+                    start = i + 1
+            args.append(Expr.parse(text[start:-1]))
+            return Expr.max(*args) if text.startswith("max") else Expr.min(*args)
         if text[0].isalpha():
             var, rest = text[0], text[1:]
             return Expr.var_(var, int(rest) if rest else 0)
@@ -248,6 +256,7 @@ class LengthGenericLowering:
         self._collect(self.output)
         self.sccs = self._sccs()
         self.comp = {}
+        self.conds = {}         # node -> intervals that must be non-empty for it to exist
         self.need = {}
         self.range = {}
         self.scc_of = {}
@@ -442,11 +451,28 @@ class LengthGenericLowering:
             out = _meet(out, _shift(src, -r.offset))
         return out
 
+    def _node_conds(self, n):
+        """The intervals (of this node's sources) that must be non-empty for
+        it to be computable at all: a widening (StatisticsPooling's window)
+        of an empty interval is empty, not wide."""
+        conds = set()
+        nnet = self.nnet
+        if nnet.nodes[n].node_type == NodeType.kComponent:
+            conds |= set(self.conds.get(n - 1, ()))
+            if self._component_kind(n) == "stats-pooling":
+                conds.add(self.comp[n - 1])
+            return conds
+        for r in self.refs[n]:
+            if not r.optional:
+                conds |= set(self.conds.get(r.node, ()))
+        return conds
+
     def _computable(self):
         comp = self.comp
         for scc in self.sccs:
             if len(scc) == 1 and not any(r.node == scc[0] for r in self.refs[scc[0]]):
                 comp[scc[0]] = self._node_comp(scc[0], comp)
+                self.conds[scc[0]] = self._node_conds(scc[0])
                 continue
             self._check_recurrence(scc)
             for n in scc:
@@ -468,6 +494,11 @@ class LengthGenericLowering:
                 if not _within(base, comp[n]):
                     self._refuse(n, "it is computable at fewer times than the recurrence it "
                                     "belongs to")
+            conds = set()
+            for _ in range(2):
+                for n in scc:
+                    self.conds[n] = self._node_conds(n) | conds
+                    conds |= self.conds[n]
 
     def _carriers(self, scc):
         members = set(scc)
@@ -545,8 +576,11 @@ class LengthGenericLowering:
         self.need = need
 
     def output_computable(self):
-        """(first, last) output time Kaldi can compute from T input frames."""
-        return self.comp[self.output]
+        """(first, last, conditions): the output times Kaldi can compute from
+        T input frames are first..last, provided every interval of
+        ``conditions`` is non-empty (else none)."""
+        lo, hi = self.comp[self.output]
+        return lo, hi, sorted(self.conds.get(self.output, ()), key=lambda c: str(c))
 
     # -- emission ----------------------------------------------------------------------------------
     def lower(self, g, bind_outputs=None, log_priors=None):
@@ -772,11 +806,17 @@ class LengthGenericLowering:
                            scalar(g.ints([c.right_context + 1]))])
         begin = g.op("Min", [g.op("Max", [begin, zero]), top])
         end = g.op("Min", [g.op("Max", [end, zero]), top])
-        cum = g.op("CumSum", [g.pad_rows(g.op("Cast", [value], to=11), 1, 0),
-                              g.const(np.asarray(1, np.int64), "axis")], "cumsum")
+        axis = g.const(np.asarray(1, np.int64), "axis")
+        cum = g.op("CumSum", [g.pad_rows(g.op("Cast", [value], to=11), 1, 0), axis], "cumsum")
         total = g.op("Sub", [g.op("Gather", [cum, end], axis=1),
                              g.op("Gather", [cum, begin], axis=1)])
         total = g.op("Cast", [total], to=1)
+        # A window that starts at the first row is summed in float32 in row
+        # order, as Kaldi's loop sums it; the others as float64 differences.
+        from_start = g.op("Gather", [g.op("CumSum", [g.pad_rows(value, 1, 0), axis]), end],
+                          axis=1)
+        first = g.op("Unsqueeze", [g.op("Equal", [begin, zero]), g.ints([0, 2])])
+        total = g.op("Where", [first, from_start, total])
         counts = g.slice(total, 2, 0, 1)
         sums = g.slice(total, 2, 1, c.input_dim_)
         return statistics_pooling_output(g, c, counts, sums)

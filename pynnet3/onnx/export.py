@@ -35,7 +35,7 @@ from .metadata import CHUNK_OPTIONS, KIND_KEY
 
 logger = logging.getLogger("pynnet3")
 
-__all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model",
+__all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model", "xvector_model",
            "network_metadata"]
 
 
@@ -125,9 +125,10 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
         logger.info("Exporting a length-generic chunk computation: %s", e)
         lowering = LengthGenericLowering(nnet, opts.frame_subsampling_factor)
         g = lowering.lower(GraphBuilder("nnet3_chunk_any_length"), None, log_priors)
-        lo, hi = lowering.output_computable()
+        lo, hi, conditions = lowering.output_computable()
         meta["pynnet3.chunk.length-generic"] = "true"
         meta["pynnet3.output-computable"] = "%s %s" % (lo, hi)
+        meta["pynnet3.output-computable-if"] = ";".join("%s %s" % c for c in conditions)
         shapes = []
     else:
         compiler = _compiler(nnet, optimize_options)
@@ -194,6 +195,31 @@ def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
                                     "pynnet3"))
 
 
+def xvector_model(nnet, source=""):
+    """nnet3-xvector-compute's computation of a *prepared* network (its
+    'output' node at t = 0 from the frames 0..T-1 of any T) as an ONNX
+    ModelProto: input ``input`` [batch, frames, dim], output ``output``
+    [batch, 1, dim] (see :mod:`.dynamic`)."""
+    from .dynamic import LengthGenericLowering
+    from .graph import GraphBuilder
+    if nnet.get_node_index("input") < 0 or nnet.output_dim("output") <= 0:
+        raise NnetError("an x-vector network needs an input node 'input' and an output node "
+                        "'output'")
+    if nnet.input_dim("ivector") > 0:
+        raise NnetError("nnet3-xvector-compute gives an x-vector network no i-vector; this "
+                        "network has an 'ivector' input")
+    lowering = LengthGenericLowering(nnet, 1)
+    g = lowering.lower(GraphBuilder("nnet3_xvector"), bind_outputs=(0, 1))
+    lo, hi, conditions = lowering.output_computable()
+    meta = {KIND_KEY: "xvector", "pynnet3.source": source,
+            "pynnet3.output-computable": "%s %s" % (lo, hi),
+            "pynnet3.output-computable-if": ";".join("%s %s" % c for c in conditions),
+            "nnet3.input-dim": str(nnet.input_dim("input")),
+            "nnet3.output-dim": str(nnet.output_dim("output")),
+            "nnet3.modulus": str(nnet.modulus())}
+    return _check(g.model(meta, doc="nnet3-xvector-compute's computation, exported by pynnet3"))
+
+
 def export(model, path=None, kind="chunk", *, frames_per_chunk=None, extra_left_context=0,
            extra_right_context=0, extra_left_context_initial=-1, extra_right_context_final=-1,
            frame_subsampling_factor=1, online_ivector_period=0, use_priors=False,
@@ -201,11 +227,17 @@ def export(model, path=None, kind="chunk", *, frames_per_chunk=None, extra_left_
     """Exports ``model`` (a file name, Nnet or AmNnetSimple; see the module
     docstring) and returns the ONNX ModelProto; with ``path`` also writes it
     there (atomically)."""
-    if kind not in ("chunk", "streaming"):
-        raise UsageError("unknown export kind %r (expected 'chunk' or 'streaming')" % (kind,))
+    if kind not in ("chunk", "streaming", "xvector"):
+        raise UsageError("unknown export kind %r (expected 'chunk', 'streaming' or 'xvector')"
+                         % (kind,))
     nnet, priors = read_network(model, use_priors)
     prepare_nnet_for_compute(nnet)
     source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
+    if kind == "xvector":
+        onnx_model = xvector_model(nnet, source)
+        if path is not None:
+            save_model(onnx_model, path)
+        return onnx_model
     if kind == "streaming":
         if frames_per_chunk is None:
             frames_per_chunk = 24           # Kaldi's looped default

@@ -25,8 +25,8 @@ from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_sha
 
 logger = logging.getLogger("pynnet3")
 
-__all__ = ["OnnxModel", "ChunkedOnnxComputer", "StreamingOnnxComputer", "check_chunk_options",
-           "chunk_options_from"]
+__all__ = ["OnnxModel", "ChunkedOnnxComputer", "StreamingOnnxComputer", "XvectorOnnxComputer",
+           "check_chunk_options", "chunk_options_from"]
 
 USE_GPU_VALUES = ("yes", "no", "optional", "wait")
 
@@ -84,14 +84,36 @@ class OnnxModel:
 
 
 def output_computable(meta, source="the model"):
-    """(first, last) output times a length-generic model can compute, as
-    expressions of T, the number of input frames (pynnet3.output-computable)."""
+    """(first, last, conditions): the output times a length-generic model
+    can compute, expressions of T (the number of input frames), provided
+    every (lo, hi) of conditions is non-empty (pynnet3.output-computable,
+    pynnet3.output-computable-if)."""
     from .dynamic import Expr
     text = meta.get("pynnet3.output-computable")
     if text is None:
         raise UsageError("%s has no 'pynnet3.output-computable' in its metadata" % source)
     lo, hi = text.split()
-    return Expr.parse(lo), Expr.parse(hi)
+    conditions = [tuple(Expr.parse(v) for v in c.split())
+                  for c in meta.get("pynnet3.output-computable-if", "").split(";") if c]
+    return Expr.parse(lo), Expr.parse(hi), conditions
+
+
+def check_computable(computable, num_input, first, last, tool):
+    """Kaldi's refusal of a chunk whose outputs ``first``..``last`` (frames
+    of the chunk's input) are not all computable from ``num_input`` frames."""
+    lo, hi, conditions = computable
+    env = {"T": num_input}
+    if not all(a.eval(env) <= b.eval(env) for a, b in conditions):
+        where = "the network computes no output frame from it"
+    elif lo.eval(env) <= first and last <= hi.eval(env):
+        return
+    else:
+        where = "the network computes its output at frames %d to %d only" % (
+            lo.eval(env), hi.eval(env))
+    raise ComputationError("Not all outputs were computable, cannot create computation: "
+                           "outputs at frames %d to %d of a chunk of %d input frames are "
+                           "wanted, but %s (%s refuses this chunk too)"
+                           % (first, last, num_input, where, tool))
 
 
 def chunk_options_from(meta, source="the model"):
@@ -164,15 +186,10 @@ class ChunkedOnnxComputer:
                              "you provided %d" % (self.ivector_dim, ivector_dim))
 
     def _check_computable(self, num_input, first, num_outputs):
-        lo, hi = self.computable
+        lo, hi, conditions = self.computable
         last = first + (num_outputs - 1) * self.opts.frame_subsampling_factor
         env = {"T": num_input}
-        if not (lo.eval(env) <= first and last <= hi.eval(env)):
-            raise ComputationError(
-                "Not all outputs were computable, cannot create computation: a chunk of %d "
-                "input frames gives outputs at frames %s to %s of it, but outputs %d to %d "
-                "are wanted (as nnet3-compute, which refuses this chunk)"
-                % (num_input, lo.eval(env), hi.eval(env), first, last))
+        check_computable(self.computable, num_input, first, last, "nnet3-compute")
 
     # -- utterances ---------------------------------------------------------------------------
     def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
@@ -347,3 +364,53 @@ class StreamingOnnxComputer:
             outputs *= self.acoustic_scale
         return [(key, np.ascontiguousarray(outputs[u, :totals[u]]), feats.shape[0])
                 for u, (key, feats, _, _, _) in enumerate(pending)]
+
+
+class XvectorOnnxComputer:
+    """x-vectors as nnet3-xvector-compute computes them, from an ``xvector``
+    model (the network's output at t = 0 from any number of frames): each
+    utterance cut into chunks by nnet3-xvector-compute's own rule
+    (:func:`pynnet3.compute.xvector.xvector_chunks`: --chunk-size,
+    --min-chunk-size, --pad-input), the chunk outputs averaged with its
+    weights (:class:`~pynnet3.compute.xvector.XvectorAverage`)."""
+
+    def __init__(self, model, chunk_size=-1, min_chunk_size=100, pad_input=True):
+        model.require_kind("xvector", "nnet3-xvector-compute-onnx")
+        if chunk_size == 0 or chunk_size < -1:
+            raise UsageError("--chunk-size must be -1 (whole utterance) or > 0, got %d"
+                             % chunk_size)
+        self.model = model
+        self.chunk_size = chunk_size
+        self.min_chunk_size = min_chunk_size
+        self.pad_input = pad_input
+        self.input_dim = model.int("nnet3.input-dim")
+        self.xvector_dim = model.int("nnet3.output-dim")
+        self.computable = output_computable(model.meta, str(model.path))
+
+    def compute(self, features, utt=""):
+        """The utterance's x-vector (float32, xvector_dim);
+        :class:`~pynnet3.compute.xvector.XvectorSkipped` where
+        nnet3-xvector-compute skips the utterance."""
+        from ..compute.xvector import XvectorAverage, xvector_chunks
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2 or features.shape[0] == 0:
+            raise UsageError("Zero-length utterance: %s" % utt)
+        if features.shape[1] != self.input_dim:
+            raise UsageError("Neural net expects 'input' features with dimension %d but you "
+                             "provided %d" % (self.input_dim, features.shape[1]))
+        chunks = xvector_chunks(features.shape[0], self.chunk_size, self.min_chunk_size,
+                                self.pad_input, utt)
+        average = XvectorAverage(self.xvector_dim)
+        by_length = {}
+        for i, (rows, _) in enumerate(chunks):
+            by_length.setdefault(len(rows), []).append(i)
+        results = [None] * len(chunks)
+        for length, members in by_length.items():
+            check_computable(self.computable, length, 0, 0, "nnet3-xvector-compute")
+            feeds = {"input": np.stack([features[chunks[i][0]] for i in members])}
+            out = self.model.run(feeds, ["output"])["output"]
+            for n, i in enumerate(members):
+                results[i] = out[n, 0]
+        for (_, weight), xvector in zip(chunks, results):
+            average.add(xvector, weight)
+        return average.result()
