@@ -68,7 +68,7 @@ def run_tool(main, argv, cwd):
         os.chdir(here)
 
 
-def model_case(folder, cmd_file, workdir):
+def model_case(folder, cmd_file, workdir, extra_export=()):
     """(status, detail) of one Kaldi command of a model folder."""
     import importlib
     from pynnet3.bin import nnet3_to_onnx
@@ -83,6 +83,8 @@ def model_case(folder, cmd_file, workdir):
     is_xvector = tool == "nnet3-xvector-compute"
     if is_xvector:
         export_opts = ["--xvector=true"]
+    else:
+        export_opts += list(extra_export)
     onnx_path = workdir / (cmd_file.stem + ".onnx")
     ours_ark = workdir / (cmd_file.stem + ".ark")
     for p in (onnx_path, ours_ark):
@@ -107,13 +109,13 @@ def model_case(folder, cmd_file, workdir):
     return ("ok" if err <= TOLERANCE else "DIFF"), "max rel err %.2g, %s" % (err, detail)
 
 
-def sweep_models(workdir):
+def sweep_models(workdir, extra_export=()):
     results = []
     for folder in sorted((REF / "models").iterdir()):
         cmds = sorted(folder.glob("compute.*.cmd")) + sorted(folder.glob("xvector.*.cmd"))
         for cmd in cmds:
             try:
-                status, detail = model_case(folder, cmd, workdir)
+                status, detail = model_case(folder, cmd, workdir, extra_export)
             except Exception as e:     # a bug: report it and go on
                 status, detail = "ERROR", "%s: %s" % (type(e).__name__, e)
             print("%-20s %-32s %-8s %s" % (folder.name, cmd.stem, status, detail), flush=True)
@@ -164,6 +166,9 @@ def main():
     parser.add_argument("--models", action="store_true")
     parser.add_argument("--random", action="store_true")
     parser.add_argument("--keep", help="folder for the exported models and archives")
+    parser.add_argument("--any-length", action="store_true",
+                        help="export every chunk computation as a graph for any length "
+                             "(nnet3-to-onnx --any-length=true)")
     args = parser.parse_args()
     if not (args.models or args.random):
         args.models = args.random = True
@@ -174,7 +179,7 @@ def main():
         workdir = Path(args.keep or tmp).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         if args.models:
-            results = sweep_models(workdir)
+            results = sweep_models(workdir, ["--any-length=true"] if args.any_length else [])
             print("models: %d matched, %d refused as Kaldi refuses, %d not matching"
                   % (results.count("ok"), results.count("refused"),
                      len(results) - results.count("ok") - results.count("refused")))

@@ -76,6 +76,10 @@ def main(argv=None):
     parser.register_bool("xvector", False, "If true, export nnet3-xvector-compute's "
                          "computation (the 'output' node at t = 0 from any number of "
                          "frames)")
+    parser.register_bool("any-length", False, "pynnet3 only: export one graph that computes "
+                         "a chunk of any length (exact for every network it can write) "
+                         "instead of fixed-size chunks (faster; used where they are exact, "
+                         "which the export proves)")
     register_options(parser, "optimization", NnetOptimizeOptions())
     opts, args = parser.parse(argv, num_args=2)
     nnet_rxfilename, onnx_wxfilename = args
@@ -87,6 +91,9 @@ def main(argv=None):
             if parser.given(name):
                 raise UsageError("--%s applies to nnet3-compute's chunks, not to a %s model"
                                  % (name, kind))
+    if kind != "chunk" and parser.given("any-length"):
+        raise UsageError("--any-length applies to nnet3-compute's chunks, not to a %s model"
+                         % kind)
     if kind == "xvector":
         for name in ("frames-per-chunk", "extra-left-context-initial",
                      "frame-subsampling-factor", "online-ivector-period", "use-priors"):
@@ -104,7 +111,8 @@ def main(argv=None):
                    frame_subsampling_factor=opts.frame_subsampling_factor,
                    online_ivector_period=opts.online_ivector_period,
                    use_priors=opts.use_priors,
-                   optimize_options=options_from(opts, "optimization", NnetOptimizeOptions()))
+                   optimize_options=options_from(opts, "optimization", NnetOptimizeOptions()),
+                   any_length=opts.any_length)
     log.info("Wrote %s model (%d nodes, %d initializers) to %s", kind,
              len(model.graph.node), len(model.graph.initializer), onnx_wxfilename)
     return 0

@@ -292,6 +292,8 @@ class LengthGenericLowering:
         if t == NodeType.kDimRange:
             return [_Ref(node.node_index, 0, False)]
         if t == NodeType.kComponent:
+            if self._component(n).type_name in ("ConstantComponent", "DropoutMaskComponent"):
+                return []                          # they read no input
             return [_Ref(n - 1, 0, False)]        # offsets are the component's (below)
         refs = []
         for part in node.descriptor.parts:
@@ -393,8 +395,12 @@ class LengthGenericLowering:
             if c.input_period != 1:
                 self._refuse(n, "StatisticsPooling with an input period other than 1")
             return "stats-pooling"
-        if name == "ConstantComponent":
+        if name in ("ConstantComponent", "DropoutMaskComponent"):
             return "constant"
+        if name == "TimeHeightConvolutionComponent":
+            return "convolution"
+        if name == "RestrictedAttentionComponent":
+            return "attention"
         if name in ("GeneralDropoutComponent", "SpecAugmentTimeMaskComponent",
                     "BackpropTruncationComponent"):
             return "simple"
@@ -414,6 +420,16 @@ class LengthGenericLowering:
             return d[0] - c.right_context, d[1] + c.left_context
         if kind == "constant":
             return _ALL
+        if kind == "convolution":
+            out = _ALL
+            for o in c.model.required_time_offsets:
+                out = _meet(out, _shift(d, -o))
+            return out
+        if kind == "attention":
+            out = _ALL
+            for o in range(-c.num_left_inputs_required, c.num_right_inputs_required + 1):
+                out = _meet(out, _shift(d, -o * c.time_stride))
+            return out
         return d
 
     def _component_need(self, n, r):
@@ -425,6 +441,12 @@ class LengthGenericLowering:
             return r[0] - c.left_context, r[1] + c.right_context
         if kind == "constant":
             return None
+        if kind == "convolution":
+            offsets = c.model.all_time_offsets
+            return r[0] + min(offsets), r[1] + max(offsets)
+        if kind == "attention":
+            return (r[0] - c.num_left_inputs * c.time_stride,
+                    r[1] + c.num_right_inputs * c.time_stride)
         return r
 
     # -- computable and needed times -------------------------------------------------------------
@@ -436,6 +458,8 @@ class LengthGenericLowering:
                 return Expr.const(0), Expr.var_("T", -1)
             return Expr.const(0), Expr.const(0)
         if t == NodeType.kComponent:
+            if not self.refs[n]:
+                return _ALL                         # reads no input
             return self._component_comp(n, comp[n - 1])
         out = _ALL
         for r in self.refs[n]:
@@ -762,7 +786,15 @@ class LengthGenericLowering:
         kind = self._component_kind(n)
         name = self.names[n]
         if kind == "constant":
+            if c.type_name == "DropoutMaskComponent":
+                ctx = PropagateContext(g, name, None, lambda: None)
+                like = self._filled(0.0, length, 1)
+                return LOWERINGS[c.type_name](ctx, c, like, None)
             return self._filled_rows(c.output, length)
+        if kind == "convolution":
+            return self._convolution(n, c, lo, hi)
+        if kind == "attention":
+            return self._attention(n, c, lo, hi)
         if kind == "tdnn":
             parts = [self._rows(n - 1, g.op("Add", [lo, g.ints([o])]),
                                 g.op("Add", [hi, g.ints([o])]), False) for o in c.time_offsets]
@@ -820,6 +852,69 @@ class LengthGenericLowering:
         counts = g.slice(total, 2, 0, 1)
         sums = g.slice(total, 2, 1, c.input_dim_)
         return statistics_pooling_output(g, c, counts, sums)
+
+    def _shifted(self, n, lo, hi, offset, optional):
+        g = self.g
+        return self._rows(n, g.op("Add", [lo, g.ints([offset])]),
+                          g.op("Add", [hi, g.ints([offset])]), optional)
+
+    def _convolution(self, n, c, lo, hi):
+        """TimeHeightConvolution: for each output height and (time, height)
+        offset, the input block at that time (zero where an optional time is
+        not computable) and height (zero outside the input's heights), times
+        the offset's filter parameters."""
+        g = self.g
+        model = c.model
+        nfi, nfo = model.num_filters_in, model.num_filters_out
+        required = set(model.required_time_offsets)
+        blocks = {}
+        for dt in model.all_time_offsets:
+            x = self._shifted(n - 1, lo, hi, dt, dt not in required)
+            x = g.reshape(x, [0, 0, model.height_in, nfi])
+            blocks[dt] = g.op("Pad", [x, g.ints([0, 0, 0, 0, 0, 0, 1, 0])], mode="constant")
+        parts = []
+        for dt, dh in model.offsets:
+            heights = [j * model.height_subsample_out + dh for j in range(model.height_out)]
+            heights = [h if 0 <= h < model.height_in else model.height_in for h in heights]
+            parts.append(g.op("Gather", [blocks[dt], g.const(np.asarray(heights, np.int64),
+                                                             "heights")], axis=2))
+        patches = g.concat(parts, 3)        # [batch, rows, height_out, offsets * nfi]
+        y = g.add(g.matmul_t(patches, c.linear_params), g.const(c.bias_params, "bias"))
+        return g.reshape(y, [0, 0, model.height_out * nfo])
+
+    def _attention(self, n, c, lo, hi):
+        """RestrictedAttention: each output attends to the inputs at its
+        context times (zero rows where an optional one is not computable,
+        which still take part in the softmax, as in Kaldi)."""
+        g = self.g
+        din, dout = c._input_dim_per_head(), c._output_dim_per_head()
+        k, v, ctx_dim = c.key_dim, c.value_dim, c.context_dim
+        context = []
+        for o in range(-c.num_left_inputs, c.num_right_inputs + 1):
+            optional = not (-c.num_left_inputs_required <= o <= c.num_right_inputs_required)
+            context.append(self._shifted(n - 1, lo, hi, o * c.time_stride, optional))
+        queries = self._rows(n - 1, lo, hi, False)
+        heads = []
+        for h in range(c.num_heads):
+            base = h * din
+
+            def stack(first, last):
+                return g.concat([g.op("Unsqueeze", [g.slice(x, 2, base + first, base + last),
+                                                    g.ints([2])]) for x in context], 2)
+            q_key = g.slice(queries, 2, base + k + v, base + k + v + k)
+            q_context = g.slice(queries, 2, base + k + v + k, base + din)
+            dots = g.op("ReduceSum", [g.op("Mul", [g.op("Unsqueeze", [q_key, g.ints([2])]),
+                                                   stack(0, k)]), g.ints([3])], keepdims=0)
+            weights = g.op("Softmax", [g.add(g.scale(dots, c.key_scale), q_context)], axis=-1)
+            weighted = g.op("ReduceSum", [g.op("Mul", [g.op("Unsqueeze", [weights,
+                                                                          g.ints([3])]),
+                                                       stack(k, k + v)]), g.ints([2])],
+                            keepdims=0)
+            heads.append(weighted)
+            if c.output_context:
+                heads.append(weights)
+        assert dout == v + (ctx_dim if c.output_context else 0)
+        return g.concat(heads, 2)
 
     # -- a recurrence as a Scan --------------------------------------------------------------------
     def _emit_recurrence(self, scc):

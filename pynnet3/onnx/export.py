@@ -100,12 +100,13 @@ def _compiler(nnet, optimize_options):
 
 
 def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivector_period=0,
-                source=""):
+                source="", any_length=False):
     """nnet3-compute's chunked computation of a *prepared* network
     (:func:`pynnet3.compute.utterance.prepare_nnet_for_compute`) as an ONNX
     ModelProto (see :mod:`.chunked`). ``opts``: SimpleComputationOptions
     (its acoustic scale is left to the runtime). ``priors``: subtracted in
-    the log domain."""
+    the log domain. ``any_length``: a length-generic graph (:mod:`.dynamic`)
+    even where fixed-size padded chunks would be exact."""
     opts = opts if opts is not None else SimpleComputationOptions()
     if not is_simple_nnet(nnet):
         raise NnetError("nnet3-to-onnx needs a 'simple' network (an input node 'input', an "
@@ -117,12 +118,14 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
     log_priors = log_priors_of(priors, nnet.output_dim("output"))
     meta = {}
     try:
+        if any_length:
+            raise NeedsLengthGenericModel("a graph for chunks of any length was asked for")
         shapes = chunk_shapes(nnet, layout, has_ivector)
     except NeedsLengthGenericModel as e:
         # Kaldi's chunks depend on their own length: one graph for any length
         from .dynamic import LengthGenericLowering
         from .graph import GraphBuilder
-        logger.info("Exporting a length-generic chunk computation: %s", e)
+        logger.info("Exporting a chunk computation for chunks of any length: %s", e)
         lowering = LengthGenericLowering(nnet, opts.frame_subsampling_factor)
         g = lowering.lower(GraphBuilder("nnet3_chunk_any_length"), None, log_priors)
         lo, hi, conditions = lowering.output_computable()
@@ -223,7 +226,7 @@ def xvector_model(nnet, source=""):
 def export(model, path=None, kind="chunk", *, frames_per_chunk=None, extra_left_context=0,
            extra_right_context=0, extra_left_context_initial=-1, extra_right_context_final=-1,
            frame_subsampling_factor=1, online_ivector_period=0, use_priors=False,
-           optimize_options=None):
+           optimize_options=None, any_length=False):
     """Exports ``model`` (a file name, Nnet or AmNnetSimple; see the module
     docstring) and returns the ONNX ModelProto; with ``path`` also writes it
     there (atomically)."""
@@ -258,7 +261,7 @@ def export(model, path=None, kind="chunk", *, frames_per_chunk=None, extra_left_
         frame_subsampling_factor=frame_subsampling_factor, frames_per_chunk=frames_per_chunk)
     opts.check()
     onnx_model = chunk_model(nnet, opts, priors, optimize_options, online_ivector_period,
-                             source)
+                             source, any_length)
     if path is not None:
         save_model(onnx_model, path)
     return onnx_model
