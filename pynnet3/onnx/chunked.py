@@ -178,11 +178,11 @@ def _first_frame(extents):
     return min(lo for lo, _ in extents.values())
 
 
-def chunked_graph(nnet, shapes, has_ivector, compile_request, log_priors=None):
+def chunked_graph(nnet, shapes, computations, has_ivector, log_priors=None):
     """A GraphBuilder holding the chunk computations of ``shapes`` (from
-    :func:`chunk_shapes`); ``compile_request(request)`` compiles (and
-    optimizes) a request. With ``log_priors`` they are subtracted from the
-    output, as nnet3-compute --use-priors does."""
+    :func:`chunk_shapes`), compiled (and optimized) as ``computations``
+    (their requests: :func:`chunk_request`). With ``log_priors`` they are
+    subtracted from the output, as nnet3-compute --use-priors does."""
     g = GraphBuilder("nnet3_chunk")
     input_dim = nnet.input_dim("input")
     frames = shapes[0].input_frames if len(shapes) == 1 else "frames"
@@ -193,7 +193,7 @@ def chunked_graph(nnet, shapes, has_ivector, compile_request, log_priors=None):
     num_outputs = shapes[0].num_outputs
 
     def lower(builder, shape):
-        computation = compile_request(chunk_request(shape, has_ivector))
+        computation = computations[shapes.index(shape)]
         result = {}
 
         def on_input(node, rows, cols):

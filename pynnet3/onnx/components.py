@@ -139,7 +139,7 @@ def row_range_sums(g, x, ranges):
 # -- affine family ----------------------------------------------------------------------------
 
 def _affine(ctx, c, x, indexes):
-    return _add_bias(ctx.g, ctx.g.matmul_t(x, c.linear_params), c.bias_params)
+    return ctx.g.affine(x, c.linear_params, c.bias_params, ctx.out_rows)
 
 
 def _ng_affine(ctx, c, x, indexes):
@@ -491,6 +491,8 @@ def _tdnn(ctx, c, x, indexes):
             y = part if y is None else g.add(y, part)
     else:
         parts = [g.slice(x, 1, off, off + stride * (rows - 1) + 1, stride) for off in offsets]
+        if c.bias_params.shape[0] != 0:
+            return g.affine(g.concat(parts, 2), c.linear_params, c.bias_params, rows)
         y = g.matmul_t(g.concat(parts, 2), c.linear_params)
     if c.bias_params.shape[0] == 0:
         return ctx.plus_old(y)              # kPropagateAdds without a bias

@@ -30,10 +30,17 @@ from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_prio
                                  prepare_nnet_for_compute)
 from ..errors import NnetError, UsageError
 from ..nnet.utils import is_simple_nnet
-from .chunked import NeedsLengthGenericModel, chunk_shapes, chunked_graph
+from .chunked import NeedsLengthGenericModel, chunk_request, chunk_shapes, chunked_graph
+from .components import NotLowerable
 from .metadata import CHUNK_OPTIONS, KIND_KEY
 
 logger = logging.getLogger("pynnet3")
+
+# Above this many commands in its fixed-size chunk computations (a recurrent
+# network unrolled over long chunks: onnxruntime needs tens of seconds to
+# load such a graph) a network is exported as a length-generic graph when it
+# can be.
+MAX_UNROLLED_COMMANDS = 30000
 
 __all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model", "xvector_model",
            "network_metadata"]
@@ -117,13 +124,27 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
     has_ivector = nnet.input_dim("ivector") > 0
     log_priors = log_priors_of(priors, nnet.output_dim("output"))
     meta = {}
+    from .dynamic import LengthGenericLowering
     try:
         if any_length:
             raise NeedsLengthGenericModel("a graph for chunks of any length was asked for")
         shapes = chunk_shapes(nnet, layout, has_ivector)
+        compiler = _compiler(nnet, optimize_options)
+        computations = [compiler.compile(chunk_request(s, has_ivector)) for s in shapes]
+        size = sum(len(c.commands) for c in computations)
+        if size > MAX_UNROLLED_COMMANDS:
+            # An unrolled graph this size takes onnxruntime long to load; a
+            # recurrence as a Scan is small (and as exact), where possible.
+            try:
+                LengthGenericLowering(nnet, opts.frame_subsampling_factor)
+            except NotLowerable:
+                pass
+            else:
+                raise NeedsLengthGenericModel(
+                    "the fixed-size chunk computations have %d commands (more than %d)"
+                    % (size, MAX_UNROLLED_COMMANDS))
     except NeedsLengthGenericModel as e:
         # Kaldi's chunks depend on their own length: one graph for any length
-        from .dynamic import LengthGenericLowering
         from .graph import GraphBuilder
         logger.info("Exporting a chunk computation for chunks of any length: %s", e)
         lowering = LengthGenericLowering(nnet, opts.frame_subsampling_factor)
@@ -134,8 +155,7 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
         meta["pynnet3.output-computable-if"] = ";".join("%s %s" % c for c in conditions)
         shapes = []
     else:
-        compiler = _compiler(nnet, optimize_options)
-        g = chunked_graph(nnet, shapes, has_ivector, compiler.compile, log_priors)
+        g = chunked_graph(nnet, shapes, computations, has_ivector, log_priors)
     meta.update({KIND_KEY: "chunk", "pynnet3.source": source,
             "use-priors": "true" if log_priors is not None else "false",
             "online-ivector-period": str(online_ivector_period)})

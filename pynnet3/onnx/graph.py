@@ -62,6 +62,7 @@ class GraphBuilder:
         self._used = set()
         self._counter = itertools.count()
         self._consts = {}
+        self._by_identity = {}      # id(array) -> (array, transposed?, name)
         self._memo = {}
         self.batch_source = None
 
@@ -72,6 +73,7 @@ class GraphBuilder:
         child = GraphBuilder(name)
         child.initializers = self.initializers
         child._consts = self._consts
+        child._by_identity = self._by_identity
         child._used = self._used
         child._counter = self._counter
         child.batch_source = self.batch_source
@@ -241,11 +243,38 @@ class GraphBuilder:
     def add(self, a, b):
         return self.op("Add", [a, b], "sum")
 
+    def transposed_const(self, weight, hint="w"):
+        """The initializer holding ``weight``'s transpose; a parameter matrix
+        used by many commands (a recurrent layer's, once per frame) is
+        transposed and stored once."""
+        key = id(weight)
+        entry = self._by_identity.get(key)
+        if entry is not None and entry[0] is weight:
+            return entry[1]
+        name = self.const(np.ascontiguousarray(np.asarray(weight, np.float32).T), hint)
+        self._by_identity[key] = (weight, name)    # holding weight keeps its id unique
+        return name
+
     def matmul_t(self, x, weight, hint="w"):
         """x times the transpose of ``weight`` (a float32 out x in matrix,
         stored transposed so onnxruntime can prepack it)."""
-        return self.op("MatMul", [x, self.const(np.ascontiguousarray(
-            np.asarray(weight, np.float32).T), hint)], "matmul")
+        return self.op("MatMul", [x, self.transposed_const(weight, hint)], "matmul")
+
+    def affine(self, x, weight, bias, rows=None):
+        """x W^T + b. With ``rows`` (x's static row count) as one 2-D Gemm
+        over every row of every batch entry, which onnxruntime runs with the
+        bias added inside the product (and fuses with a following Relu)."""
+        bias = np.asarray(bias, np.float32)
+        if rows is None or rows <= 0:
+            y = self.matmul_t(x, weight)
+            return y if bias.size == 0 else self.add(y, self.const(bias, "bias"))
+        cols_in = weight.shape[1]
+        flat = self.reshape(x, [-1, cols_in])
+        inputs = [flat, self.transposed_const(weight)]
+        if bias.size:
+            inputs.append(self.const(bias, "bias"))
+        y = self.op("Gemm", inputs, "gemm")
+        return self.reshape(y, [-1, rows, weight.shape[0]])
 
     def reshape(self, x, shape):
         """Reshape with a static shape (0 copies the input's dimension)."""

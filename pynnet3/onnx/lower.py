@@ -113,10 +113,16 @@ class ComputationLowering:
         """Lowers commands [start, end) (to the end of the list by default)."""
         commands = self.computation.commands
         end = len(commands) if end is None else end
-        for pc in range(start, end):
+        for pc in range(start, end):        # refuse before lowering anything
             c = commands[pc]
             if c.command_type not in self._dispatch:
                 raise self._refusal(pc, c)
+            if c.command_type == T.kAcceptInput and self.nnet.is_output_node(c.arg2):
+                raise NotLowerable("cannot export command %s to ONNX: it takes the derivative "
+                                   "of output '%s' (only inference computations export)"
+                                   % (self._command_text(pc), self.nnet.node_names[c.arg2]))
+        for pc in range(start, end):
+            c = commands[pc]
             handler = self._dispatch[c.command_type]
             if handler is None:
                 continue
