@@ -10,7 +10,8 @@ times each, both on one thread (OPENBLAS_NUM_THREADS=1 for Kaldi,
 --num-threads=1 for onnxruntime), writing to /dev/null. The goal (issue 18):
 nnet3-compute-onnx at least 2x Kaldi's speed.
 
-Prints the CPU, the load average before and after, the export time, and per
+Prints the CPU, the load average before and after, the export time, the CPU
+time onnxruntime takes to load the model (included in every run), and per
 case and tool the median wall time, the median CPU time (user + system, the
 figure least disturbed by other processes on a shared machine), the peak
 resident memory, and Kaldi's time / ours (> 1: faster than Kaldi).
@@ -72,6 +73,19 @@ def run(argv):
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
+def session_load(path):
+    """CPU seconds onnxruntime takes to load the model (one thread), part
+    of every nnet3-compute-onnx run."""
+    code = ("import time, onnxruntime as ort\n"
+            "o = ort.SessionOptions(); o.intra_op_num_threads = 1\n"
+            "t = time.process_time()\n"
+            "ort.InferenceSession(%r, o, providers=['CPUExecutionProvider'])\n"
+            "print(time.process_time() - t)\n" % str(path))
+    out = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True,
+                         text=True, check=True)
+    return float(out.stdout.strip())
+
+
 def inputs(workdir):
     return ["--online-ivectors=ark:%s" % (workdir / "ivectors.ark"),
             "--online-ivector-period=10"], "ark:%s" % (workdir / "feats40.ark")
@@ -100,6 +114,7 @@ def main():
         wall, cpu, rss = run([sys.executable, "-m", "pynnet3.bin.nnet3_to_onnx"] + export_opts
                              + [str(raw), str(onnx_path)])
         print("%-14s %-20s %9.2f %9.2f %9.0f" % (case, "nnet3-to-onnx", wall, cpu, rss))
+        print("%-14s %-20s %9s %9.2f" % (case, "model load (ORT)", "", session_load(onnx_path)))
         ivec, feats = inputs(workdir)
         kaldi = [str(KALDI), "nnet3-compute"] + options + ivec + [str(raw), feats, "ark:/dev/null"]
         ours = ([sys.executable, "-m", "pynnet3.bin.nnet3_compute_onnx", "--num-threads=1",

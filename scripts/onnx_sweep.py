@@ -10,9 +10,13 @@ outputs (not a test: the full sweep; tests/test_onnx_*.py run parts of it).
   log has an ERROR line and no archive);
 - random: every ``random/caseN`` whose request has no derivatives exported
   as one computation (pynnet3.onnx.computation.request_model) and run in
-  onnxruntime on ``inputs.ark``: ``outputs.ark`` within the same tolerance.
+  onnxruntime on ``inputs.ark``: ``outputs.ark`` within the same tolerance
+  (with --every-request, every case: the forward pass of a training request,
+  its derivatives dropped, gives Kaldi's outputs too);
+- with --any-length, every chunk model is the length-generic graph.
 
-Usage: python scripts/onnx_sweep.py [--models] [--random] [--keep=DIR]
+Usage: python scripts/onnx_sweep.py [--models] [--random] [--every-request]
+         [--any-length] [--keep=DIR]
 Prints one line per case and a summary; exit status 1 if anything differs.
 """
 
@@ -129,7 +133,7 @@ def inference_only(case):
             and "<NeedModelDerivative> F" in text)
 
 
-def sweep_random():
+def sweep_random(every_request=False):
     import onnxruntime
     from pynnet3.compile.request import ComputationRequest
     from pynnet3.io.table import read_table
@@ -138,11 +142,15 @@ def sweep_random():
     results = []
     cases = sorted((REF / "random").glob("case*"), key=lambda p: int(p.name[4:]))
     for case in cases:
-        if not inference_only(case):
+        if not (every_request or inference_only(case)):
             continue
         try:
             nnet = Nnet.read(str(case / "model.raw"))
             request = ComputationRequest.read(str(case / "request.txt"))
+            # the forward pass of a training request: its derivatives dropped
+            for io in list(request.inputs) + list(request.outputs):
+                io.has_deriv = False
+            request.need_model_derivative = False
             model = request_model(nnet, request)
             session = onnxruntime.InferenceSession(model.SerializeToString(),
                                                    providers=["CPUExecutionProvider"])
@@ -166,6 +174,9 @@ def main():
     parser.add_argument("--models", action="store_true")
     parser.add_argument("--random", action="store_true")
     parser.add_argument("--keep", help="folder for the exported models and archives")
+    parser.add_argument("--every-request", action="store_true",
+                        help="random: also the forward pass of the requests with "
+                             "derivatives (their derivatives dropped)")
     parser.add_argument("--any-length", action="store_true",
                         help="export every chunk computation as a graph for any length "
                              "(nnet3-to-onnx --any-length=true)")
@@ -185,9 +196,11 @@ def main():
                      len(results) - results.count("ok") - results.count("refused")))
             bad += len(results) - results.count("ok") - results.count("refused")
         if args.random:
-            results = sweep_random()
-            print("random: %d of %d inference-only requests exported and matched"
-                  % (results.count("ok"), len(results)))
+            results = sweep_random(args.every_request)
+            print("random: %d of %d %s exported and matched"
+                  % (results.count("ok"), len(results),
+                     "requests (forward pass)" if args.every_request
+                     else "inference-only requests"))
             bad += len(results) - results.count("ok")
     return 1 if bad else 0
 

@@ -10,8 +10,9 @@ must equal what it was exported with. A ``streaming`` model
 (nnet3-to-onnx --streaming=true) is run chunk after chunk with its state,
 as Kaldi's looped decodable does.
 
-Beyond Kaldi: --num-threads (onnxruntime's threads, default 1) and
---batch-size (utterances whose chunks go into one run of the model).
+Beyond Kaldi: --num-threads (onnxruntime's threads, default 1),
+--batch-size (utterances whose chunks are computed together) and
+--chunks-per-run (at most that many chunks per run of the model).
 """
 
 import logging
@@ -94,6 +95,9 @@ def main(argv=None):
                         "are computed together in one run of the model")
     parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
                         "(0: one per core)")
+    parser.register_int("chunks-per-run", 0, "pynnet3 only: at most this many chunks in one "
+                        "run of the model (0: as many as --batch-size gives for recurrent "
+                        "models, a few hundred frames' worth for the others)")
     opts, args = parser.parse(argv, num_args=3)
     onnx_rxfilename, feature_rspecifier, matrix_wspecifier = args
     summary = _Summary()
@@ -117,7 +121,8 @@ def main(argv=None):
         computer = StreamingOnnxComputer(model, opts.acoustic_scale, opts.batch_size)
     else:
         from ..onnx.runtime import ChunkedOnnxComputer
-        computer = ChunkedOnnxComputer(model, opts.acoustic_scale, opts.batch_size)
+        computer = ChunkedOnnxComputer(model, opts.acoustic_scale, opts.batch_size,
+                                       opts.chunks_per_run)
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)
     if opts.online_ivectors and period <= 0:
         raise UsageError("You need to set the --online-ivector-period option!")

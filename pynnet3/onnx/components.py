@@ -63,7 +63,7 @@ class PropagateContext:
                         "rows")
         if like is None:
             raise ComputationError("internal error: a constant output without a row count")
-        return g.rows_like(like, g.const(row, "row"), row.shape[-1])
+        return g.rows_like(like, g.const(row, "row"))
 
 
 def lower_propagate(g, component, x, indexes, node_name, out_rows, old):
@@ -142,10 +142,6 @@ def _affine(ctx, c, x, indexes):
     return ctx.g.affine(x, c.linear_params, c.bias_params, ctx.out_rows)
 
 
-def _ng_affine(ctx, c, x, indexes):
-    return _affine(ctx, c, x, indexes)
-
-
 def _linear(ctx, c, x, indexes):
     # kPropagateAdds: out += x W^T
     return ctx.plus_old(ctx.g.matmul_t(x, c.params))
@@ -174,10 +170,6 @@ def _block_affine(ctx, c, x, indexes):
 # -- element-wise and per-row -------------------------------------------------------------------
 
 def _per_element_scale(ctx, c, x, indexes):
-    return ctx.g.op("Mul", [x, ctx.g.const(c.scales, "scales")])
-
-
-def _fixed_scale(ctx, c, x, indexes):
     return ctx.g.op("Mul", [x, ctx.g.const(c.scales, "scales")])
 
 
@@ -587,7 +579,7 @@ def _distribute(ctx, c, x, indexes):
 
 LOWERINGS = {
     "AffineComponent": _affine,
-    "NaturalGradientAffineComponent": _ng_affine,
+    "NaturalGradientAffineComponent": _affine,
     "FixedAffineComponent": _affine,
     "LinearComponent": _linear,
     "RepeatedAffineComponent": _repeated_affine,
@@ -595,7 +587,7 @@ LOWERINGS = {
     "BlockAffineComponent": _block_affine,
     "PerElementScaleComponent": _per_element_scale,
     "NaturalGradientPerElementScaleComponent": _per_element_scale,
-    "FixedScaleComponent": _fixed_scale,
+    "FixedScaleComponent": _per_element_scale,
     "PerElementOffsetComponent": _per_element_offset,
     "FixedBiasComponent": _fixed_bias,
     "ScaleAndOffsetComponent": _scale_and_offset,

@@ -804,7 +804,7 @@ class LengthGenericLowering:
             return y
         x = self._rows(n - 1, lo, hi, False)
         if kind == "stats-extraction":
-            ones = g.rows_like(x, g.const(np.ones((1, 1, 1), np.float32), "one"), 1)
+            ones = g.rows_like(x, g.const(np.ones((1, 1, 1), np.float32), "one"))
             parts = [ones, x]
             if c.include_variance:
                 parts.append(g.op("Mul", [x, x]))
@@ -887,8 +887,8 @@ class LengthGenericLowering:
         context times (zero rows where an optional one is not computable,
         which still take part in the softmax, as in Kaldi)."""
         g = self.g
-        din, dout = c._input_dim_per_head(), c._output_dim_per_head()
-        k, v, ctx_dim = c.key_dim, c.value_dim, c.context_dim
+        din = c._input_dim_per_head()
+        k, v = c.key_dim, c.value_dim
         context = []
         for o in range(-c.num_left_inputs, c.num_right_inputs + 1):
             optional = not (-c.num_left_inputs_required <= o <= c.num_right_inputs_required)
@@ -913,7 +913,6 @@ class LengthGenericLowering:
             heads.append(weighted)
             if c.output_context:
                 heads.append(weights)
-        assert dout == v + (ctx_dim if c.output_context else 0)
         return g.concat(heads, 2)
 
     # -- a recurrence as a Scan --------------------------------------------------------------------

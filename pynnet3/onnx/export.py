@@ -25,6 +25,7 @@ import logging
 import os
 import tempfile
 
+from ..compile.computation import CommandType
 from ..compile.context import compute_simple_nnet_context
 from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_priors_of,
                                  prepare_nnet_for_compute)
@@ -156,6 +157,13 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
         shapes = []
     else:
         g = chunked_graph(nnet, shapes, computations, has_ivector, log_priors)
+        # a component propagated several times: a recurrence unrolled in time
+        seen, unrolled = set(), False
+        for c in computations[0].commands:
+            if c.command_type == CommandType.kPropagate:
+                unrolled |= c.arg1 in seen
+                seen.add(c.arg1)
+        meta["pynnet3.chunk.recurrent"] = "true" if unrolled else "false"
     meta.update({KIND_KEY: "chunk", "pynnet3.source": source,
             "use-priors": "true" if log_priors is not None else "false",
             "online-ivector-period": str(online_ivector_period)})

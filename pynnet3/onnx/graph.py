@@ -189,14 +189,14 @@ class GraphBuilder:
             return self.op("Expand", [row, self.batch_shape(rows, 1)], "filled")
         return self.memo(("filled", float(value), np.float32(value).tobytes(), rows, cols), build)
 
-    def rows_like(self, x, cols_tensor_value, cols):
-        """``cols_tensor_value`` (a [1, 1, cols] constant) repeated for every
-        row of ``x``: a ``[batch, rows(x), cols]`` tensor."""
+    def rows_like(self, x, row):
+        """``row`` (a [1, 1, cols] value) repeated for every row of ``x``: a
+        ``[batch, rows(x), cols]`` tensor."""
         shape = self.op("Shape", [x], "shape")
         rows_shape = self.op("Concat", [self.op("Slice", [shape, self.ints([0]),
                                                           self.ints([2])]),
                                         self.ints([1])], "shape", axis=0)
-        return self.op("Expand", [cols_tensor_value, rows_shape], "rows")
+        return self.op("Expand", [row, rows_shape], "rows")
 
     # -- slices, concatenations, gathers ------------------------------------------------------------
     def slice(self, x, axis, start, end, step=1):

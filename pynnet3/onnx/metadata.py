@@ -6,9 +6,9 @@ describe the network; ``pynnet3.*`` keys the export itself:
 
 ``pynnet3.model-kind``
     ``chunk`` (nnet3-compute's chunked computation, :mod:`.chunked`),
-    ``streaming`` (the looped computation, :mod:`.streaming`), ``xvector``
-    (nnet3-xvector-compute's computation) or ``request`` (one compiled
-    request, :mod:`.computation`).
+    ``streaming`` (the looped computation, :mod:`.streaming`) or ``xvector``
+    (nnet3-xvector-compute's computation, :mod:`.dynamic`); a model of one
+    compiled request (:mod:`.computation`) has ``nnet3.request`` instead.
 ``nnet3.left-context``, ``nnet3.right-context``, ``nnet3.modulus``
     the network's context and shift-invariance modulus (nnet3-info's
     ``left-context`` / ``right-context`` / ``modulus``).
@@ -23,14 +23,23 @@ describe the network; ``pynnet3.*`` keys the export itself:
 ``pynnet3.chunk.regular``, ``pynnet3.chunk.initial``
     the chunk computations the model holds (``left=L right=R input-frames=N
     output-frames=K``; ``initial`` only where the first chunk needs its own).
+``pynnet3.chunk.recurrent``
+    ``true`` when the chunk computation runs a recurrence frame by frame.
+``pynnet3.chunk.length-generic``, ``pynnet3.output-computable``, ``pynnet3.output-computable-if``
+    a graph for chunks of any length (:mod:`.dynamic`): the first and last
+    output frame computable from ``T`` input frames, and the intervals that
+    must not be empty for any to be (expressions such as ``T-9``).
+``pynnet3.streaming.*``
+    a streaming model's geometry (:mod:`.streaming`): chunk frames, left
+    and right context, the first and later calls' input frames, i-vector rows
+    and output frames, and the names of its states.
 ``pynnet3.source``
     the file the network was read from.
 """
 
 from ..errors import UsageError
 
-__all__ = ["CHUNK_OPTIONS", "KIND_KEY", "read_metadata", "int_value", "bool_value",
-           "parse_shape"]
+__all__ = ["CHUNK_OPTIONS", "KIND_KEY", "int_value", "bool_value", "parse_shape"]
 
 KIND_KEY = "pynnet3.model-kind"
 
@@ -43,15 +52,6 @@ CHUNK_OPTIONS = (
     ("extra-right-context-final", -1),
     ("frame-subsampling-factor", 1),
 )
-
-
-def read_metadata(path):
-    """The metadata of an ONNX model file (read with onnxruntime's model
-    metadata, or onnx)."""
-    import onnxruntime
-    options = onnxruntime.SessionOptions()
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    return dict(session.get_modelmeta().custom_metadata_map)
 
 
 def int_value(meta, key, source="the model"):

@@ -139,11 +139,14 @@ class ChunkedOnnxComputer:
     """nnet3-compute's output of utterances from a ``chunk`` model (see the
     module docstring). ``acoustic_scale``: multiplies the output (after any
     priors the model subtracts), as nnet3-compute. ``batch_size``: the
-    utterances whose chunks are computed together (their outputs are the
-    same numbers whatever it is)."""
+    utterances whose chunks are computed together; ``chunks_per_run``: at
+    most that many chunks per run of the model (0: chosen for speed); the
+    outputs are the same numbers whatever they are."""
 
-    def __init__(self, model, acoustic_scale=1.0, batch_size=1):
+    def __init__(self, model, acoustic_scale=1.0, batch_size=1, chunks_per_run=0):
         model.require_kind("chunk", "nnet3-compute-onnx")
+        if chunks_per_run < 0:
+            raise UsageError("--chunks-per-run must be >= 0, got %d" % chunks_per_run)
         if batch_size < 1:
             raise UsageError("--batch-size must be >= 1, got %d" % batch_size)
         self.model = model
@@ -167,6 +170,15 @@ class ChunkedOnnxComputer:
         elif "regular" not in self.shapes:
             raise UsageError("%s has no chunk computation in its metadata" % model.path)
         self.uses_ivector = "ivector" in model.inputs
+        if chunks_per_run == 0:
+            # A recurrence unrolled in time runs one small product per frame:
+            # the more chunks per run, the larger each. Otherwise runs of a
+            # few hundred frames keep the activations in the caches.
+            unrolled = (self.length_generic
+                        or bool_value(meta, "pynnet3.chunk.recurrent", True))
+            frames = self.shapes["regular"]["input-frames"] if self.shapes else 0
+            chunks_per_run = 1 << 30 if unrolled else max(1, 256 // max(1, frames))
+        self.chunks_per_run = chunks_per_run
         self._pending = []
 
     # -- checks ----------------------------------------------------------------------------
@@ -242,7 +254,9 @@ class ChunkedOnnxComputer:
                     rows = layout.chunk_features(feats, plan.first_output_frame - shape["left"],
                                                  shape["input-frames"])
                 groups.setdefault(key, []).append((u, plan, rows, ivec))
-        for key, tasks in groups.items():
+        runs = [(key, tasks[i:i + self.chunks_per_run]) for key, tasks in groups.items()
+                for i in range(0, len(tasks), self.chunks_per_run)]
+        for key, tasks in runs:
             feeds = {"input": np.stack([t[2] for t in tasks])}
             if self.uses_ivector:
                 feeds["ivector"] = np.stack([t[3] for t in tasks])[:, None, :]
