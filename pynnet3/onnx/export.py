@@ -14,7 +14,8 @@ CollapseModel), then exported as one of:
 - ``kind="streaming"``: the looped computation Kaldi's
   DecodableNnetSimpleLooped runs, one chunk per call with explicit state
   (:mod:`.streaming`);
-- ``kind="xvector"``: nnet3-xvector-compute's computation (:mod:`.xvector`).
+- ``kind="xvector"``: nnet3-xvector-compute's computation, for any number
+  of frames (:mod:`.dynamic`).
 
 The options, the network's context and modulus are recorded in the model's
 metadata (:mod:`.metadata`). Every model passes
@@ -43,8 +44,8 @@ logger = logging.getLogger("pynnet3")
 # can be.
 MAX_UNROLLED_COMMANDS = 30000
 
-__all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model", "xvector_model",
-           "network_metadata"]
+__all__ = ["export", "read_network", "save_model", "chunk_model", "streaming_model",
+           "xvector_model", "network_metadata"]
 
 
 def read_network(model, use_priors=False):
@@ -165,8 +166,8 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
                 seen.add(c.arg1)
         meta["pynnet3.chunk.recurrent"] = "true" if unrolled else "false"
     meta.update({KIND_KEY: "chunk", "pynnet3.source": source,
-            "use-priors": "true" if log_priors is not None else "false",
-            "online-ivector-period": str(online_ivector_period)})
+                 "use-priors": "true" if log_priors is not None else "false",
+                 "online-ivector-period": str(online_ivector_period)})
     meta.update(network_metadata(nnet, left, right))
     for name, _ in CHUNK_OPTIONS:
         meta[name] = str(getattr(opts, name.replace("-", "_")))
@@ -266,30 +267,21 @@ def export(model, path=None, kind="chunk", *, frames_per_chunk=None, extra_left_
     source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
     if kind == "xvector":
         onnx_model = xvector_model(nnet, source)
-        if path is not None:
-            save_model(onnx_model, path)
-        return onnx_model
-    if kind == "streaming":
-        if frames_per_chunk is None:
-            frames_per_chunk = 24           # Kaldi's looped default
-        if extra_left_context_initial < 0:
-            extra_left_context_initial = 0
-        onnx_model = streaming_model(nnet, frames_per_chunk, extra_left_context_initial,
-                                     frame_subsampling_factor, priors, optimize_options,
-                                     online_ivector_period, source)
-        if path is not None:
-            save_model(onnx_model, path)
-        return onnx_model
-    if frames_per_chunk is None:
-        frames_per_chunk = 50
-    opts = SimpleComputationOptions(
-        extra_left_context=extra_left_context, extra_right_context=extra_right_context,
-        extra_left_context_initial=extra_left_context_initial,
-        extra_right_context_final=extra_right_context_final,
-        frame_subsampling_factor=frame_subsampling_factor, frames_per_chunk=frames_per_chunk)
-    opts.check()
-    onnx_model = chunk_model(nnet, opts, priors, optimize_options, online_ivector_period,
-                             source, any_length)
+    elif kind == "streaming":
+        onnx_model = streaming_model(
+            nnet, 24 if frames_per_chunk is None else frames_per_chunk,   # Kaldi's defaults
+            max(0, extra_left_context_initial), frame_subsampling_factor, priors,
+            optimize_options, online_ivector_period, source)
+    else:
+        opts = SimpleComputationOptions(
+            extra_left_context=extra_left_context, extra_right_context=extra_right_context,
+            extra_left_context_initial=extra_left_context_initial,
+            extra_right_context_final=extra_right_context_final,
+            frame_subsampling_factor=frame_subsampling_factor,
+            frames_per_chunk=50 if frames_per_chunk is None else frames_per_chunk)
+        opts.check()
+        onnx_model = chunk_model(nnet, opts, priors, optimize_options, online_ivector_period,
+                                 source, any_length)
     if path is not None:
         save_model(onnx_model, path)
     return onnx_model
