@@ -30,7 +30,7 @@ from ..compile.computation import CommandType
 from ..compile.context import compute_simple_nnet_context
 from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_priors_of,
                                  prepare_nnet_for_compute)
-from ..errors import NnetError, UsageError
+from ..errors import NnetError, PynnetError, UsageError
 from ..nnet.utils import is_simple_nnet
 from .chunked import NeedsLengthGenericModel, chunk_request, chunk_shapes, chunked_graph
 from .components import NotLowerable
@@ -71,7 +71,10 @@ def save_model(model, path):
     folder, so a failed write leaves no half-written model."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".onnx-", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".onnx-", dir=folder)
+    except OSError as e:
+        raise PynnetError("cannot open %s for writing: %s" % (path, e.strerror)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(model.SerializeToString())
@@ -79,6 +82,10 @@ def save_model(model, path):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise PynnetError("cannot write %s: %s" % (path, e.strerror)) from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
