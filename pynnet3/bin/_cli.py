@@ -193,6 +193,7 @@ class ToolParser:
         self.prog = prog
         self._options = {}
         self._argv = []
+        self._given = set()
         self._register("config", "string", "", "Configuration file to read (this option "
                        "may be repeated)", True)
         self._register("print-args", "bool", True,
@@ -268,10 +269,20 @@ class ToolParser:
             self._error("Invalid option (no key): %s" % arg, show_usage=True)
         return _normalize(arg[2:eq]), arg[eq + 1:].strip(_WHITE), True
 
+    def given(self, name):
+        """True if option ``name`` was set (on the command line or in a
+        --config file), whatever its value."""
+        return _normalize(name) in self._given
+
+    def given_names(self):
+        """The names of the options that were set, normalized (sorted)."""
+        return sorted(self._given)
+
     def _set_option(self, key, value, has_equal_sign):
         option = self._options.get(key)
         if option is None or not key:
             return False
+        self._given.add(key)
         kind = option.kind
         if kind == "bool":
             if has_equal_sign and value == "":

@@ -686,3 +686,26 @@ def create_computation(nnet, request, output_debug_info=True, use_fast=True):
     """Compiles ``request`` (or a list of requests, one per segment) for ``nnet``
     into an unoptimized NnetComputation."""
     return Compiler(request, nnet, use_fast).create_computation(output_debug_info)
+
+
+def pruned_computation_graph(nnet, request):
+    """The pruned ComputationGraph Kaldi's compiler builds for one request,
+    as Python lists: ``(cindexes, dependencies)``, ``cindexes[i]`` a (node,
+    Index) pair and ``dependencies[i]`` the ids of the cindexes it uses (after
+    pruning: IfDefined/Failover terms and optional component inputs that are
+    not computable are left out). Raises ComputationError, naming the
+    Cindexes, if an output is not computable."""
+    fast_graph = _fast.load("graph")
+    if fast_graph is not None:
+        builder = fast_graph.FastComputationGraphBuilder(nnet)
+    else:
+        from .graph_py import ComputationGraphBuilder
+        builder = ComputationGraphBuilder(nnet)
+    builder.compute(request)
+    if not builder.all_outputs_are_computable():
+        raise builder.not_computable_error()
+    builder.prune()
+    graph = builder.graph
+    if fast_graph is not None:
+        return graph.cindexes_list, graph.dependencies_list
+    return list(graph.cindexes), [list(d) for d in graph.dependencies]

@@ -53,6 +53,7 @@ from .computer import NnetComputer
 from .utterance import prepare_nnet_for_compute
 
 __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo",
+           "looped_chunk_input_range", "looped_chunk_ivector",
            "DecodableNnetSimpleLooped", "DecodableAmNnetSimpleLooped",
            "DecodableNnetLoopedOnline"]
 
@@ -137,10 +138,30 @@ class DecodableNnetSimpleLoopedInfo:
 
     def chunk_input_range(self, chunk_index):
         """[begin, end) of the input frames chunk ``chunk_index`` feeds."""
-        if chunk_index == 0:
-            return -self.frames_left_context, self.frames_per_chunk + self.frames_right_context
-        begin = chunk_index * self.frames_per_chunk + self.frames_right_context
-        return begin, begin + self.frames_per_chunk
+        return looped_chunk_input_range(chunk_index, self.frames_per_chunk,
+                                        self.frames_left_context, self.frames_right_context)
+
+
+def looped_chunk_input_range(chunk_index, frames_per_chunk, left_context, right_context):
+    """[begin, end) of the input frames chunk ``chunk_index`` (0-based) of a
+    looped computation feeds: chunk 0 frames [-left_context, frames_per_chunk
+    + right_context), each later chunk the next ``frames_per_chunk``."""
+    if chunk_index == 0:
+        return -left_context, frames_per_chunk + right_context
+    begin = chunk_index * frames_per_chunk + right_context
+    return begin, begin + frames_per_chunk
+
+
+def looped_chunk_ivector(end_frame, ivector=None, online_ivectors=None, online_ivector_period=1):
+    """The i-vector Kaldi's DecodableNnetSimpleLooped gives a chunk whose
+    input ends (exclusive) at ``end_frame``: the batch i-vector, or the online
+    row ``end_frame // period`` (clamped to the last row)."""
+    if ivector is not None:
+        return ivector
+    rows = online_ivectors
+    if len(rows) == 0:
+        raise UsageError("ivector matrix cannot be empty.")
+    return rows[min(end_frame // online_ivector_period, len(rows) - 1)]
 
 
 class _LoopedRunner:
@@ -227,12 +248,8 @@ class DecodableNnetSimpleLooped:
     def _current_ivector(self, input_frame):
         if not self.info.has_ivectors:
             return None
-        if self.ivector is not None:
-            return self.ivector
-        rows = self.online_ivectors
-        if len(rows) == 0:
-            raise UsageError("ivector matrix cannot be empty.")
-        return rows[min(input_frame // self.online_ivector_period, len(rows) - 1)]
+        return looped_chunk_ivector(input_frame, self.ivector, self.online_ivectors,
+                                    self.online_ivector_period)
 
     def _advance_chunk(self):
         runner = self._runner

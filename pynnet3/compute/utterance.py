@@ -67,7 +67,8 @@ from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
-__all__ = ["SimpleComputationOptions", "ChunkPlan", "SimpleNnetComputer",
+__all__ = ["SimpleComputationOptions", "ChunkPlan", "ChunkLayout", "SimpleNnetComputer",
+           "log_priors_of",
            "compute_simple_nnet_context", "prepare_nnet_for_compute", "apply_exp",
            "compute_utterance"]
 
@@ -147,78 +148,36 @@ class ChunkPlan:
     num_input_frames: int
 
 
-# -- the computer --------------------------------------------------------------------------------
+# -- the chunk layout -----------------------------------------------------------------------------
 
-class SimpleNnetComputer:
-    """Computes a simple network's output for utterances, chunk by chunk, as
-    Kaldi's DecodableNnetSimple (see the module docstring).
+class ChunkLayout:
+    """Where nnet3-compute's chunks of an utterance lie (Kaldi's
+    DecodableNnetSimple), from the options and the network's context and
+    modulus alone: every runtime that computes a simple network chunk by
+    chunk (:class:`SimpleNnetComputer`, an exported ONNX model) uses this
+    one layout. ``frames_per_chunk`` is the options' value after Kaldi's
+    rounding (logged once when it changes)."""
 
-    ``nnet``: prepared as the caller wants (nnet3-compute: see
-    :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
-    subtracted from every output row (empty/None: none). ``context``:
-    (left, right) to use instead of computing it. ``backend``: NnetComputer's
-    backend ("numpy", "cupy", or "kaldi-exact" / a KaldiExactBackend: Kaldi's
-    CPU arithmetic bit for bit; the log of the priors, their subtraction and
-    the acoustic scale are Kaldi's in every case). ``compiler``: the compiler to use (a
-    CachingOptimizingCompiler, :func:`pynnet3.compute.compilation.make_compiler`;
-    one with Kaldi's default options is made for ``nnet`` if None);
-    computations and their execution plans are kept per chunk shape, so all
-    chunks and utterances of the same shape compile once.
-    ``debug_computation``: log each computation when it is first used
-    (--debug-computation; Kaldi registers it but does nothing with it).
-    ``debug``: run every computation in debug mode, logging each command
-    (Kaldi's --computation.debug, also on with --verbose >= 5).
-    """
+    __slots__ = ("opts", "nnet_left_context", "nnet_right_context", "modulus",
+                 "frames_per_chunk")
 
-    __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
-                 "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "_cache")
-
-    def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
-                 compiler=None, debug_computation=False, debug=False):
-        if not is_simple_nnet(nnet):
-            raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
-                            "an output node 'output', optionally an input node 'ivector')")
-        self.nnet = nnet
-        self.opts = opts if opts is not None else SimpleComputationOptions()
-        self.backend = get_backend(backend)
-        self.output_dim = nnet.output_dim("output")
-        self.input_dim = nnet.input_dim("input")
-        self.ivector_dim = max(0, nnet.input_dim("ivector"))
-        if priors is None or len(priors) == 0:
-            self.log_priors = None
-        else:
-            priors = np.asarray(priors, dtype=np.float32)
-            if priors.shape != (self.output_dim,):
-                raise UsageError("priors have dimension %d but the network's output has "
-                                 "dimension %d" % (priors.size, self.output_dim))
-            if (priors < 0).any():
-                raise UsageError("Trying to take log of a negative number (the priors)")
-            # the C library's logf, as Kaldi's ApplyLog (NumPy's float32 log
-            # differs in the last bit now and then)
-            self.log_priors = kaldi_cpu.apply_log(priors)
-        left, right = context if context is not None else compute_simple_nnet_context(nnet)
-        self.nnet_left_context, self.nnet_right_context = int(left), int(right)
-        self.compiler = compiler if compiler is not None else make_compiler(nnet)
-        self.debug_computation = debug_computation
-        self.debug = debug
-        modulus = nnet.modulus()
-        self.frames_per_chunk = self.opts.fixed_frames_per_chunk(modulus)
-        if self.frames_per_chunk != self.opts.frames_per_chunk:
-            if modulus == 1:
+    def __init__(self, opts, left_context, right_context, modulus):
+        self.opts = opts
+        self.nnet_left_context, self.nnet_right_context = int(left_context), int(right_context)
+        self.modulus = int(modulus)
+        self.frames_per_chunk = opts.fixed_frames_per_chunk(self.modulus)
+        if self.frames_per_chunk != opts.frames_per_chunk:
+            if self.modulus == 1:
                 logger.info("Increasing --frames-per-chunk from %d to %d to make it a "
                             "multiple of --frame-subsampling-factor=%d",
-                            self.opts.frames_per_chunk, self.frames_per_chunk,
-                            self.opts.frame_subsampling_factor)
+                            opts.frames_per_chunk, self.frames_per_chunk,
+                            opts.frame_subsampling_factor)
             else:
                 logger.info("Increasing --frames-per-chunk from %d to %d due to "
                             "--frame-subsampling-factor=%d and nnet shift-invariance "
-                            "modulus = %d", self.opts.frames_per_chunk,
-                            self.frames_per_chunk, self.opts.frame_subsampling_factor,
-                            modulus)
-        self._cache = {}
+                            "modulus = %d", opts.frames_per_chunk, self.frames_per_chunk,
+                            opts.frame_subsampling_factor, self.modulus)
 
-    # -- geometry ------------------------------------------------------------------------------
     def num_subsampled_frames(self, num_frames):
         """Output frames of an utterance of ``num_frames`` input frames."""
         f = self.opts.frame_subsampling_factor
@@ -253,23 +212,20 @@ class SimpleNnetComputer:
                          last_output_frame, first_input_frame,
                          last_input_frame + 1 - first_input_frame)
 
-    # -- inputs ----------------------------------------------------------------------------------
-    def check_dims(self, features, ivector=None, online_ivectors=None):
-        """Kaldi's dimension checks of the features and i-vectors."""
-        if features.ndim != 2 or features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[-1]))
-        if ivector is not None and online_ivectors is not None:
-            raise UsageError("give either a batch i-vector or online i-vectors, not both")
-        if ivector is not None:
-            ivector_dim = len(ivector)
-        elif online_ivectors is not None:
-            ivector_dim = online_ivectors.shape[1]
-        else:
-            ivector_dim = 0
-        if ivector_dim != self.ivector_dim:
-            raise UsageError("Neural net expects 'ivector' features with dimension %d but "
-                             "you provided %d" % (self.ivector_dim, ivector_dim))
+    def utterance_chunks(self, num_frames):
+        """The ChunkPlans nnet3-compute computes for an utterance of
+        ``num_frames`` frames, in its order (chunks of
+        :meth:`subsampled_frames_per_chunk` output frames from frame 0, the
+        last one shorter)."""
+        total = self.num_subsampled_frames(num_frames)
+        step = self.subsampled_frames_per_chunk()
+        return [self.chunk_plan(num_frames, start, min(step, total - start))
+                for start in range(0, total, step)]
+
+    def covers_utterance(self, num_frames):
+        """True when Kaldi, with these options, computes an utterance of
+        ``num_frames`` frames in a single chunk."""
+        return self.subsampled_frames_per_chunk() >= self.num_subsampled_frames(num_frames)
 
     @staticmethod
     def chunk_ivector(plan, ivector=None, online_ivectors=None, online_ivector_period=0):
@@ -295,13 +251,104 @@ class SimpleNnetComputer:
         return np.asarray(online_ivectors[ivector_frame], dtype=np.float32)
 
     @staticmethod
+    def chunk_features(features, first_input_frame, num_input_frames):
+        """Input rows first_input_frame .. + num_input_frames - 1, the
+        utterance's first/last frame repeated where they reach past its
+        edges."""
+        rows = np.arange(first_input_frame, first_input_frame + num_input_frames)
+        np.clip(rows, 0, features.shape[0] - 1, out=rows)
+        return np.ascontiguousarray(features[rows], dtype=np.float32)
+
+
+# -- the computer --------------------------------------------------------------------------------
+
+class SimpleNnetComputer:
+    """Computes a simple network's output for utterances, chunk by chunk, as
+    Kaldi's DecodableNnetSimple (see the module docstring; the chunks are
+    those of :class:`ChunkLayout`).
+
+    ``nnet``: prepared as the caller wants (nnet3-compute: see
+    :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
+    subtracted from every output row (empty/None: none). ``context``:
+    (left, right) to use instead of computing it. ``backend``: NnetComputer's
+    backend ("numpy", "cupy", or "kaldi-exact" / a KaldiExactBackend: Kaldi's
+    CPU arithmetic bit for bit; the log of the priors, their subtraction and
+    the acoustic scale are Kaldi's in every case). ``compiler``: the compiler to use (a
+    CachingOptimizingCompiler, :func:`pynnet3.compute.compilation.make_compiler`;
+    one with Kaldi's default options is made for ``nnet`` if None);
+    computations and their execution plans are kept per chunk shape, so all
+    chunks and utterances of the same shape compile once.
+    ``debug_computation``: log each computation when it is first used
+    (--debug-computation; Kaldi registers it but does nothing with it).
+    ``debug``: run every computation in debug mode, logging each command
+    (Kaldi's --computation.debug, also on with --verbose >= 5).
+    """
+
+    __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
+                 "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
+                 "compiler", "debug_computation", "debug", "layout", "_cache")
+
+    def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
+                 compiler=None, debug_computation=False, debug=False):
+        if not is_simple_nnet(nnet):
+            raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
+                            "an output node 'output', optionally an input node 'ivector')")
+        self.nnet = nnet
+        self.opts = opts if opts is not None else SimpleComputationOptions()
+        self.backend = get_backend(backend)
+        self.output_dim = nnet.output_dim("output")
+        self.input_dim = nnet.input_dim("input")
+        self.ivector_dim = max(0, nnet.input_dim("ivector"))
+        self.log_priors = log_priors_of(priors, self.output_dim)
+        left, right = context if context is not None else compute_simple_nnet_context(nnet)
+        self.nnet_left_context, self.nnet_right_context = int(left), int(right)
+        self.compiler = compiler if compiler is not None else make_compiler(nnet)
+        self.debug_computation = debug_computation
+        self.debug = debug
+        self.layout = ChunkLayout(self.opts, left, right, nnet.modulus())
+        self.frames_per_chunk = self.layout.frames_per_chunk
+        self._cache = {}
+
+    # -- geometry ------------------------------------------------------------------------------
+    def num_subsampled_frames(self, num_frames):
+        """Output frames of an utterance of ``num_frames`` input frames."""
+        return self.layout.num_subsampled_frames(num_frames)
+
+    def subsampled_frames_per_chunk(self):
+        return self.layout.subsampled_frames_per_chunk()
+
+    def chunk_plan(self, num_frames, first_subsampled_frame, num_subsampled_frames):
+        """The ChunkPlan of the chunk of ``num_subsampled_frames`` output frames
+        starting at ``first_subsampled_frame`` in an utterance of
+        ``num_frames`` input frames."""
+        return self.layout.chunk_plan(num_frames, first_subsampled_frame, num_subsampled_frames)
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def check_dims(self, features, ivector=None, online_ivectors=None):
+        """Kaldi's dimension checks of the features and i-vectors."""
+        if features.ndim != 2 or features.shape[1] != self.input_dim:
+            raise UsageError("Neural net expects 'input' features with dimension %d but you "
+                             "provided %d" % (self.input_dim, features.shape[-1]))
+        if ivector is not None and online_ivectors is not None:
+            raise UsageError("give either a batch i-vector or online i-vectors, not both")
+        if ivector is not None:
+            ivector_dim = len(ivector)
+        elif online_ivectors is not None:
+            ivector_dim = online_ivectors.shape[1]
+        else:
+            ivector_dim = 0
+        if ivector_dim != self.ivector_dim:
+            raise UsageError("Neural net expects 'ivector' features with dimension %d but "
+                             "you provided %d" % (self.ivector_dim, ivector_dim))
+
+    chunk_ivector = staticmethod(ChunkLayout.chunk_ivector)
+
+    @staticmethod
     def chunk_features(features, plan):
         """The chunk's input rows, the utterance's first/last frame repeated
         where the chunk reaches past its edges."""
-        rows = np.arange(plan.first_input_frame,
-                         plan.first_input_frame + plan.num_input_frames)
-        np.clip(rows, 0, features.shape[0] - 1, out=rows)
-        return np.ascontiguousarray(features[rows], dtype=np.float32)
+        return ChunkLayout.chunk_features(features, plan.first_input_frame,
+                                          plan.num_input_frames)
 
     # -- computing ------------------------------------------------------------------------------
     def _computation(self, plan, has_ivector, num_sequences=1):
@@ -403,7 +450,22 @@ class SimpleNnetComputer:
     def covers_utterance(self, num_frames):
         """True when Kaldi, with these options, computes an utterance of
         ``num_frames`` frames in a single chunk."""
-        return self.subsampled_frames_per_chunk() >= self.num_subsampled_frames(num_frames)
+        return self.layout.covers_utterance(num_frames)
+
+
+def log_priors_of(priors, output_dim):
+    """The log of the priors as nnet3-compute takes it (the C library's
+    logf, as Kaldi's ApplyLog), or None for no priors."""
+    if priors is None or len(priors) == 0:
+        return None
+    priors = np.asarray(priors, dtype=np.float32)
+    if priors.shape != (output_dim,):
+        raise UsageError("priors have dimension %d but the network's output has "
+                         "dimension %d" % (priors.size, output_dim))
+    if (priors < 0).any():
+        raise UsageError("Trying to take log of a negative number (the priors)")
+    # (NumPy's float32 log differs from logf in the last bit now and then)
+    return kaldi_cpu.apply_log(priors)
 
 
 def compute_utterance(nnet, features, opts=None, ivector=None, online_ivectors=None,

@@ -27,7 +27,7 @@ from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
-__all__ = ["XvectorComputer", "XvectorSkipped"]
+__all__ = ["XvectorComputer", "XvectorSkipped", "xvector_chunks", "XvectorAverage"]
 
 
 class XvectorSkipped(UsageError):
@@ -82,51 +82,77 @@ class XvectorComputer:
         out = computer.backend.to_host(computer.get_output_destructive("output"))
         return np.asarray(out[0], dtype=np.float32)
 
-    def chunk_size_for(self, num_rows, utt=""):
-        """The chunk size used for an utterance of ``num_rows`` frames."""
-        if self.chunk_size == -1:
-            return num_rows
-        if num_rows < self.chunk_size:
-            logger.info("Chunk size of %d is greater than the number of rows in "
-                        "utterance: %s, using chunk size  of %d", self.chunk_size, utt,
-                        num_rows)
-            return num_rows
-        return self.chunk_size
-
     def compute(self, features, utt=""):
         """The utterance's x-vector (float32, xvector_dim)."""
         features = np.asarray(features, dtype=np.float32)
         if features.ndim != 2 or features.shape[0] == 0:
             raise UsageError("Zero-length utterance: %s" % utt)
-        num_rows, feat_dim = features.shape
-        if feat_dim != self.input_dim:
+        if features.shape[1] != self.input_dim:
             raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, feat_dim))
-        if not self.pad_input and num_rows < self.min_chunk_size:
-            raise XvectorSkipped("Minimum chunk size of %d is greater than the number of "
-                                 "rows in utterance: %s" % (self.min_chunk_size, utt))
-        chunk = self.chunk_size_for(num_rows, utt)
-        # Kaldi: ceil(num_rows / float(chunk)) in float32.
-        num_chunks = int(math.ceil(np.float32(num_rows) / np.float32(chunk)))
-        total = np.zeros(self.xvector_dim, dtype=np.float32)
-        tot_weight = np.float32(0.0)
-        for i in range(num_chunks):
-            offset = min(chunk, num_rows - i * chunk)
-            if not self.pad_input and offset < self.min_chunk_size:
-                continue
-            sub = features[i * chunk:i * chunk + offset]
-            tot_weight = np.float32(tot_weight + np.float32(offset))
-            if self.pad_input and offset < self.min_chunk_size:
-                left = (self.min_chunk_size - offset) // 2
-                right = self.min_chunk_size - offset - left
-                rows = np.concatenate([np.zeros(left, np.int64), np.arange(offset),
-                                       np.full(right, offset - 1, np.int64)])
-                sub = sub[rows]
-            xvector = self.compute_chunk(np.ascontiguousarray(sub))
-            if isinstance(self.backend, KaldiExactBackend):
-                # Kaldi's AddVec(offset, xvector) is a saxpy
-                self.backend.kaldi.axpy_rows(total[None, :], offset, xvector[None, :])
-            else:
-                total += np.float32(offset) * xvector
-        total *= np.float32(1.0 / float(tot_weight))
-        return total
+                             "provided %d" % (self.input_dim, features.shape[1]))
+        chunks = xvector_chunks(features.shape[0], self.chunk_size, self.min_chunk_size,
+                                self.pad_input, utt)
+        average = XvectorAverage(self.xvector_dim, self.backend)
+        for rows, weight in chunks:
+            average.add(self.compute_chunk(np.ascontiguousarray(features[rows])), weight)
+        return average.result()
+
+
+def xvector_chunks(num_rows, chunk_size, min_chunk_size, pad_input, utt=""):
+    """The chunks nnet3-xvector-compute computes for an utterance of
+    ``num_rows`` frames, in order: a list of (rows, weight), ``rows`` the
+    feature rows of the chunk (a chunk shorter than ``min_chunk_size`` is
+    padded, with ``pad_input``, by repeating its first and last frames, left
+    half rounded down; without it, skipped) and ``weight`` its number of real
+    frames. Raises :class:`XvectorSkipped` for an utterance shorter than
+    ``min_chunk_size`` without ``pad_input``."""
+    if not pad_input and num_rows < min_chunk_size:
+        raise XvectorSkipped("Minimum chunk size of %d is greater than the number of "
+                             "rows in utterance: %s" % (min_chunk_size, utt))
+    if chunk_size == -1:
+        chunk = num_rows
+    elif num_rows < chunk_size:
+        logger.info("Chunk size of %d is greater than the number of rows in "
+                    "utterance: %s, using chunk size  of %d", chunk_size, utt, num_rows)
+        chunk = num_rows
+    else:
+        chunk = chunk_size
+    # Kaldi: ceil(num_rows / float(chunk)) in float32.
+    num_chunks = int(math.ceil(np.float32(num_rows) / np.float32(chunk)))
+    chunks = []
+    for i in range(num_chunks):
+        offset = min(chunk, num_rows - i * chunk)
+        if not pad_input and offset < min_chunk_size:
+            continue
+        rows = np.arange(i * chunk, i * chunk + offset)
+        if pad_input and offset < min_chunk_size:
+            left = (min_chunk_size - offset) // 2
+            right = min_chunk_size - offset - left
+            rows = np.concatenate([np.full(left, rows[0]), rows, np.full(right, rows[-1])])
+        chunks.append((rows, offset))
+    return chunks
+
+
+class XvectorAverage:
+    """The average of chunk x-vectors weighted by their real frames, summed
+    in float32 in Kaldi's order (with a Kaldi-exact backend, each addition a
+    saxpy, as Kaldi's AddVec)."""
+
+    __slots__ = ("total", "tot_weight", "backend")
+
+    def __init__(self, dim, backend=None):
+        self.total = np.zeros(dim, dtype=np.float32)
+        self.tot_weight = np.float32(0.0)
+        self.backend = backend
+
+    def add(self, xvector, weight):
+        self.tot_weight = np.float32(self.tot_weight + np.float32(weight))
+        xvector = np.asarray(xvector, np.float32)
+        if isinstance(self.backend, KaldiExactBackend):
+            self.backend.kaldi.axpy_rows(self.total[None, :], weight, xvector[None, :])
+        else:
+            self.total += np.float32(weight) * xvector
+
+    def result(self):
+        self.total *= np.float32(1.0 / float(self.tot_weight))
+        return self.total

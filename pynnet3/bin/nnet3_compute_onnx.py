@@ -1,0 +1,162 @@
+"""nnet3-compute-onnx: nnet3-compute with an exported ONNX model.
+
+Kaldi's nnet3-compute usage, options and tables, with the ``.onnx`` written
+by nnet3-to-onnx in place of the network: every utterance is cut into chunks
+exactly as nnet3-compute cuts it (edge frames, initial and final chunks, the
+i-vector of each chunk) and computed by onnxruntime. The chunk options
+(--frames-per-chunk, --extra-*-context*, --frame-subsampling-factor,
+--online-ivector-period, --use-priors) are the model's: given here, they
+must equal what it was exported with. A ``streaming`` model
+(nnet3-to-onnx --streaming=true) is run chunk after chunk with its state,
+as Kaldi's looped decodable does.
+
+Beyond Kaldi: --num-threads (onnxruntime's threads, default 1),
+--batch-size (utterances whose chunks are computed together) and
+--chunks-per-run (at most that many chunks per run of the model).
+"""
+
+import logging
+import sys
+
+from ..errors import UsageError
+from ..io.table import SequentialTableReader, TableWriter
+from ._cli import ToolParser, kaldi_tool
+from ._progress import ProgressBar
+from .nnet3_compute import (_Summary, log_summary, open_ivector_readers,
+                            register_arithmetic_options, register_ivector_options,
+                            register_simple_computation_options, utterance_ivectors)
+
+log = logging.getLogger(__name__)
+
+USAGE = """Propagate the features through a neural network model exported to ONNX by
+nnet3-to-onnx (run with onnxruntime) and write the output, as nnet3-compute
+does with the nnet3 model. If --apply-exp=true, apply the Exp() function to
+the output before writing it out.
+
+Usage: nnet3-compute-onnx [options] <onnx-in> <features-rspecifier> <matrix-wspecifier>
+ e.g.: nnet3-compute-onnx final.onnx scp:feats.scp ark:nnet_prediction.ark
+See also: nnet3-to-onnx, nnet3-compute, nnet3-xvector-compute-onnx
+"""
+
+CHUNK_OPTION_NAMES = ("frames-per-chunk", "extra-left-context", "extra-right-context",
+                      "extra-left-context-initial", "extra-right-context-final",
+                      "frame-subsampling-factor")
+STREAMING_OPTION_NAMES = ("frames-per-chunk", "extra-left-context-initial",
+                          "frame-subsampling-factor")
+
+
+def _given_ints(parser, opts, names):
+    return {name: getattr(opts, name.replace("-", "_")) for name in names if parser.given(name)}
+
+
+def check_model_options(parser, opts, model):
+    """The options that are the model's must be the model's (UsageError
+    naming the option otherwise); returns the online-ivector period to use."""
+    from ..onnx.runtime import check_chunk_options
+    names = STREAMING_OPTION_NAMES if model.kind == "streaming" else CHUNK_OPTION_NAMES
+    check_chunk_options(model.meta, _given_ints(parser, opts, names), str(model.path))
+    if model.kind == "streaming":
+        for name in CHUNK_OPTION_NAMES:
+            if name not in names and parser.given(name):
+                value = getattr(opts, name.replace("-", "_"))
+                default = dict((("extra-left-context", 0), ("extra-right-context", 0),
+                                ("extra-right-context-final", -1)))[name]
+                if value != default:
+                    raise UsageError("--%s=%d: a streaming model (Kaldi's looped computation) "
+                                     "has no %s" % (name, value, name))
+    use_priors = model.meta.get("use-priors") == "true"
+    if parser.given("use-priors") and opts.use_priors != use_priors:
+        raise UsageError("--use-priors=%s was given, but %s was exported %s --use-priors "
+                         "(the priors are subtracted inside the model, or not at all)"
+                         % ("true" if opts.use_priors else "false", model.path,
+                            "with" if use_priors else "without"))
+    period = int(model.meta.get("online-ivector-period", "0"))
+    if parser.given("online-ivector-period") and period and opts.online_ivector_period != period:
+        raise UsageError("--online-ivector-period=%d was given, but %s was exported with "
+                         "--online-ivector-period=%d" % (opts.online_ivector_period,
+                                                         model.path, period))
+    return opts.online_ivector_period if parser.given("online-ivector-period") else period
+
+
+@kaldi_tool
+def main(argv=None):
+    parser = ToolParser(USAGE)
+    register_simple_computation_options(parser, acoustic_scale=1.0)
+    register_ivector_options(parser)
+    register_arithmetic_options(parser)
+    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
+    parser.register_str("use-gpu", "yes", "yes|no|optional|wait: use onnxruntime's CUDA "
+                        "execution provider where it is installed")
+    parser.register_bool("use-priors", False, "If true, subtract the logs of the priors "
+                         "stored with the model (here: the model must have been exported "
+                         "from a .mdl with nnet3-to-onnx --use-priors=true, which subtracts "
+                         "them inside the model)")
+    parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose chunks "
+                        "are computed together in one run of the model")
+    parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
+                        "(0: one per core)")
+    parser.register_int("chunks-per-run", 0, "pynnet3 only: at most this many chunks in one "
+                        "run of the model (0: as many as --batch-size gives for recurrent "
+                        "models, a few hundred frames' worth for the others)")
+    opts, args = parser.parse(argv, num_args=3)
+    onnx_rxfilename, feature_rspecifier, matrix_wspecifier = args
+    summary = _Summary()
+    if opts.kaldi_exact_arithmetic:
+        raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own "
+                         "kernels; use nnet3-compute for Kaldi's arithmetic bit for bit")
+    if opts.batch_size < 1:
+        raise UsageError("--batch-size must be >= 1, got %d" % opts.batch_size)
+    if any(parser.given(o) for o in ("debug-computation", "computation.debug")) or \
+            any(k.startswith("optimization.") for k in parser.given_names()):
+        log.warning("--debug-computation, --computation.debug and --optimization.* act when "
+                    "the computation is compiled, in nnet3-to-onnx; they do nothing here")
+
+    from ..onnx.runtime import OnnxModel
+    model = OnnxModel(onnx_rxfilename, opts.num_threads, opts.use_gpu)
+    if model.kind not in ("chunk", "streaming"):
+        model.require_kind("chunk", "nnet3-compute-onnx")
+    period = check_model_options(parser, opts, model)
+    if model.kind == "streaming":
+        from ..onnx.runtime import StreamingOnnxComputer
+        computer = StreamingOnnxComputer(model, opts.acoustic_scale, opts.batch_size)
+    else:
+        from ..onnx.runtime import ChunkedOnnxComputer
+        computer = ChunkedOnnxComputer(model, opts.acoustic_scale, opts.batch_size,
+                                       opts.chunks_per_run)
+    ivector_reader, online_ivector_reader = open_ivector_readers(opts)
+    if opts.online_ivectors and period <= 0:
+        raise UsageError("You need to set the --online-ivector-period option!")
+
+    with TableWriter(matrix_wspecifier, kind="matrix") as writer, \
+            SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
+        progress = ProgressBar(feature_reader.num_entries, "utterances")
+
+        def finish(utt, output, num_frames):
+            if opts.apply_exp:
+                import numpy as np
+                output = np.exp(output)
+            writer.write(utt, output)
+            summary.frame_count += num_frames
+            summary.num_success += 1
+
+        for utt, features in feature_reader:
+            progress.step()
+            found = utterance_ivectors(utt, features, ivector_reader, online_ivector_reader)
+            if found is None:
+                summary.num_fail += 1
+                continue
+            ivector, online_ivectors = found
+            for done in computer.add(utt, features, ivector, online_ivectors, period):
+                finish(*done)
+        for done in computer.flush():
+            finish(*done)
+        progress.close()
+    for reader in (online_ivector_reader, ivector_reader):
+        if reader is not None:
+            reader.close()
+    log_summary(summary, log)
+    return 0 if summary.num_success != 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
