@@ -273,6 +273,7 @@ def main(argv=None):
                 output = computer.compute_utterance(features, ivector, online_ivectors,
                                                     opts.online_ivector_period)
                 finish(utt, output, features.shape[0])
+                del output      # before the next utterance's output is made
             else:
                 for done in batcher.add(utt, features, ivector, online_ivectors,
                                         opts.online_ivector_period):

@@ -31,7 +31,11 @@ rounded up to a multiple of lcm(f, network modulus), see
 :meth:`SimpleComputationOptions.fixed_frames_per_chunk`).
 :meth:`SimpleNnetComputer.compute_chunk` computes any one chunk;
 :meth:`SimpleNnetComputer.compute_utterance` the whole utterance chunk by
-chunk in that order (nnet3-compute's output).
+chunk (nnet3-compute's output). Chunks of the same shape are independent
+computations, so pynnet3 computes several of them (of one utterance, or of
+several: :meth:`SimpleNnetComputer.compute_utterances`) in one computation,
+as sequences n = 0, 1, ... with their own inputs and i-vectors: Kaldi's
+numbers (within float32 rounding) with larger products.
 ``--apply-exp`` is applied by the caller to the finished matrix
 (:func:`apply_exp`), as nnet3-compute does.
 
@@ -61,8 +65,10 @@ from ..nnet.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
-from .backend import get_backend
+from .backend import KaldiExactBackend, get_backend
 from .computer import NnetComputer
+from .arena import Workspace
+from .layout import lay_out_for_products
 from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
@@ -70,6 +76,15 @@ logger = logging.getLogger("pynnet3")
 __all__ = ["SimpleComputationOptions", "ChunkPlan", "SimpleNnetComputer",
            "compute_simple_nnet_context", "prepare_nnet_for_compute", "apply_exp",
            "compute_utterance"]
+
+# The automatic batch of chunks (SimpleNnetComputer.chunks_per_computation)
+# aims at this many output rows per computation (and at most BATCH_MAX_ROWS
+# input rows): enough for BLAS to reuse each packed weight block over many
+# rows, also in the layers after frame subsampling, and to turn recurrent
+# layers' row-by-row products into matrix products; few enough to keep the
+# matrices small.
+BATCH_OUTPUT_ROWS = 384
+BATCH_MAX_ROWS = 4096
 
 # Kaldi gives up on an i-vector matrix that ends more than this many frames
 # before the frame it needs ("half a second": not explainable by edge effects).
@@ -154,7 +169,9 @@ class SimpleNnetComputer:
     Kaldi's DecodableNnetSimple (see the module docstring).
 
     ``nnet``: prepared as the caller wants (nnet3-compute: see
-    :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
+    :func:`prepare_nnet_for_compute`); its weight matrices are re-stored
+    column-major for faster products, values unchanged
+    (:func:`~pynnet3.compute.layout.lay_out_for_products`). ``priors``: vector whose log is
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
     backend ("numpy", "cupy", or "kaldi-exact" / a KaldiExactBackend: Kaldi's
@@ -168,20 +185,27 @@ class SimpleNnetComputer:
     (--debug-computation; Kaldi registers it but does nothing with it).
     ``debug``: run every computation in debug mode, logging each command
     (Kaldi's --computation.debug, also on with --verbose >= 5).
+    ``max_chunks``: at most this many chunks of the same shape (of one
+    utterance, or of several: :meth:`compute_utterances`) go into one
+    computation as sequences n = 0, 1, ... (see :meth:`chunks_per_computation`);
+    1 computes one chunk at a time as Kaldi does; None (default) chooses
+    from the chunk size, and 1 with Kaldi-exact arithmetic.
     """
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "_cache")
+                 "compiler", "debug_computation", "debug", "max_chunks", "_cache",
+                 "_workspace")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
-                 compiler=None, debug_computation=False, debug=False):
+                 compiler=None, debug_computation=False, debug=False, max_chunks=None):
         if not is_simple_nnet(nnet):
             raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
                             "an output node 'output', optionally an input node 'ivector')")
         self.nnet = nnet
         self.opts = opts if opts is not None else SimpleComputationOptions()
         self.backend = get_backend(backend)
+        lay_out_for_products(nnet)       # same values, faster products
         self.output_dim = nnet.output_dim("output")
         self.input_dim = nnet.input_dim("input")
         self.ivector_dim = max(0, nnet.input_dim("ivector"))
@@ -216,7 +240,14 @@ class SimpleNnetComputer:
                             "modulus = %d", self.opts.frames_per_chunk,
                             self.frames_per_chunk, self.opts.frame_subsampling_factor,
                             modulus)
+        if max_chunks is not None and max_chunks < 1:
+            raise UsageError("the number of chunks per computation must be >= 1, got %d"
+                             % max_chunks)
+        self.max_chunks = max_chunks
         self._cache = {}
+        # one arena for the computations of every chunk shape: they run one
+        # after the other and their outputs are copied out
+        self._workspace = Workspace(self.backend)
 
     # -- geometry ------------------------------------------------------------------------------
     def num_subsampled_frames(self, num_frames):
@@ -338,14 +369,14 @@ class SimpleNnetComputer:
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
             cached = self._cache[key] = (computation, ExecutionPlan(
-                computation, self.nnet, self.backend))
+                computation, self.nnet, self.backend, workspace=self._workspace))
         return cached
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
         """Runs the computation of ``plan``'s shape on ``features`` (the
         chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
-        None); returns the output rows on the host with priors and acoustic
-        scale applied."""
+        None); returns the output rows (n-major) as a new host array, with
+        priors and acoustic scale applied."""
         computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
                                 plan=exec_plan, debug=self.debug)
@@ -353,8 +384,10 @@ class SimpleNnetComputer:
         if ivectors is not None:
             computer.accept_input("ivector", ivectors)
         computer.run()
-        # A copy on the host; the computer's matrix goes back to the plan's pool.
-        output = computer.backend.to_host(computer.get_output("output"))
+        # The output matrix itself (the computation allocated it for us alone).
+        output = computer.get_output_destructive("output")
+        if not isinstance(output, np.ndarray):
+            output = computer.backend.to_host(output)
         # Kaldi's AddVecToRows(-1.0, log_priors) and Scale(acoustic_scale):
         # one rounding per element each, as these.
         if self.log_priors is not None:
@@ -376,29 +409,81 @@ class SimpleNnetComputer:
         return self.run_computation(plan, self.chunk_features(features, plan),
                                     None if ivec is None else ivec.reshape(1, -1))
 
+    def chunks_per_computation(self, plan, num_chunks):
+        """How many chunks of ``plan``'s shape one computation takes when
+        ``num_chunks`` of them are to be computed: ``max_chunks`` if set,
+        else as many as keep the computation near :data:`BATCH_OUTPUT_ROWS`
+        output rows (one with Kaldi-exact arithmetic, whose products must be
+        Kaldi's one-chunk products). Then spread evenly: the computations
+        of one batch differ by at most one chunk."""
+        limit = self.max_chunks
+        if limit is None:
+            if isinstance(self.backend, KaldiExactBackend):
+                limit = 1
+            else:
+                limit = max(1, min(BATCH_OUTPUT_ROWS // plan.num_subsampled_frames,
+                                   BATCH_MAX_ROWS // plan.num_input_frames))
+        num_batches = -(-num_chunks // min(limit, num_chunks))
+        return -(-num_chunks // num_batches)
+
+    def compute_utterances(self, utterances):
+        """The outputs of several utterances, each a ``(features, ivector,
+        online_ivectors, online_ivector_period)`` tuple, each output exactly
+        what :meth:`compute_utterance` gives for it. Every chunk is cut,
+        padded and given its i-vector as for one utterance; chunks of the
+        same shape (from any of the utterances) are computed together, as
+        sequences n = 0, 1, ... of one computation
+        (:meth:`chunks_per_computation` at a time). The compiler keeps
+        sequences apart, so each output equals the one-chunk-at-a-time
+        output within float32 rounding (BLAS sums larger products in
+        another order)."""
+        outputs = []
+        groups = {}     # chunk shape -> [(utterance, plan, i-vector)]
+        inputs = []
+        for u, (features, ivector, online, period) in enumerate(utterances):
+            features = np.asarray(features, dtype=np.float32)
+            if features.ndim != 2 or features.shape[0] == 0:
+                raise UsageError("Zero-length utterance" if features.ndim == 2 else
+                                 "features must be a matrix, got %d dimension(s)"
+                                 % features.ndim)
+            if online is not None and period <= 0:
+                raise UsageError("You need to set the --online-ivector-period option!")
+            self.check_dims(features, ivector, online)
+            inputs.append(features)
+            total = self.num_subsampled_frames(features.shape[0])
+            step = self.subsampled_frames_per_chunk()
+            outputs.append(np.empty((total, self.output_dim), dtype=np.float32))
+            for start in range(0, total, step):
+                plan = self.chunk_plan(features.shape[0], start, min(step, total - start))
+                ivec = self.chunk_ivector(plan, ivector, online, period)
+                key = (plan.first_input_frame - plan.first_output_frame,
+                       plan.num_input_frames, plan.num_subsampled_frames, ivec is not None)
+                groups.setdefault(key, []).append((u, plan, ivec))
+        for tasks in groups.values():
+            per = self.chunks_per_computation(tasks[0][1], len(tasks))
+            for first in range(0, len(tasks), per):
+                batch = tasks[first:first + per]
+                plan = batch[0][1]
+                feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
+                ivecs = (None if batch[0][2] is None
+                         else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
+                out = self.run_computation(plan, feats, ivecs, len(batch))
+                rows = plan.num_subsampled_frames
+                for n, (u, p, _) in enumerate(batch):
+                    outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
+                        out[n * rows:(n + 1) * rows]
+                del out
+        return outputs
+
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
         """The whole utterance, ceil(num_frames / f) x output_dim, computed
-        chunk by chunk exactly as nnet3-compute does (chunks of
+        chunk by chunk as nnet3-compute does (chunks of
         :meth:`subsampled_frames_per_chunk` output frames from frame 0, the
-        last one shorter); exp is not applied."""
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] == 0:
-            raise UsageError("Zero-length utterance" if features.ndim == 2 else
-                             "features must be a matrix, got %d dimension(s)" % features.ndim)
-        if online_ivectors is not None and online_ivector_period <= 0:
-            raise UsageError("You need to set the --online-ivector-period option!")
-        total = self.num_subsampled_frames(features.shape[0])
-        step = self.subsampled_frames_per_chunk()
-        if step >= total:
-            return self.compute_chunk(features, 0, total, ivector, online_ivectors,
-                                      online_ivector_period)
-        output = np.empty((total, self.output_dim), dtype=np.float32)
-        for start in range(0, total, step):
-            num = min(step, total - start)
-            output[start:start + num] = self.compute_chunk(
-                features, start, num, ivector, online_ivectors, online_ivector_period)
-        return output
+        last one shorter; chunks of the same shape computed together, see
+        :meth:`compute_utterances`); exp is not applied."""
+        return self.compute_utterances([(features, ivector, online_ivectors,
+                                         online_ivector_period)])[0]
 
     def covers_utterance(self, num_frames):
         """True when Kaldi, with these options, computes an utterance of
