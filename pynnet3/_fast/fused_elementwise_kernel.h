@@ -12,8 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* as np.maximum(v, 0): NaN stays NaN, -0 stays -0 */
-static inline float pn_relu(float v) { return v < 0.0f ? 0.0f : v; }
+/* max(v, 0) as NumPy's maximum(v, +0) gives it: NaN stays NaN, positive
+ * values stay, everything else (negatives, -0 and +0) becomes +0 */
+static inline float pn_relu(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
 
 /* row[j] = relu(row[j] + b[j]) * s[j] + o[j]; b, s, o may be NULL (left out) */
 static void pn_brso_scalar(float *row, ptrdiff_t n, const float *b, const float *s,
@@ -54,7 +55,9 @@ static void pn_brso_avx2(float *row, ptrdiff_t n, const float *b, const float *s
     for (; j + 8 <= n; j += 8) {
         __m256 v = _mm256_loadu_ps(row + j);
         if (b) { v = _mm256_add_ps(v, _mm256_loadu_ps(b + j)); }
-        v = _mm256_blendv_ps(v, zero, _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+        __m256 keep = _mm256_or_ps(_mm256_cmp_ps(v, zero, _CMP_GT_OQ),
+                                   _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        v = _mm256_and_ps(v, keep);
         if (s) { v = _mm256_mul_ps(v, _mm256_loadu_ps(s + j)); }
         if (o) { v = _mm256_add_ps(v, _mm256_loadu_ps(o + j)); }
         _mm256_storeu_ps(row + j, v);
@@ -71,7 +74,9 @@ static void pn_brso_avx512(float *row, ptrdiff_t n, const float *b, const float 
     for (; j + 16 <= n; j += 16) {
         __m512 v = _mm512_loadu_ps(row + j);
         if (b) { v = _mm512_add_ps(v, _mm512_loadu_ps(b + j)); }
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
+        __mmask16 keep = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ)
+                         | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        v = _mm512_maskz_mov_ps(keep, v);
         if (s) { v = _mm512_mul_ps(v, _mm512_loadu_ps(s + j)); }
         if (o) { v = _mm512_add_ps(v, _mm512_loadu_ps(o + j)); }
         _mm512_storeu_ps(row + j, v);

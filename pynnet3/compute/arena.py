@@ -10,9 +10,10 @@ each block an offset with first-fit over the free space (as a heap
 allocator would, but once, at plan time) and returns a
 :class:`ArenaPlan`: the offset of the block each allocating command
 creates and the arena's size. Blocks that reach a kProvideOutput (the
-outputs the caller takes away), empty matrices and, in computations with
-loops (kGotoLabel), everything are left out: those commands allocate a
-fresh matrix as before.
+outputs the caller takes away; unless the caller copies its outputs out
+before the next run: ``outputs_in_arena``), empty matrices and, in
+computations with loops (kGotoLabel), everything are left out: those
+commands allocate a fresh matrix as before.
 
 Guarantees: two blocks that are alive at the same time never overlap, so a
 run with the arena computes what a run with one allocation per matrix
@@ -74,7 +75,7 @@ def _matrix(computation, s):
     return computation.submatrices[s].matrix_index
 
 
-def plan_arena(computation):
+def plan_arena(computation, outputs_in_arena=False):
     """The :class:`ArenaPlan` of a computation (see the module docstring);
     None for a computation with loops."""
     commands = computation.commands
@@ -113,7 +114,7 @@ def plan_arena(computation):
                 owner[m1] = b2
             if b1 is not None:
                 owner[m2] = b1
-        elif t == T.kProvideOutput:
+        elif t == T.kProvideOutput and not outputs_in_arena:
             b = owner.get(_matrix(computation, c.arg1))
             if b is not None:
                 external.add(b)

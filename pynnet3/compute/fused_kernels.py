@@ -6,7 +6,8 @@ passes over the layer's output, and the scaled bypass of a TDNN-F layer
 each in one pass:
 
 - :func:`bias_relu_scale_offset`: ``m = max(m + bias, 0) * scale + offset``
-  in place (each of bias, scale, offset optional);
+  in place (each of bias, scale, offset optional; max(v, 0) keeps NaN and
+  gives +0 for every v <= 0, as NumPy's ``maximum(v, +0)`` on x86-64);
 - :func:`scaled_copy_add`: ``dest = alpha * src[rows] + beta * add``.
 
 Each runs the Cython kernel ``pynnet3/_fast/fused_elementwise.pyx`` when
@@ -47,7 +48,9 @@ def bias_relu_scale_offset_py(mat, bias=None, scale=None, offset=None):
     """The twin: NumPy passes in the kernel's order."""
     if bias is not None:
         mat += bias
-    np.maximum(mat, _F32(0.0), out=mat)
+    # max(v, 0) as NumPy's maximum(v, +0) gives it on x86-64: NaN stays,
+    # positive values stay, the rest (negatives, -0, +0) becomes +0
+    np.copyto(mat, _F32(0.0), where=~((mat > 0) | np.isnan(mat)))
     if scale is not None:
         mat *= scale
     if offset is not None:

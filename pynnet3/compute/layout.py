@@ -26,6 +26,16 @@ _WEIGHTS = ((AffineComponent, "linear_params"), (FixedAffineComponent, "linear_p
             (LinearComponent, "params"), (TdnnComponent, "linear_params"))
 
 
+def _column_major(matrix, block=128):
+    """A column-major copy of a row-major matrix, copied a band of rows at a
+    time (a few times faster than one strided copy: each band's reads and
+    writes stay in cache)."""
+    out = np.empty(matrix.shape, matrix.dtype, order="F")
+    for start in range(0, matrix.shape[0], block):
+        out[start:start + block] = matrix[start:start + block]
+    return out
+
+
 def lay_out_for_products(nnet):
     """Re-stores the weight matrices of ``nnet``'s affine, linear and TDNN
     components column-major (NumPy 'F' order), in place; returns the number
@@ -41,7 +51,7 @@ def lay_out_for_products(nnet):
             if (isinstance(weights, np.ndarray) and weights.ndim == 2
                     and weights.dtype == np.float32 and weights.shape[0] > 1
                     and weights.shape[1] > 1 and not weights.flags.f_contiguous):
-                setattr(component, name, np.asfortranarray(weights))
+                setattr(component, name, _column_major(weights))
                 changed += 1
             break
     return changed

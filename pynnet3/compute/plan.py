@@ -90,14 +90,17 @@ class ExecutionPlan:
     command runs as written, e.g. for code that looks at matrices between
     commands). ``workspace``: a :class:`~pynnet3.compute.arena.Workspace`
     to hold the arena, shared with other plans that are never run at the
-    same time as this one (None: the plan's own)."""
+    same time as this one (None: the plan's own). ``outputs_in_arena``:
+    the outputs live in the arena too, for a caller that copies them out
+    before the plan runs again (else each output is a matrix of its own,
+    the caller's to keep)."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
                  "arena", "workspace", "fusions", "programs", "_views", "_views_array",
                  "rows_cache", "multi_cache", "ranges_cache")
 
     def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
-                 workspace=None):
+                 workspace=None, outputs_in_arena=False):
         self.computation = computation
         self.backend = backend
         self.slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
@@ -106,7 +109,7 @@ class ExecutionPlan:
         self.rows_cache = {}
         self.multi_cache = {}
         self.ranges_cache = {}
-        self.arena = plan_arena(computation) if reuse_matrices else None
+        self.arena = plan_arena(computation, outputs_in_arena) if reuse_matrices else None
         self.pool = MatrixPool(backend) if reuse_matrices and self.arena is None else None
         self.workspace = None
         if self.arena is not None:

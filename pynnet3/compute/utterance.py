@@ -83,7 +83,7 @@ __all__ = ["SimpleComputationOptions", "ChunkPlan", "SimpleNnetComputer",
 # rows, also in the layers after frame subsampling, and to turn recurrent
 # layers' row-by-row products into matrix products; few enough to keep the
 # matrices small.
-BATCH_OUTPUT_ROWS = 384
+BATCH_OUTPUT_ROWS = 200
 BATCH_MAX_ROWS = 4096
 
 # Kaldi gives up on an i-vector matrix that ends more than this many frames
@@ -245,8 +245,9 @@ class SimpleNnetComputer:
                              % max_chunks)
         self.max_chunks = max_chunks
         self._cache = {}
-        # one arena for the computations of every chunk shape: they run one
-        # after the other and their outputs are copied out
+        # one arena for the computations of every chunk shape (outputs
+        # included): they run one after the other and their outputs are
+        # copied out
         self._workspace = Workspace(self.backend)
 
     # -- geometry ------------------------------------------------------------------------------
@@ -369,14 +370,16 @@ class SimpleNnetComputer:
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
             cached = self._cache[key] = (computation, ExecutionPlan(
-                computation, self.nnet, self.backend, workspace=self._workspace))
+                computation, self.nnet, self.backend, workspace=self._workspace,
+                outputs_in_arena=True))
         return cached
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
         """Runs the computation of ``plan``'s shape on ``features`` (the
         chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
-        None); returns the output rows (n-major) as a new host array, with
-        priors and acoustic scale applied."""
+        None); returns the output rows (n-major) on the host with priors and
+        acoustic scale applied: a view of this computer's memory, valid until
+        its next computation (copy what you keep)."""
         computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
                                 plan=exec_plan, debug=self.debug)
@@ -384,7 +387,6 @@ class SimpleNnetComputer:
         if ivectors is not None:
             computer.accept_input("ivector", ivectors)
         computer.run()
-        # The output matrix itself (the computation allocated it for us alone).
         output = computer.get_output_destructive("output")
         if not isinstance(output, np.ndarray):
             output = computer.backend.to_host(output)
@@ -406,8 +408,8 @@ class SimpleNnetComputer:
             raise UsageError("Zero-length utterance")
         plan = self.chunk_plan(features.shape[0], first_subsampled_frame, num_subsampled_frames)
         ivec = self.chunk_ivector(plan, ivector, online_ivectors, online_ivector_period)
-        return self.run_computation(plan, self.chunk_features(features, plan),
-                                    None if ivec is None else ivec.reshape(1, -1))
+        return np.array(self.run_computation(plan, self.chunk_features(features, plan),
+                                             None if ivec is None else ivec.reshape(1, -1)))
 
     def chunks_per_computation(self, plan, num_chunks):
         """How many chunks of ``plan``'s shape one computation takes when
@@ -472,7 +474,6 @@ class SimpleNnetComputer:
                 for n, (u, p, _) in enumerate(batch):
                     outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
                         out[n * rows:(n + 1) * rows]
-                del out
         return outputs
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
