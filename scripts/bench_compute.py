@@ -67,7 +67,7 @@ NUM_UTTS, NUM_FRAMES = 20, 1000
 # The random LDA's dimension (spliced features + i-vector) of the recipe models.
 LDA_INPUT_DIM = {"chain_wsj": 3 * 40 + 100, "blstm_swbd": 5 * 40 + 100}
 # Bumped when the way models are built changes, so old workdirs rebuild them.
-MODEL_VERSION = "3"
+MODEL_VERSION = "4"
 
 CHAIN = ["--frame-subsampling-factor=3", "--frames-per-chunk=150"]
 # case -> (model, tool, options, description)
@@ -155,7 +155,9 @@ def _batchnorm_stats(nnet, rng, num_frames=1000):
     ivector_dim = nnet.input_dim("ivector")
     if ivector_dim > 0:
         request.inputs.append(IoSpecification("ivector", [Index(0, 0, 0)]))
-    request.outputs = [IoSpecification.from_t_range("output", 0, num_frames)]
+    # every output (a chain model's xent branch has batch norms too)
+    request.outputs = [IoSpecification.from_t_range(name, 0, num_frames)
+                       for i, name in enumerate(nnet.node_names) if nnet.is_output_node(i)]
     computer = NnetComputer(compile(nnet, request), nnet, nnet_to_store_stats=nnet)
     computer.accept_input("input", rng.standard_normal(
         (num_frames + left + right, nnet.input_dim("input"))).astype(np.float32))

@@ -235,7 +235,8 @@ def main(argv=None):
                          "another order)")
 
     nnet, priors = read_network(nnet_rxfilename, opts.use_priors)
-    prepare_nnet_for_compute(nnet)
+    # CollapseModel's products in the OpenBLAS order of the exact arithmetic's threads
+    prepare_nnet_for_compute(nnet, getattr(backend, "blas_threads", None))
     compute_opts = simple_computation_options(opts)
 
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)

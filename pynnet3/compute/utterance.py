@@ -95,13 +95,15 @@ _MAX_IVECTOR_MARGIN_FRAMES = 50
 
 # -- preparing the network ----------------------------------------------------------------------
 
-def prepare_nnet_for_compute(nnet):
+def prepare_nnet_for_compute(nnet, blas_threads=None):
     """What nnet3-compute does to a network it has read, in place: batch-norm
     and dropout components in test mode, then Kaldi's CollapseModel with its
-    default options. Returns ``nnet``."""
+    default options (its products in the order of ``blas_threads`` OpenBLAS
+    threads; None: OpenBLAS's count in this environment, as Kaldi run here
+    would have). Returns ``nnet``."""
     set_batchnorm_test_mode(nnet, True)
     set_dropout_test_mode(nnet, True)
-    collapse_model(nnet)
+    collapse_model(nnet, blas_threads=blas_threads)
     return nnet
 
 
