@@ -210,3 +210,19 @@ def test_chunks_computed_together_equal_one_at_a_time():
                                        online_ivector_period=10)
         b = alone.compute_utterance(f, online_ivectors=ivectors[utt], online_ivector_period=10)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(b).max()))
+
+
+def test_recurrent_networks_batch_only_enough_chunks():
+    """A recurrent network's steps have one row per chunk: chunks go
+    together only 5 or more at a time (BLAS's product of a few rows costs
+    several matrix-vector products), at most 8."""
+    blstm = KALDI_REF / "models" / "blstm"
+    _need(blstm)
+    nnet = prepare_nnet_for_compute(Nnet.read(str(blstm / "model.raw")))
+    computer = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20))
+    plan = computer.chunk_plan(301, 1, 20)
+    assert [computer.chunks_per_computation(plan, n) for n in (1, 3, 4, 6, 9, 16, 17)] == \
+        [1, 1, 1, 6, 5, 8, 6]
+    exact = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20),
+                               backend=KaldiExactBackend(2))
+    assert exact.chunks_per_computation(plan, 16) == 1

@@ -62,7 +62,8 @@ from ..compile.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
-from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
+from ..nnet.utils import (is_simple_nnet, nnet_is_recurrent, set_batchnorm_test_mode,
+                          set_dropout_test_mode)
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
 from .backend import KaldiExactBackend, get_backend
@@ -85,6 +86,10 @@ __all__ = ["SimpleComputationOptions", "ChunkPlan", "SimpleNnetComputer",
 # matrices small.
 BATCH_OUTPUT_ROWS = 200
 BATCH_MAX_ROWS = 4096
+# ... and for a recurrent network (see chunks_per_computation), chunks at a
+# time: at least the first (else one), at most the second.
+BATCH_RECURRENT_MIN_CHUNKS = 5
+BATCH_RECURRENT_CHUNKS = 8
 
 # Kaldi gives up on an i-vector matrix that ends more than this many frames
 # before the frame it needs ("half a second": not explainable by edge effects).
@@ -196,8 +201,8 @@ class SimpleNnetComputer:
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "max_chunks", "_cache",
-                 "_workspace")
+                 "compiler", "debug_computation", "debug", "max_chunks", "_recurrent",
+                 "_cache", "_workspace")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False, max_chunks=None):
@@ -246,6 +251,7 @@ class SimpleNnetComputer:
             raise UsageError("the number of chunks per computation must be >= 1, got %d"
                              % max_chunks)
         self.max_chunks = max_chunks
+        self._recurrent = nnet_is_recurrent(nnet)
         self._cache = {}
         # one arena for the computations of every chunk shape (outputs
         # included): they run one after the other and their outputs are
@@ -419,16 +425,29 @@ class SimpleNnetComputer:
         else as many as keep the computation near :data:`BATCH_OUTPUT_ROWS`
         output rows (one with Kaldi-exact arithmetic, whose products must be
         Kaldi's one-chunk products). Then spread evenly: the computations
-        of one batch differ by at most one chunk."""
+        of one batch differ by at most one chunk. A recurrent network's
+        steps are products with one row per chunk: BLAS's matrix product for
+        a few rows costs several matrix-vector products (it copies the whole
+        weight matrix first), so there chunks go together only
+        :data:`BATCH_RECURRENT_MIN_CHUNKS` or more at a time (up to
+        :data:`BATCH_RECURRENT_CHUNKS`)."""
         limit = self.max_chunks
+        recurrent = False
         if limit is None:
             if isinstance(self.backend, KaldiExactBackend):
                 limit = 1
+            elif self._recurrent:
+                recurrent = True
+                limit = BATCH_RECURRENT_CHUNKS
             else:
                 limit = max(1, min(BATCH_OUTPUT_ROWS // plan.num_subsampled_frames,
                                    BATCH_MAX_ROWS // plan.num_input_frames))
+            limit = max(1, min(limit, BATCH_MAX_ROWS // plan.num_input_frames))
         num_batches = -(-num_chunks // min(limit, num_chunks))
-        return -(-num_chunks // num_batches)
+        per = -(-num_chunks // num_batches)
+        if recurrent and per < BATCH_RECURRENT_MIN_CHUNKS:
+            return 1
+        return per
 
     def compute_utterances(self, utterances):
         """The outputs of several utterances, each a ``(features, ivector,
