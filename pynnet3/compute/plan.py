@@ -96,7 +96,7 @@ class ExecutionPlan:
     the caller's to keep)."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
-                 "arena", "workspace", "fusions", "programs", "_views", "_views_array",
+                 "arena", "workspace", "fusions", "_views", "_views_array",
                  "rows_cache", "multi_cache", "ranges_cache")
 
     def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
@@ -124,9 +124,6 @@ class ExecutionPlan:
         self.fusions = None
         if elide_zeroing and getattr(backend, "fuses_elementwise", False):
             self.fusions = find_fusions(computation, nnet, self)
-        # NnetComputer's per-command functions, made by the first computer
-        # that runs this plan (with and without the fusions).
-        self.programs = {}
 
     def arena_views(self):
         """A list, by command index, of the matrix each allocating command
