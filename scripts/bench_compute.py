@@ -33,7 +33,8 @@ path (``Nnet.from_config``; parameters do not matter for speed):
 Output layers that the xconfig initialises to zero get random weights
 (N(0, 1/input-dim), biases N(0, 0.01)), and every batch-norm component gets
 statistics from one pass over 1000 frames of random input in training mode,
-so that test mode normalizes real activations.
+so that test mode normalizes real activations (without statistics Kaldi and
+pynnet3 would each invent random ones, and compute different networks).
 
 ``--check`` computes the first two utterances of each case with both tools
 (outside the timing) and prints the largest difference of the outputs.
@@ -67,7 +68,7 @@ NUM_UTTS, NUM_FRAMES = 20, 1000
 # The random LDA's dimension (spliced features + i-vector) of the recipe models.
 LDA_INPUT_DIM = {"chain_wsj": 3 * 40 + 100, "blstm_swbd": 5 * 40 + 100}
 # Bumped when the way models are built changes, so old workdirs rebuild them.
-MODEL_VERSION = "4"
+MODEL_VERSION = "5"
 
 CHAIN = ["--frame-subsampling-factor=3", "--frames-per-chunk=150"]
 # case -> (model, tool, options, description)
@@ -134,7 +135,7 @@ def _randomize_zero_outputs(nnet, rng):
         comp.bias_params = (0.1 * rng.standard_normal(rows)).astype(np.float32)
 
 
-def _batchnorm_stats(nnet, rng, num_frames=1000):
+def _batchnorm_stats(nnet, rng, num_frames=1000, pooled=False):
     """Batch-norm statistics from one forward pass in training mode over
     random input (dropout in test mode), left in the components as a
     trained model has them."""
@@ -147,17 +148,22 @@ def _batchnorm_stats(nnet, rng, num_frames=1000):
         return
     set_dropout_test_mode(nnet, True)
     set_batchnorm_test_mode(nnet, False)
-    left, right = compute_simple_nnet_context(nnet)
     request = ComputationRequest()
     request.need_model_derivative = False
     request.store_component_stats = True
-    request.inputs = [IoSpecification.from_t_range("input", -left, num_frames + right)]
     ivector_dim = nnet.input_dim("ivector")
+    if pooled:
+        # an x-vector extractor: one output over all the frames
+        left = right = 0
+        request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
+    else:
+        left, right = compute_simple_nnet_context(nnet)
+        # every output (a chain model's xent branch has batch norms too)
+        request.outputs = [IoSpecification.from_t_range(name, 0, num_frames)
+                           for i, name in enumerate(nnet.node_names) if nnet.is_output_node(i)]
+    request.inputs = [IoSpecification.from_t_range("input", -left, num_frames + right)]
     if ivector_dim > 0:
         request.inputs.append(IoSpecification("ivector", [Index(0, 0, 0)]))
-    # every output (a chain model's xent branch has batch norms too)
-    request.outputs = [IoSpecification.from_t_range(name, 0, num_frames)
-                       for i, name in enumerate(nnet.node_names) if nnet.is_output_node(i)]
     computer = NnetComputer(compile(nnet, request), nnet, nnet_to_store_stats=nnet)
     computer.accept_input("input", rng.standard_normal(
         (num_frames + left + right, nnet.input_dim("input"))).astype(np.float32))
@@ -199,6 +205,7 @@ def build_model(name, workdir):
         nnet = Nnet.from_config(str(folder / "final.config"))
         if name == "xvector_full":
             nnet.read_config("output-node name=output input=tdnn6.affine\n", "extract.config")
+            _batchnorm_stats(nnet, rng, pooled=True)
         else:
             _randomize_zero_outputs(nnet, rng)
             _batchnorm_stats(nnet, rng)
