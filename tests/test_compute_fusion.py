@@ -226,3 +226,35 @@ def test_recurrent_networks_batch_only_enough_chunks():
     exact = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20),
                                backend=KaldiExactBackend(2))
     assert exact.chunks_per_computation(plan, 16) == 1
+
+
+# -- the computer's own threads -------------------------------------------------------------
+
+def test_blas_thread_count_is_restored():
+    from pynnet3.compute import blas_threads
+    if not blas_threads.available():
+        pytest.skip("NumPy's BLAS thread count cannot be changed here")
+    before = blas_threads.get_threads()
+    with blas_threads.single_threaded():
+        assert blas_threads.get_threads() == 1
+        with blas_threads.single_threaded():
+            assert blas_threads.get_threads() == 1
+    assert blas_threads.get_threads() == before
+
+
+def test_threads_compute_the_same_numbers():
+    """Computations on the computer's threads (single-threaded BLAS): the
+    same chunks give the same bits as on one thread."""
+    _need(CHAIN)
+    from pynnet3.compute import blas_threads
+    nnet = prepare_nnet_for_compute(Nnet.read(str(CHAIN / "model.raw")))
+    feats, ivectors = _chain_inputs()
+    opts = SimpleComputationOptions(frames_per_chunk=20)
+    threaded = SimpleNnetComputer(nnet, opts, max_chunks=1, num_threads=3)
+    assert threaded.num_threads == (3 if blas_threads.available() else 1)
+    alone = SimpleNnetComputer(nnet, opts, max_chunks=1)
+    utterances = [(f, None, ivectors[utt], 10) for utt, f in feats.items()]
+    for a, b in zip(threaded.compute_utterances(utterances), alone.compute_utterances(utterances)):
+        assert a.tobytes() == b.tobytes()
+    assert SimpleNnetComputer(nnet, opts, num_threads=2,
+                              backend=KaldiExactBackend(2)).num_threads == 1

@@ -29,6 +29,7 @@ from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer, a
 from ..errors import UsageError
 from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
+from ..numerics.openblas_plan import openblas_threads_from_environment
 from ..optimize.options import NnetOptimizeOptions
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
@@ -265,8 +266,12 @@ def main(argv=None):
 
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)
     compiler = make_compiler(nnet, optimize_options(opts))
+    # With BLAS arithmetic the network runs on as many threads of its own as
+    # OpenBLAS would start (each with single-threaded BLAS: no threads
+    # spinning inside a product; see pynnet3.compute.blas_threads).
     computer = SimpleNnetComputer(
         nnet, compute_opts, priors, backend=backend, compiler=compiler, max_chunks=max_chunks,
+        num_threads=1 if opts.kaldi_exact_arithmetic else openblas_threads_from_environment(),
         debug_computation=opts.debug_computation,
         debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     if opts.online_ivectors and opts.online_ivector_period <= 0:

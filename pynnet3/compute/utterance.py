@@ -51,8 +51,11 @@ i-vector dimensions and missing i-vectors raise :class:`UsageError` with
 Kaldi's wording.
 """
 
+import concurrent.futures
+import itertools
 import logging
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +69,7 @@ from ..nnet.utils import (is_simple_nnet, nnet_is_recurrent, set_batchnorm_test_
                           set_dropout_test_mode)
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
+from . import blas_threads as blas_control
 from .backend import KaldiExactBackend, get_backend
 from .computer import NnetComputer
 from .arena import Workspace
@@ -197,15 +201,22 @@ class SimpleNnetComputer:
     computation as sequences n = 0, 1, ... (see :meth:`chunks_per_computation`);
     1 computes one chunk at a time as Kaldi does; None (default) chooses
     from the chunk size, and 1 with Kaldi-exact arithmetic.
+    ``num_threads``: computations run on this many threads of the
+    computer's own, each with single-threaded BLAS
+    (:mod:`pynnet3.compute.blas_threads`; on the NumPy backend with BLAS
+    arithmetic, where NumPy's BLAS thread count can be changed; else one
+    thread, with BLAS's own threads). Each thread has its own matrices, so
+    memory grows with it; the numbers do not change.
     """
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "max_chunks", "_recurrent",
-                 "_cache", "_workspace")
+                 "compiler", "debug_computation", "debug", "max_chunks", "num_threads",
+                 "_recurrent", "_cache", "_plans", "_workspaces", "_pool", "_local")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
-                 compiler=None, debug_computation=False, debug=False, max_chunks=None):
+                 compiler=None, debug_computation=False, debug=False, max_chunks=None,
+                 num_threads=1):
         if not is_simple_nnet(nnet):
             raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
                             "an output node 'output', optionally an input node 'ivector')")
@@ -251,12 +262,19 @@ class SimpleNnetComputer:
             raise UsageError("the number of chunks per computation must be >= 1, got %d"
                              % max_chunks)
         self.max_chunks = max_chunks
+        self.num_threads = 1
+        if (num_threads > 1 and self.backend.xp is np
+                and not isinstance(self.backend, KaldiExactBackend) and blas_control.available()):
+            self.num_threads = int(num_threads)
         self._recurrent = nnet_is_recurrent(nnet)
-        self._cache = {}
-        # one arena for the computations of every chunk shape (outputs
-        # included): they run one after the other and their outputs are
-        # copied out
-        self._workspace = Workspace(self.backend)
+        self._cache = {}        # chunk shape -> computation
+        self._plans = {}        # (chunk shape, thread) -> execution plan
+        # one arena per thread for the computations of every chunk shape
+        # (outputs included): a thread runs them one after the other and
+        # their outputs are copied out
+        self._workspaces = {}
+        self._pool = None
+        self._local = threading.local()
 
     # -- geometry ------------------------------------------------------------------------------
     def num_subsampled_frames(self, num_frames):
@@ -344,18 +362,20 @@ class SimpleNnetComputer:
         return np.ascontiguousarray(features[rows], dtype=np.float32)
 
     # -- computing ------------------------------------------------------------------------------
-    def _computation(self, plan, has_ivector, num_sequences=1):
+    def _computation(self, plan, has_ivector, num_sequences=1, thread=0):
         """(computation, execution plan) for a chunk shape, with times
         shifted so the first output is at t = 0. ``num_sequences`` > 1 asks
         for that many chunks of this shape at once (n = 0, 1, ...; the rows
         of each input and of the output are n-major, as Kaldi's
-        NnetBatchComputer orders them)."""
+        NnetBatchComputer orders them). ``thread``: whose execution plan
+        (each of the computer's threads has its own; None: compile only, no
+        plan)."""
         f = self.opts.frame_subsampling_factor
         input_start = plan.first_input_frame - plan.first_output_frame
         key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector,
                num_sequences)
-        cached = self._cache.get(key)
-        if cached is None:
+        computation = self._cache.get(key)
+        if computation is None:
             request = ComputationRequest()
             request.need_model_derivative = False
             request.store_component_stats = False
@@ -377,18 +397,28 @@ class SimpleNnetComputer:
                 from ..compile.computation_io import print_computation
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
-            cached = self._cache[key] = (computation, ExecutionPlan(
-                computation, self.nnet, self.backend, workspace=self._workspace,
-                outputs_in_arena=True))
-        return cached
+            self._cache[key] = computation
+        if thread is None:
+            return computation, None
+        exec_plan = self._plans.get((key, thread))
+        if exec_plan is None:
+            workspace = self._workspaces.get(thread)
+            if workspace is None:
+                workspace = self._workspaces[thread] = Workspace(self.backend)
+            exec_plan = self._plans[(key, thread)] = ExecutionPlan(
+                computation, self.nnet, self.backend, workspace=workspace,
+                outputs_in_arena=True)
+        return computation, exec_plan
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
         """Runs the computation of ``plan``'s shape on ``features`` (the
         chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
         None); returns the output rows (n-major) on the host with priors and
-        acoustic scale applied: a view of this computer's memory, valid until
-        its next computation (copy what you keep)."""
-        computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
+        acoustic scale applied: a view of this computer's memory (of the
+        calling thread's), valid until its next computation (copy what you
+        keep)."""
+        computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences,
+                                                   getattr(self._local, "thread", 0))
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
                                 plan=exec_plan, debug=self.debug)
         computer.accept_input("input", features)
@@ -444,6 +474,9 @@ class SimpleNnetComputer:
                                    BATCH_MAX_ROWS // plan.num_input_frames))
             limit = max(1, min(limit, BATCH_MAX_ROWS // plan.num_input_frames))
         num_batches = -(-num_chunks // min(limit, num_chunks))
+        if self.num_threads > 1:
+            # as many computations per thread (as the chunks allow)
+            num_batches = min(num_chunks, -(-num_batches // self.num_threads) * self.num_threads)
         per = -(-num_chunks // num_batches)
         if recurrent and per < BATCH_RECURRENT_MIN_CHUNKS:
             return 1
@@ -482,20 +515,45 @@ class SimpleNnetComputer:
                 key = (plan.first_input_frame - plan.first_output_frame,
                        plan.num_input_frames, plan.num_subsampled_frames, ivec is not None)
                 groups.setdefault(key, []).append((u, plan, ivec))
+        batches = []
         for tasks in groups.values():
             per = self.chunks_per_computation(tasks[0][1], len(tasks))
-            for first in range(0, len(tasks), per):
-                batch = tasks[first:first + per]
-                plan = batch[0][1]
-                feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
-                ivecs = (None if batch[0][2] is None
-                         else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
-                out = self.run_computation(plan, feats, ivecs, len(batch))
-                rows = plan.num_subsampled_frames
-                for n, (u, p, _) in enumerate(batch):
-                    outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
-                        out[n * rows:(n + 1) * rows]
+            batches += [tasks[first:first + per] for first in range(0, len(tasks), per)]
+
+        def run(batch):
+            plan = batch[0][1]
+            feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
+            ivecs = (None if batch[0][2] is None
+                     else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
+            out = self.run_computation(plan, feats, ivecs, len(batch))
+            rows = plan.num_subsampled_frames
+            for n, (u, p, _) in enumerate(batch):
+                outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
+                    out[n * rows:(n + 1) * rows]
+
+        if self.num_threads > 1 and len(batches) > 1:
+            # Compile here first (the compiler is not thread-safe); then the
+            # computer's threads run the computations, BLAS single-threaded.
+            for batch in batches:
+                self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
+            with blas_control.single_threaded():
+                for _ in self._thread_pool().map(run, batches):
+                    pass
+        else:
+            for batch in batches:
+                run(batch)
         return outputs
+
+    def _thread_pool(self):
+        if self._pool is None:
+            counter = itertools.count(1)
+
+            def name_thread():
+                self._local.thread = next(counter)
+
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self.num_threads, thread_name_prefix="pynnet3-compute", initializer=name_thread)
+        return self._pool
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
