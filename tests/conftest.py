@@ -36,6 +36,16 @@ def test_data():
     return TEST_DATA
 
 
+@pytest.fixture(autouse=True)
+def _oracle_blas_threads(monkeypatch):
+    """kaldi-ref's outputs were made with 2 OpenBLAS threads, and code that
+    follows OpenBLAS's thread count from the environment (CollapseModel's
+    products, Kaldi-exact arithmetic's default) gives their bits only with
+    that count: every test runs with OPENBLAS_NUM_THREADS=2 unless it sets
+    its own (child processes inherit it)."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+
+
 # -- quick reports for failing comparisons of large files --------------------------
 
 #: Above this many bytes/characters, a failing ``==`` reports where the two

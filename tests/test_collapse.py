@@ -15,7 +15,10 @@
 test_numerics_openblas.py.)
 """
 
+import os
 import shlex
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +33,7 @@ from pynnet3.nnet.index import Index
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import (num_parameters, set_batchnorm_test_mode,
                                 set_dropout_test_mode, unvectorize_nnet)
+from pynnet3.numerics.openblas import sgemm
 
 DATA = TEST_DATA / "collapse"
 MDL_DATA = TEST_DATA / "mdl" / "tdnn_lda"
@@ -357,3 +361,60 @@ def test_existing_component_of_the_same_name_is_reused():
     assert collapsed.component_names == ["a.b"]
     assert _node_component(collapsed, "b1") == _node_component(collapsed, "b2") == "a.b"
     _assert_same_outputs(nnet, collapsed, np.random.default_rng(3))
+
+
+# -- the OpenBLAS thread count of the collapser's products ----------------------------------
+
+_LDA_AFFINE = """input-node name=input dim=220
+component name=lda type=FixedAffineComponent input-dim=220 output-dim=220
+component-node name=lda component=lda input=input
+component name=affine type=NaturalGradientAffineComponent input-dim=220 output-dim=1024
+component-node name=affine component=affine input=lda
+output-node name=output input=affine
+"""
+KALDI_BIN = Path(os.environ.get("PYNNET3_KALDI_BIN", KALDI_REF.parent / "kaldi-bin")) / "kaldi"
+
+
+def _lda_affine():
+    return Nnet.from_config(_LDA_AFFINE)
+
+
+def test_collapse_products_follow_the_blas_thread_count(monkeypatch):
+    """An LDA into a 1024-dim affine layer (a chain recipe's first layer):
+    OpenBLAS sums that product in another order with 1 thread than with 2,
+    and the collapsed parameters follow the thread count asked for, or
+    OpenBLAS's own count in the environment."""
+    nnet = _lda_affine()
+    w1 = nnet.get_component(nnet.get_component_index("lda")).linear_params
+    w2 = nnet.get_component(nnet.get_component_index("affine")).linear_params
+    merged = {}
+    for threads in (1, 2):
+        copy = nnet.copy()
+        collapse_model(copy, blas_threads=threads)
+        merged[threads] = copy.get_component(copy.get_component_index("lda.affine")).linear_params
+        assert merged[threads].tobytes() == sgemm(w2, w1, threads=threads).tobytes()
+    assert merged[1].tobytes() != merged[2].tobytes()
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    copy = nnet.copy()
+    collapse_model(copy)
+    assert copy.get_component(copy.get_component_index("lda.affine")).linear_params.tobytes() \
+        == merged[1].tobytes()
+
+
+@pytest.mark.skipif(not KALDI_BIN.is_file(), reason="no kaldi-bin")
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_prepare_for_test_is_kaldis_at_each_thread_count(threads, tmp_path, monkeypatch):
+    """Kaldi's nnet3-copy --prepare-for-test on its Haswell kernels
+    (OPENBLAS_CORETYPE=Haswell: the kernels pynnet3 reproduces) with 1 and 2
+    threads, against ours in the same environment: the same text."""
+    model = tmp_path / "model.raw"
+    _lda_affine().write(str(model), True)
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", OPENBLAS_NUM_THREADS=threads)
+    kaldi = tmp_path / "kaldi.txt"
+    subprocess.run([str(KALDI_BIN), "nnet3-copy", "--prepare-for-test=true", "--binary=false",
+                    str(model), str(kaldi)], env=env, check=True, capture_output=True)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+    ours = tmp_path / "ours.txt"
+    assert nnet3_copy.main(["--print-args=false", "--prepare-for-test=true", "--binary=false",
+                            str(model), str(ours)]) == 0
+    assert ours.read_bytes() == kaldi.read_bytes()

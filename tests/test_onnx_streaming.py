@@ -19,7 +19,9 @@ onnxruntime = pytest.importorskip("onnxruntime")
 import pynnet3  # noqa: E402
 from conftest import KALDI_REF, TEST_DATA  # noqa: E402
 from pynnet3.bin import nnet3_compute_onnx, nnet3_to_onnx  # noqa: E402
-from pynnet3.compute.looped import looped_chunk_ivector  # noqa: E402
+from pynnet3.compute.looped import (DecodableNnetSimpleLooped,  # noqa: E402
+                                    DecodableNnetSimpleLoopedInfo,
+                                    NnetSimpleLoopedComputationOptions, looped_chunk_ivector)
 from pynnet3.compute.utterance import prepare_nnet_for_compute  # noqa: E402
 from pynnet3.io.table import read_table  # noqa: E402
 
@@ -45,10 +47,10 @@ PARAMS = [pytest.param(s, id="%s-chunk%d-init%d-sub%d" % s) for s in SETUPS
 def _looped(folder, frames_per_chunk, extra_left, subsampling):
     nnet = pynnet3.Nnet.read(str(folder / "model.raw"))
     prepare_nnet_for_compute(nnet)
-    opts = pynnet3.NnetSimpleLoopedComputationOptions(
+    opts = NnetSimpleLoopedComputationOptions(
         frames_per_chunk=frames_per_chunk, extra_left_context_initial=extra_left,
         frame_subsampling_factor=subsampling, acoustic_scale=1.0)
-    return pynnet3.DecodableNnetSimpleLoopedInfo(opts, nnet)
+    return DecodableNnetSimpleLoopedInfo(opts, nnet, prepared=True)
 
 
 def _inputs(folder):
@@ -90,7 +92,7 @@ def test_steps_match_looped_computation_chunk_by_chunk(setup, tmp_path, monkeypa
     per_chunk = info.frames_per_chunk // sub
     feats, ivectors = _inputs(folder)
     for utt, x in feats.items():
-        ref = pynnet3.DecodableNnetSimpleLooped(
+        ref = DecodableNnetSimpleLooped(
             info, x, online_ivectors=None if ivectors is None else ivectors[utt],
             online_ivector_period=10).get_all_outputs()
         num_chunks = max(2, -(-ref.shape[0] // per_chunk))
@@ -143,7 +145,7 @@ def test_nnet3_compute_onnx_runs_a_streaming_model(setup, batch, tmp_path, monke
     ours = dict(read_table("ark:%s" % out, "matrix"))
     assert list(ours) == list(feats)
     for utt, x in feats.items():
-        ref = pynnet3.DecodableNnetSimpleLooped(
+        ref = DecodableNnetSimpleLooped(
             info, x, online_ivectors=None if ivectors is None else ivectors[utt],
             online_ivector_period=10).get_all_outputs()
         assert ours[utt].shape == ref.shape and _close(ours[utt], ref), utt

@@ -29,6 +29,7 @@ from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer, a
 from ..errors import UsageError
 from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
                         SequentialTableReader, TableWriter)
+from ..numerics.openblas_plan import openblas_threads_from_environment
 from ..optimize.options import NnetOptimizeOptions
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
@@ -141,6 +142,28 @@ def register_arithmetic_options(parser, exact_by_default=False):
                         "OMP_NUM_THREADS, else the number of CPUs)")
 
 
+def register_chunks_option(parser):
+    """pynnet3's chunks-per-computation option (read back with
+    :func:`chunks_per_computation`)."""
+    parser.register_int("chunks-per-computation", 0, "pynnet3 only: how many chunks of the "
+                        "same shape one computation takes (as sequences n = 0, 1, ...: larger "
+                        "matrix products, the same numbers within float rounding); 0: as "
+                        "many as make about 200 output rows (1 with "
+                        "--kaldi-exact-arithmetic); 1: one chunk at a time, as Kaldi")
+
+
+def chunks_per_computation(opts):
+    """SimpleNnetComputer's ``max_chunks`` from --chunks-per-computation."""
+    value = opts.chunks_per_computation
+    if value < 0:
+        raise UsageError("--chunks-per-computation must be >= 0, got %d" % value)
+    if value > 1 and opts.kaldi_exact_arithmetic:
+        raise UsageError("--chunks-per-computation > 1 cannot be combined with "
+                         "--kaldi-exact-arithmetic (Kaldi computes one chunk at a time; "
+                         "larger products sum in another order)")
+    return value or None
+
+
 def compute_backend(opts, use_gpu=None):
     """The backend the tool runs the network on: Kaldi's exact CPU
     arithmetic with --kaldi-exact-arithmetic, else what ``use_gpu``
@@ -223,10 +246,12 @@ def main(argv=None):
     parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose "
                         "chunks are computed together in one computation (1: one chunk "
                         "of one utterance at a time, as Kaldi)")
+    register_chunks_option(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, matrix_wspecifier = args
     summary = _Summary()
     backend = compute_backend(opts, opts.use_gpu)
+    max_chunks = chunks_per_computation(opts)
     if opts.batch_size < 1:
         raise UsageError("--batch-size must be >= 1, got %d" % opts.batch_size)
     if opts.batch_size > 1 and opts.kaldi_exact_arithmetic:
@@ -235,13 +260,18 @@ def main(argv=None):
                          "another order)")
 
     nnet, priors = read_network(nnet_rxfilename, opts.use_priors)
-    prepare_nnet_for_compute(nnet)
+    # CollapseModel's products in the OpenBLAS order of the exact arithmetic's threads
+    prepare_nnet_for_compute(nnet, getattr(backend, "blas_threads", None))
     compute_opts = simple_computation_options(opts)
 
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)
     compiler = make_compiler(nnet, optimize_options(opts))
+    # With BLAS arithmetic the network runs on as many threads of its own as
+    # OpenBLAS would start (each with single-threaded BLAS: no threads
+    # spinning inside a product; see pynnet3.compute.blas_threads).
     computer = SimpleNnetComputer(
-        nnet, compute_opts, priors, backend=backend, compiler=compiler,
+        nnet, compute_opts, priors, backend=backend, compiler=compiler, max_chunks=max_chunks,
+        num_threads=1 if opts.kaldi_exact_arithmetic else openblas_threads_from_environment(),
         debug_computation=opts.debug_computation,
         debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     if opts.online_ivectors and opts.online_ivector_period <= 0:
@@ -273,6 +303,7 @@ def main(argv=None):
                 output = computer.compute_utterance(features, ivector, online_ivectors,
                                                     opts.online_ivector_period)
                 finish(utt, output, features.shape[0])
+                del output      # before the next utterance's output is made
             else:
                 for done in batcher.add(utt, features, ivector, online_ivectors,
                                         opts.online_ivector_period):

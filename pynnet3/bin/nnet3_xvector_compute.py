@@ -71,7 +71,7 @@ def main(argv=None):
     backend = compute_backend(opts, opts.use_gpu)
 
     nnet = Nnet.read(nnet_rxfilename)
-    prepare_nnet_for_compute(nnet)
+    prepare_nnet_for_compute(nnet, getattr(backend, "blas_threads", None))
     compiler = make_compiler(nnet, optimize_options(opts),
                              CachingOptimizingCompilerOptions.from_options(opts, ""))
     if opts.cached_compiler_in:

@@ -383,6 +383,13 @@ class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         out += xp.asarray(self.bias_params)
         return None
 
+    def propagate_deferring_bias(self, indexes, in_value, out):
+        """Propagate without adding the bias: returns it, for the caller to
+        add (fused with what follows)."""
+        xp = array_module(in_value)
+        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)
+        return xp.asarray(self.bias_params)
+
     kaldi_exact = True
 
     def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
@@ -603,6 +610,13 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         out += xp.matmul(in_value, xp.asarray(self.params).T)
         return None
 
+    def propagate_overwriting(self, indexes, in_value, out):
+        """Propagate into an ``out`` whose old values do not count (as if it
+        held zeros), one pass less than zeroing it."""
+        xp = array_module(in_value)
+        xp.matmul(in_value, xp.asarray(self.params).T, out=out)
+        return None
+
     kaldi_exact = True
 
     def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
@@ -683,6 +697,13 @@ class FixedAffineComponent(ReadSteps, Component):
         xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
         out += xp.asarray(self.bias_params)
         return None
+
+    def propagate_deferring_bias(self, indexes, in_value, out):
+        """Propagate without adding the bias: returns it, for the caller to
+        add (fused with what follows)."""
+        xp = array_module(in_value)
+        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)
+        return xp.asarray(self.bias_params)
 
     kaldi_exact = True
 

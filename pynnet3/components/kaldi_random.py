@@ -13,15 +13,26 @@ import random
 import numpy as np
 
 _PY_RNG = random.Random(0)
-_NP_RNG = np.random.default_rng(0)
+# NumPy's generator, made at the first draw: importing numpy.random costs a
+# process that never draws (nnet3-compute in test mode) several MB.
+_NP_SEED = 0
+_NP_RNG = None
+
+
+def _np_rng():
+    global _NP_RNG
+    if _NP_RNG is None:
+        _NP_RNG = np.random.default_rng(_NP_SEED)
+    return _NP_RNG
 
 
 def seed(value):
     """Reseeds every draw made by components (stats skipping, self-repair,
     dropout masks), for reproducible runs and tests."""
-    global _NP_RNG
+    global _NP_RNG, _NP_SEED
     _PY_RNG.seed(value)
-    _NP_RNG = np.random.default_rng(value)
+    _NP_SEED = value
+    _NP_RNG = None
 
 
 def rand_int(lo, hi):
@@ -41,10 +52,10 @@ def uniform_matrix(xp, shape):
     """A float32 matrix of uniform [0, 1) draws on the array module ``xp``
     (Kaldi's CuRand::RandUniform)."""
     if xp is np:
-        return _NP_RNG.random(shape, dtype=np.float32)
+        return _np_rng().random(shape, dtype=np.float32)
     return xp.random.random_sample(shape, dtype=xp.float32)
 
 
 def normal_vector(dim):
     """A float64 vector of standard normal draws (Kaldi's SetRandn)."""
-    return _NP_RNG.standard_normal(dim)
+    return _np_rng().standard_normal(dim)

@@ -448,7 +448,7 @@ class RectifiedLinearComponent(NonlinearComponent):
         return int(p)
 
     def propagate(self, indexes, in_value, out):
-        out[...] = array_module_of(in_value).maximum(in_value, _F32(0.0))
+        array_module_of(in_value).maximum(in_value, _F32(0.0), out=out)   # no temporary
         return None
 
     kaldi_exact = True

@@ -440,8 +440,11 @@ class BatchNormComponent(Component):
             return BatchNormMemo(n, mean, uvar, scale)
         if self.offset is None or self.offset.shape[0] != self.block_dim:
             raise NnetError("Test mode set in BatchNormComponent, but no stats.")
-        y = x * xp.asarray(self.scale_vec) + xp.asarray(self.offset)
-        out[...] = y.reshape(out.shape)
+        # in place on the output, no temporaries (out is contiguous when the
+        # blocks are narrower than a row: kOutputContiguous)
+        y = _blocks(out, self.block_dim)
+        xp.multiply(x, xp.asarray(self.scale_vec), out=y)
+        y += xp.asarray(self.offset)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,

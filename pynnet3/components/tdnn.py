@@ -277,19 +277,60 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
     # -- computation ----------------------------------------------------------------------
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
+        has_bias = self.bias_params.shape[0] != 0
+        # Without a bias Kaldi adds the products to what is in ``out``
+        # (kPropagateAdds); with one it overwrites it.
+        self._products(xp, indexes, in_value, out, overwrite=has_bias)
+        if has_bias:
+            out += xp.asarray(self.bias_params)
+        return None
+
+    def propagate_overwriting(self, indexes, in_value, out):
+        """Propagate into an ``out`` whose old values do not count (without
+        a bias: as if it held zeros), one pass less than zeroing it."""
+        xp = array_module(in_value)
+        self._products(xp, indexes, in_value, out, overwrite=True)
+        if self.bias_params.shape[0] != 0:
+            out += xp.asarray(self.bias_params)
+        return None
+
+    def propagate_deferring_bias(self, indexes, in_value, out):
+        """Propagate of a component with a bias, except that the bias is not
+        added: returns it, for the caller to add (fused with what follows)."""
+        xp = array_module(in_value)
+        self._products(xp, indexes, in_value, out, overwrite=True)
+        return xp.asarray(self.bias_params)
+
+    def _products(self, xp, indexes, in_value, out, overwrite):
+        """out (+)= the sum over time offsets of the input part times that
+        offset's weight block (transposed); ``overwrite``: out = the sum."""
         if len(indexes.row_offsets) != len(self.time_offsets):
             raise ComputationError("TdnnComponent: precomputed indexes have %d offsets, "
                                    "component has %d" % (len(indexes.row_offsets),
                                                          len(self.time_offsets)))
         params = xp.asarray(self.linear_params)
         d = self.input_dim()
-        rows = out.shape[0]
-        if self.bias_params.shape[0] != 0:
-            out[...] = xp.asarray(self.bias_params)
-        for i, row_offset in enumerate(indexes.row_offsets):
-            part = _input_part(in_value, rows, indexes.row_stride, row_offset)
-            out += part @ params[:, i * d:(i + 1) * d].T
-        return None
+        rows, out_dim = out.shape
+        parts = [_input_part(in_value, rows, indexes.row_stride, row_offset)
+                 for row_offset in indexes.row_offsets]
+        if len(parts) > 1 and len(parts) * d <= out_dim:
+            # Narrow input (a TDNN-F layer's affine part): the parts side by
+            # side make one product with the whole weight matrix.
+            spliced = xp.empty((rows, len(parts) * d), dtype=out.dtype)
+            for i, part in enumerate(parts):
+                spliced[:, i * d:(i + 1) * d] = part
+            parts, blocks = [spliced], [params.T]
+        else:
+            blocks = [params[:, i * d:(i + 1) * d].T for i in range(len(parts))]
+        scratch = None
+        for i, (part, block) in enumerate(zip(parts, blocks)):
+            if i == 0 and overwrite:
+                xp.matmul(part, block, out=out)
+            else:
+                if scratch is None:
+                    scratch = xp.empty_like(out)
+                xp.matmul(part, block, out=scratch)
+                out += scratch
 
     kaldi_exact = True
 

@@ -138,6 +138,9 @@ class Backend:
     """NumPy backend (``xp = numpy``); the base of every backend."""
 
     name = "numpy"
+    # The execution plan may run some commands fused into one pass
+    # (pynnet3.compute.fusion: NumPy/Cython kernels, the default arithmetic).
+    fuses_elementwise = True
 
     def __init__(self, xp=np):
         self.xp = xp
@@ -329,6 +332,7 @@ class KaldiExactBackend(Backend):
     made with 2 threads, its decode/large lattices with 1.)"""
 
     name = "kaldi-exact"
+    fuses_elementwise = False        # Kaldi's roundings, command by command
 
     def __init__(self, blas_threads=None):
         super().__init__(np)
@@ -407,6 +411,7 @@ class CupyBackend(Backend):
     """CuPy backend: the same kernels on the GPU."""
 
     name = "cupy"
+    fuses_elementwise = False        # the fused kernels are CPU kernels
 
     def __init__(self):
         import cupy

@@ -6,7 +6,9 @@ Each utterance is cut into chunks exactly as
 :class:`~pynnet3.compute.utterance.SimpleNnetComputer` cuts it (same chunk
 plans, same edge padding, same i-vector per chunk); chunks with the same
 shape (input range, output count, i-vector or not) from the utterances of a
-batch are computed together, at most ``batch_size`` at a time. Guarantee: the
+batch are computed together
+(:meth:`~pynnet3.compute.utterance.SimpleNnetComputer.compute_utterances`,
+as many per computation as the computer's ``max_chunks`` allows). Guarantee: the
 output of every utterance equals the unbatched output within float32
 rounding (BLAS sums larger products in another order; every sequence n sees
 only its own rows, as the compiler keeps sequences apart).
@@ -53,31 +55,6 @@ class BatchedSimpleComputer:
         pending, self._pending = self._pending, []
         if not pending:
             return []
-        c = self.computer
-        step = c.subsampled_frames_per_chunk()
-        outputs = []
-        groups = {}     # chunk shape -> [(utterance, plan, features rows, i-vector)]
-        for u, (_, feats, ivector, online, period) in enumerate(pending):
-            total = c.num_subsampled_frames(feats.shape[0])
-            outputs.append(np.empty((total, c.output_dim), dtype=np.float32))
-            for start in range(0, total, step):
-                plan = c.chunk_plan(feats.shape[0], start, min(step, total - start))
-                ivec = c.chunk_ivector(plan, ivector, online, period)
-                key = (plan.first_input_frame - plan.first_output_frame,
-                       plan.num_input_frames, plan.num_subsampled_frames, ivec is not None)
-                groups.setdefault(key, []).append((u, plan, c.chunk_features(feats, plan),
-                                                   ivec))
-        for tasks in groups.values():
-            for first in range(0, len(tasks), self.batch_size):
-                batch = tasks[first:first + self.batch_size]
-                plan = batch[0][1]
-                feats = np.concatenate([t[2] for t in batch])
-                ivecs = (None if batch[0][3] is None
-                         else np.stack([t[3] for t in batch]).astype(np.float32, copy=False))
-                out = c.run_computation(plan, feats, ivecs, len(batch))
-                rows = plan.num_subsampled_frames
-                for n, (u, p, _, _) in enumerate(batch):
-                    outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
-                        out[n * rows:(n + 1) * rows]
-        return [(key, outputs[u], feats.shape[0])
-                for u, (key, feats, _, _, _) in enumerate(pending)]
+        outputs = self.computer.compute_utterances([p[1:] for p in pending])
+        return [(key, output, feats.shape[0])
+                for (key, feats, _, _, _), output in zip(pending, outputs)]

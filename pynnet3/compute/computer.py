@@ -132,6 +132,7 @@ class NnetComputer:
             self._debugger = CommandDebugger(self)
         self._slices = plan.slices
         self._pool = plan.pool
+        self._arena = plan.arena_views()
         self._skip_zeroing = plan.skip_zeroing
         self._add_as_copy = plan.add_as_copy
         T = CommandType
@@ -184,12 +185,24 @@ class NnetComputer:
         self._check_no_pending_io()
         dispatch = self._dispatch
         debugger = self._debugger
+        # Fused commands (the plan's, default arithmetic; not in debug mode,
+        # which reports every command).
+        fusions = self.plan.fusions if debugger is None else None
+        fused = fusions.ops if fusions else {}
+        absorbed = fusions.skip if fusions else ()
         while self.program_counter < num_commands:
             c = commands[self.program_counter]
             if c.command_type in _IO_COMMANDS:
                 break
             handler = dispatch.get(c.command_type)
             try:
+                if fused:
+                    op = fused.get(self.program_counter)
+                    if op is not None or self.program_counter in absorbed:
+                        if op is not None:
+                            op(self)
+                        self.program_counter += 1
+                        continue
                 if handler is None:
                     raise ComputationError("invalid command type %r here"
                                            % (c.command_type,))
@@ -233,7 +246,11 @@ class NnetComputer:
         if shape[1] != info.num_cols:
             raise ComputationError("num-cols mismatch for input '%s': %d in computation-"
                                    "request, %d provided" % (node_name, info.num_cols, shape[1]))
-        if self._pool is not None and isinstance(matrix, self.backend.xp.ndarray):
+        view = self._arena[pending] if self._arena is not None else None
+        if view is not None:
+            view[...] = self.backend.xp.asarray(matrix)
+            self.matrices[m] = view
+        elif self._pool is not None and isinstance(matrix, self.backend.xp.ndarray):
             mat = self._pool.take(info.num_rows, info.num_cols)
             mat[...] = matrix
             self.matrices[m] = mat
@@ -382,6 +399,13 @@ class NnetComputer:
     # ------------------------------------------------------------------------
     def _alloc_matrix(self, c):
         m = self._matrix_of(c.arg1)
+        if self._arena is not None:
+            view = self._arena[self.program_counter]
+            if view is not None:
+                if self.undefined_fill is not None:
+                    view[...] = self.undefined_fill
+                self.matrices[m] = view
+                return
         info = self.computation.matrices[m]
         if self._pool is not None:
             self.matrices[m] = self._pool.take(info.num_rows, info.num_cols,

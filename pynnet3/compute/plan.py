@@ -4,6 +4,9 @@ and reuses for every run of it (every chunk of the same shape).
 - the submatrices as (matrix, row slice, column slice) triples;
 - the index tables (``indexes``, ``indexes_multi``, ``indexes_ranges``)
   converted to backend arrays, each the first time a command uses it;
+- which commands run fused into one pass for the default arithmetic
+  (:mod:`pynnet3.compute.fusion`: bias + ReLU + batch norm, scaled sums,
+  zeroing before an adding product);
 - which kSetConst(0) commands can be skipped: those whose matrix is next
   touched by a command that overwrites all of it without reading it (a
   kPropagate of a component without kPropagateAdds into the whole matrix, a
@@ -14,10 +17,13 @@ and reuses for every run of it (every chunk of the same shape).
   whole of a just-zeroed matrix is run as the copy it amounts to and the
   zeroing is skipped. Computations with loops (kGotoLabel) keep all their
   zeroing;
-- a pool of matrices by shape: kAllocMatrix takes a matrix from the pool and
-  kDeallocMatrix gives it back, so after the first run no memory is
-  allocated (and no fresh pages are faulted in) for runs of the same plan.
-  A matrix from the pool holds old values where Kaldi's would be undefined.
+- where each matrix lives (:mod:`pynnet3.compute.arena`): one buffer for
+  all of them, each matrix at an offset fixed when the plan is made, so a
+  run allocates nothing (and faults in no fresh pages) and needs about the
+  peak of live matrix memory; a computation with loops (kGotoLabel) uses a
+  pool of matrices by shape instead (kAllocMatrix takes one, kDeallocMatrix
+  gives it back). Either way a matrix holds old values where Kaldi's would
+  be undefined.
 
 Guarantee: running a computation with or without a plan, and with a fresh
 or a reused plan, gives the same numbers. A plan belongs to one computation,
@@ -27,6 +33,8 @@ thread-safe (one NnetComputer at a time per plan).
 
 from ..compile.computation import CommandType
 from ..components.base import ComponentProperty
+from .arena import Workspace, plan_arena
+from .fusion import find_fusions
 
 __all__ = ["ExecutionPlan", "MatrixPool"]
 
@@ -75,16 +83,24 @@ class MatrixPool:
 
 
 class ExecutionPlan:
-    """See the module docstring. ``reuse_matrices``: keep a matrix pool
-    across runs (off: allocate as Kaldi does, one matrix per kAllocMatrix).
+    """See the module docstring. ``reuse_matrices``: keep the matrices'
+    memory across runs (an arena, or a pool for computations with loops;
+    off: allocate as Kaldi does, one matrix per kAllocMatrix).
     ``elide_zeroing``: skip the zeroing that is not needed (off: every
     command runs as written, e.g. for code that looks at matrices between
-    commands)."""
+    commands). ``workspace``: a :class:`~pynnet3.compute.arena.Workspace`
+    to hold the arena, shared with other plans that are never run at the
+    same time as this one (None: the plan's own). ``outputs_in_arena``:
+    the outputs live in the arena too, for a caller that copies them out
+    before the plan runs again (else each output is a matrix of its own,
+    the caller's to keep)."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
+                 "arena", "workspace", "fusions", "_views", "_views_array",
                  "rows_cache", "multi_cache", "ranges_cache")
 
-    def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True):
+    def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
+                 workspace=None, outputs_in_arena=False):
         self.computation = computation
         self.backend = backend
         self.slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
@@ -93,11 +109,39 @@ class ExecutionPlan:
         self.rows_cache = {}
         self.multi_cache = {}
         self.ranges_cache = {}
-        self.pool = MatrixPool(backend) if reuse_matrices else None
+        self.arena = plan_arena(computation, outputs_in_arena) if reuse_matrices else None
+        self.pool = MatrixPool(backend) if reuse_matrices and self.arena is None else None
+        self.workspace = None
+        if self.arena is not None:
+            self.workspace = workspace if workspace is not None else Workspace(backend)
+        self._views = None
+        self._views_array = None
         if elide_zeroing:
             self.skip_zeroing, self.add_as_copy = _unneeded_zeroing(computation, nnet)
         else:
             self.skip_zeroing = self.add_as_copy = frozenset()
+        # Commands run together (default arithmetic only: see fusion.py).
+        self.fusions = None
+        if elide_zeroing and getattr(backend, "fuses_elementwise", False):
+            self.fusions = find_fusions(computation, nnet, self)
+
+    def arena_views(self):
+        """A list, by command index, of the matrix each allocating command
+        places in the arena (None: that command allocates a fresh
+        matrix); None if the plan has no arena. Valid until another plan
+        sharing the workspace makes it grow."""
+        if self.arena is None:
+            return None
+        array = self.workspace.array(self.arena.size)
+        if array is not self._views_array:
+            computation = self.computation
+            views = [None] * len(computation.commands)
+            for i, offset in self.arena.offsets.items():
+                info = computation.matrices[self.slices[computation.commands[i].arg1][0]]
+                size = info.num_rows * info.num_cols
+                views[i] = array[offset:offset + size].reshape(info.num_rows, info.num_cols)
+            self._views, self._views_array = views, array
+        return self._views
 
     def rows(self, i):
         r = self.rows_cache.get(i)

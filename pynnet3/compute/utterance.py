@@ -31,7 +31,11 @@ rounded up to a multiple of lcm(f, network modulus), see
 :meth:`SimpleComputationOptions.fixed_frames_per_chunk`).
 :meth:`SimpleNnetComputer.compute_chunk` computes any one chunk;
 :meth:`SimpleNnetComputer.compute_utterance` the whole utterance chunk by
-chunk in that order (nnet3-compute's output).
+chunk (nnet3-compute's output). Chunks of the same shape are independent
+computations, so pynnet3 computes several of them (of one utterance, or of
+several: :meth:`SimpleNnetComputer.compute_utterances`) in one computation,
+as sequences n = 0, 1, ... with their own inputs and i-vectors: Kaldi's
+numbers (within float32 rounding) with larger products.
 ``--apply-exp`` is applied by the caller to the finished matrix
 (:func:`apply_exp`), as nnet3-compute does.
 
@@ -47,8 +51,11 @@ i-vector dimensions and missing i-vectors raise :class:`UsageError` with
 Kaldi's wording.
 """
 
+import concurrent.futures
+import itertools
 import logging
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,11 +65,15 @@ from ..compile.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..nnet.index import Index
-from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
+from ..nnet.utils import (is_simple_nnet, nnet_is_recurrent, set_batchnorm_test_mode,
+                          set_dropout_test_mode)
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
-from .backend import get_backend
+from . import blas_threads as blas_control
+from .backend import KaldiExactBackend, get_backend
 from .computer import NnetComputer
+from .arena import Workspace
+from .layout import lay_out_for_products
 from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
@@ -71,6 +82,19 @@ __all__ = ["SimpleComputationOptions", "ChunkPlan", "ChunkLayout", "SimpleNnetCo
            "log_priors_of",
            "compute_simple_nnet_context", "prepare_nnet_for_compute", "apply_exp",
            "compute_utterance"]
+
+# The automatic batch of chunks (SimpleNnetComputer.chunks_per_computation)
+# aims at this many output rows per computation (and at most BATCH_MAX_ROWS
+# input rows): enough for BLAS to reuse each packed weight block over many
+# rows, also in the layers after frame subsampling, and to turn recurrent
+# layers' row-by-row products into matrix products; few enough to keep the
+# matrices small.
+BATCH_OUTPUT_ROWS = 200
+BATCH_MAX_ROWS = 4096
+# ... and for a recurrent network (see chunks_per_computation), chunks at a
+# time: at least the first (else one), at most the second.
+BATCH_RECURRENT_MIN_CHUNKS = 5
+BATCH_RECURRENT_CHUNKS = 8
 
 # Kaldi gives up on an i-vector matrix that ends more than this many frames
 # before the frame it needs ("half a second": not explainable by edge effects).
@@ -81,13 +105,15 @@ _MAX_IVECTOR_MARGIN_FRAMES = 50
 
 # -- preparing the network ----------------------------------------------------------------------
 
-def prepare_nnet_for_compute(nnet):
+def prepare_nnet_for_compute(nnet, blas_threads=None):
     """What nnet3-compute does to a network it has read, in place: batch-norm
     and dropout components in test mode, then Kaldi's CollapseModel with its
-    default options. Returns ``nnet``."""
+    default options (its products in the order of ``blas_threads`` OpenBLAS
+    threads; None: OpenBLAS's count in this environment, as Kaldi run here
+    would have). Returns ``nnet``."""
     set_batchnorm_test_mode(nnet, True)
     set_dropout_test_mode(nnet, True)
-    collapse_model(nnet)
+    collapse_model(nnet, blas_threads=blas_threads)
     return nnet
 
 
@@ -268,7 +294,9 @@ class SimpleNnetComputer:
     those of :class:`ChunkLayout`).
 
     ``nnet``: prepared as the caller wants (nnet3-compute: see
-    :func:`prepare_nnet_for_compute`). ``priors``: vector whose log is
+    :func:`prepare_nnet_for_compute`); its weight matrices are re-stored
+    column-major for faster products, values unchanged
+    (:func:`~pynnet3.compute.layout.lay_out_for_products`). ``priors``: vector whose log is
     subtracted from every output row (empty/None: none). ``context``:
     (left, right) to use instead of computing it. ``backend``: NnetComputer's
     backend ("numpy", "cupy", or "kaldi-exact" / a KaldiExactBackend: Kaldi's
@@ -282,20 +310,34 @@ class SimpleNnetComputer:
     (--debug-computation; Kaldi registers it but does nothing with it).
     ``debug``: run every computation in debug mode, logging each command
     (Kaldi's --computation.debug, also on with --verbose >= 5).
+    ``max_chunks``: at most this many chunks of the same shape (of one
+    utterance, or of several: :meth:`compute_utterances`) go into one
+    computation as sequences n = 0, 1, ... (see :meth:`chunks_per_computation`);
+    1 computes one chunk at a time as Kaldi does; None (default) chooses
+    from the chunk size, and 1 with Kaldi-exact arithmetic.
+    ``num_threads``: computations run on this many threads of the
+    computer's own, each with single-threaded BLAS
+    (:mod:`pynnet3.compute.blas_threads`; on the NumPy backend with BLAS
+    arithmetic, where NumPy's BLAS thread count can be changed; else one
+    thread, with BLAS's own threads). Each thread has its own matrices, so
+    memory grows with it; the numbers do not change.
     """
 
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
-                 "compiler", "debug_computation", "debug", "layout", "_cache")
+                 "compiler", "debug_computation", "debug", "layout", "max_chunks", "num_threads",
+                 "_recurrent", "_cache", "_plans", "_workspaces", "_pool", "_local")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
-                 compiler=None, debug_computation=False, debug=False):
+                 compiler=None, debug_computation=False, debug=False, max_chunks=None,
+                 num_threads=1):
         if not is_simple_nnet(nnet):
             raise NnetError("nnet3-compute needs a 'simple' network (an input node 'input', "
                             "an output node 'output', optionally an input node 'ivector')")
         self.nnet = nnet
         self.opts = opts if opts is not None else SimpleComputationOptions()
         self.backend = get_backend(backend)
+        lay_out_for_products(nnet)       # same values, faster products
         self.output_dim = nnet.output_dim("output")
         self.input_dim = nnet.input_dim("input")
         self.ivector_dim = max(0, nnet.input_dim("ivector"))
@@ -307,7 +349,23 @@ class SimpleNnetComputer:
         self.debug = debug
         self.layout = ChunkLayout(self.opts, left, right, nnet.modulus())
         self.frames_per_chunk = self.layout.frames_per_chunk
-        self._cache = {}
+        if max_chunks is not None and max_chunks < 1:
+            raise UsageError("the number of chunks per computation must be >= 1, got %d"
+                             % max_chunks)
+        self.max_chunks = max_chunks
+        self.num_threads = 1
+        if (num_threads > 1 and self.backend.xp is np
+                and not isinstance(self.backend, KaldiExactBackend) and blas_control.available()):
+            self.num_threads = int(num_threads)
+        self._recurrent = nnet_is_recurrent(nnet)
+        self._cache = {}        # chunk shape -> computation
+        self._plans = {}        # (chunk shape, thread) -> execution plan
+        # one arena per thread for the computations of every chunk shape
+        # (outputs included): a thread runs them one after the other and
+        # their outputs are copied out
+        self._workspaces = {}
+        self._pool = None
+        self._local = threading.local()
 
     # -- geometry ------------------------------------------------------------------------------
     def num_subsampled_frames(self, num_frames):
@@ -351,18 +409,20 @@ class SimpleNnetComputer:
                                           plan.num_input_frames)
 
     # -- computing ------------------------------------------------------------------------------
-    def _computation(self, plan, has_ivector, num_sequences=1):
+    def _computation(self, plan, has_ivector, num_sequences=1, thread=0):
         """(computation, execution plan) for a chunk shape, with times
         shifted so the first output is at t = 0. ``num_sequences`` > 1 asks
         for that many chunks of this shape at once (n = 0, 1, ...; the rows
         of each input and of the output are n-major, as Kaldi's
-        NnetBatchComputer orders them)."""
+        NnetBatchComputer orders them). ``thread``: whose execution plan
+        (each of the computer's threads has its own; None: compile only, no
+        plan)."""
         f = self.opts.frame_subsampling_factor
         input_start = plan.first_input_frame - plan.first_output_frame
         key = (input_start, plan.num_input_frames, plan.num_subsampled_frames, f, has_ivector,
                num_sequences)
-        cached = self._cache.get(key)
-        if cached is None:
+        computation = self._cache.get(key)
+        if computation is None:
             request = ComputationRequest()
             request.need_model_derivative = False
             request.store_component_stats = False
@@ -384,24 +444,37 @@ class SimpleNnetComputer:
                 from ..compile.computation_io import print_computation
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
-            cached = self._cache[key] = (computation, ExecutionPlan(
-                computation, self.nnet, self.backend))
-        return cached
+            self._cache[key] = computation
+        if thread is None:
+            return computation, None
+        exec_plan = self._plans.get((key, thread))
+        if exec_plan is None:
+            workspace = self._workspaces.get(thread)
+            if workspace is None:
+                workspace = self._workspaces[thread] = Workspace(self.backend)
+            exec_plan = self._plans[(key, thread)] = ExecutionPlan(
+                computation, self.nnet, self.backend, workspace=workspace,
+                outputs_in_arena=True)
+        return computation, exec_plan
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
         """Runs the computation of ``plan``'s shape on ``features`` (the
         chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
-        None); returns the output rows on the host with priors and acoustic
-        scale applied."""
-        computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences)
+        None); returns the output rows (n-major) on the host with priors and
+        acoustic scale applied: a view of this computer's memory (of the
+        calling thread's), valid until its next computation (copy what you
+        keep)."""
+        computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences,
+                                                   getattr(self._local, "thread", 0))
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
                                 plan=exec_plan, debug=self.debug)
         computer.accept_input("input", features)
         if ivectors is not None:
             computer.accept_input("ivector", ivectors)
         computer.run()
-        # A copy on the host; the computer's matrix goes back to the plan's pool.
-        output = computer.backend.to_host(computer.get_output("output"))
+        output = computer.get_output_destructive("output")
+        if not isinstance(output, np.ndarray):
+            output = computer.backend.to_host(output)
         # Kaldi's AddVecToRows(-1.0, log_priors) and Scale(acoustic_scale):
         # one rounding per element each, as these.
         if self.log_priors is not None:
@@ -420,32 +493,124 @@ class SimpleNnetComputer:
             raise UsageError("Zero-length utterance")
         plan = self.chunk_plan(features.shape[0], first_subsampled_frame, num_subsampled_frames)
         ivec = self.chunk_ivector(plan, ivector, online_ivectors, online_ivector_period)
-        return self.run_computation(plan, self.chunk_features(features, plan),
-                                    None if ivec is None else ivec.reshape(1, -1))
+        return np.array(self.run_computation(plan, self.chunk_features(features, plan),
+                                             None if ivec is None else ivec.reshape(1, -1)))
+
+    def chunks_per_computation(self, plan, num_chunks):
+        """How many chunks of ``plan``'s shape one computation takes when
+        ``num_chunks`` of them are to be computed: ``max_chunks`` if set,
+        else as many as keep the computation near :data:`BATCH_OUTPUT_ROWS`
+        output rows (one with Kaldi-exact arithmetic, whose products must be
+        Kaldi's one-chunk products). Then spread evenly: the computations
+        of one batch differ by at most one chunk. A recurrent network's
+        steps are products with one row per chunk: BLAS's matrix product for
+        a few rows costs several matrix-vector products (it copies the whole
+        weight matrix first), so there chunks go together only
+        :data:`BATCH_RECURRENT_MIN_CHUNKS` or more at a time (up to
+        :data:`BATCH_RECURRENT_CHUNKS`)."""
+        limit = self.max_chunks
+        recurrent = False
+        if limit is None:
+            if isinstance(self.backend, KaldiExactBackend):
+                limit = 1
+            elif self._recurrent:
+                recurrent = True
+                limit = BATCH_RECURRENT_CHUNKS
+            else:
+                limit = max(1, min(BATCH_OUTPUT_ROWS // plan.num_subsampled_frames,
+                                   BATCH_MAX_ROWS // plan.num_input_frames))
+            limit = max(1, min(limit, BATCH_MAX_ROWS // plan.num_input_frames))
+        num_batches = -(-num_chunks // min(limit, num_chunks))
+        if self.num_threads > 1:
+            # as many computations per thread (as the chunks allow)
+            num_batches = min(num_chunks, -(-num_batches // self.num_threads) * self.num_threads)
+        per = -(-num_chunks // num_batches)
+        if recurrent and per < BATCH_RECURRENT_MIN_CHUNKS:
+            return 1
+        return per
+
+    def compute_utterances(self, utterances):
+        """The outputs of several utterances, each a ``(features, ivector,
+        online_ivectors, online_ivector_period)`` tuple, each output exactly
+        what :meth:`compute_utterance` gives for it. Every chunk is cut,
+        padded and given its i-vector as for one utterance; chunks of the
+        same shape (from any of the utterances) are computed together, as
+        sequences n = 0, 1, ... of one computation
+        (:meth:`chunks_per_computation` at a time). The compiler keeps
+        sequences apart, so each output equals the one-chunk-at-a-time
+        output within float32 rounding (BLAS sums larger products in
+        another order)."""
+        outputs = []
+        groups = {}     # chunk shape -> [(utterance, plan, i-vector)]
+        inputs = []
+        for u, (features, ivector, online, period) in enumerate(utterances):
+            features = np.asarray(features, dtype=np.float32)
+            if features.ndim != 2 or features.shape[0] == 0:
+                raise UsageError("Zero-length utterance" if features.ndim == 2 else
+                                 "features must be a matrix, got %d dimension(s)"
+                                 % features.ndim)
+            if online is not None and period <= 0:
+                raise UsageError("You need to set the --online-ivector-period option!")
+            self.check_dims(features, ivector, online)
+            inputs.append(features)
+            total = self.num_subsampled_frames(features.shape[0])
+            step = self.subsampled_frames_per_chunk()
+            outputs.append(np.empty((total, self.output_dim), dtype=np.float32))
+            for start in range(0, total, step):
+                plan = self.chunk_plan(features.shape[0], start, min(step, total - start))
+                ivec = self.chunk_ivector(plan, ivector, online, period)
+                key = (plan.first_input_frame - plan.first_output_frame,
+                       plan.num_input_frames, plan.num_subsampled_frames, ivec is not None)
+                groups.setdefault(key, []).append((u, plan, ivec))
+        batches = []
+        for tasks in groups.values():
+            per = self.chunks_per_computation(tasks[0][1], len(tasks))
+            batches += [tasks[first:first + per] for first in range(0, len(tasks), per)]
+
+        def run(batch):
+            plan = batch[0][1]
+            feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
+            ivecs = (None if batch[0][2] is None
+                     else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
+            out = self.run_computation(plan, feats, ivecs, len(batch))
+            rows = plan.num_subsampled_frames
+            for n, (u, p, _) in enumerate(batch):
+                outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
+                    out[n * rows:(n + 1) * rows]
+
+        if self.num_threads > 1 and len(batches) > 1:
+            # Compile here first (the compiler is not thread-safe); then the
+            # computer's threads run the computations, BLAS single-threaded.
+            for batch in batches:
+                self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
+            with blas_control.single_threaded():
+                for _ in self._thread_pool().map(run, batches):
+                    pass
+        else:
+            for batch in batches:
+                run(batch)
+        return outputs
+
+    def _thread_pool(self):
+        if self._pool is None:
+            counter = itertools.count(1)
+
+            def name_thread():
+                self._local.thread = next(counter)
+
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self.num_threads, thread_name_prefix="pynnet3-compute", initializer=name_thread)
+        return self._pool
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
         """The whole utterance, ceil(num_frames / f) x output_dim, computed
-        chunk by chunk exactly as nnet3-compute does (chunks of
+        chunk by chunk as nnet3-compute does (chunks of
         :meth:`subsampled_frames_per_chunk` output frames from frame 0, the
-        last one shorter); exp is not applied."""
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] == 0:
-            raise UsageError("Zero-length utterance" if features.ndim == 2 else
-                             "features must be a matrix, got %d dimension(s)" % features.ndim)
-        if online_ivectors is not None and online_ivector_period <= 0:
-            raise UsageError("You need to set the --online-ivector-period option!")
-        total = self.num_subsampled_frames(features.shape[0])
-        step = self.subsampled_frames_per_chunk()
-        if step >= total:
-            return self.compute_chunk(features, 0, total, ivector, online_ivectors,
-                                      online_ivector_period)
-        output = np.empty((total, self.output_dim), dtype=np.float32)
-        for start in range(0, total, step):
-            num = min(step, total - start)
-            output[start:start + num] = self.compute_chunk(
-                features, start, num, ivector, online_ivectors, online_ivector_period)
-        return output
+        last one shorter; chunks of the same shape computed together, see
+        :meth:`compute_utterances`); exp is not applied."""
+        return self.compute_utterances([(features, ivector, online_ivectors,
+                                         online_ivector_period)])[0]
 
     def covers_utterance(self, num_frames):
         """True when Kaldi, with these options, computes an utterance of

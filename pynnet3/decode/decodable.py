@@ -45,7 +45,9 @@ def decodable_nnet_computer(am_nnet, opts=None, **computer_options):
     ``computer_options`` go to SimpleNnetComputer (compiler, debug flags)."""
     if opts is None:
         opts = SimpleComputationOptions(acoustic_scale=0.1)
-    prepare_nnet_for_compute(am_nnet.nnet)
+    # collapsed in the OpenBLAS order of Kaldi-exact arithmetic's threads
+    prepare_nnet_for_compute(am_nnet.nnet,
+                             getattr(computer_options.get("backend"), "blas_threads", None))
     return SimpleNnetComputer(am_nnet.nnet, opts, priors=am_nnet.priors, **computer_options)
 
 

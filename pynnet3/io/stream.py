@@ -14,6 +14,7 @@ Guarantees:
 """
 
 import math
+import mmap
 import re
 import struct
 
@@ -58,6 +59,24 @@ def _format_array(values):
     if np.isnan(values).any():
         return " ".join([_format_nan(v) if v != v else "%.7g" % v for v in values.tolist()])
     return " ".join(["%.7g" % v for v in values.tolist()])
+
+
+# A large array read out of a memory-mapped file gives its pages back once
+# copied, so that reading a model costs the model's memory, not twice that.
+_RELEASE_BYTES = 1 << 20
+_PAGE = mmap.PAGESIZE
+
+
+def _release_pages(mapping, start, end):
+    """Drops the mapped file pages wholly inside [start, end) from this
+    process's memory (they are read again from the file if touched)."""
+    first = -(-start // _PAGE) * _PAGE
+    last = end // _PAGE * _PAGE
+    if last > first and hasattr(mapping, "madvise"):
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+        except (OSError, ValueError):
+            pass                # only memory use is at stake
 
 
 class InputStream:
@@ -267,7 +286,11 @@ class InputStream:
         arr = np.frombuffer(self.data, dtype=src_dtype, count=count, offset=start)
         self.pos = start + nbytes
         with np.errstate(over="ignore", invalid="ignore"):  # double -> float as C++ casts
-            return arr.astype(dtype)  # astype always copies
+            out = arr.astype(dtype)  # astype always copies
+        del arr
+        if nbytes >= _RELEASE_BYTES and isinstance(self.data, mmap.mmap):
+            _release_pages(self.data, start, start + nbytes)
+        return out
 
     def _text_bracketed(self, what):
         """The bytes between the next '[' token and its matching ']'."""

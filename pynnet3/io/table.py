@@ -226,11 +226,19 @@ class _Holder:
         return self.read(stream)
 
     def object_bytes(self, value, binary):
+        return b"".join(self.object_pieces(value, binary))
+
+    def object_pieces(self, value, binary):
+        """The object's bytes as a list of bytes-like pieces, to write one
+        after the other (a matrix's data is its own memory, not a copy). A
+        holder without a ``write`` function gives its ``object_bytes``."""
+        if self.write is None:
+            return [self.object_bytes(value, binary)]
         out = OutputStream(binary and self.has_header)
         if self.has_header:
             out.write_header()
         self.write(out, value)
-        return out.getvalue()
+        return out.chunks()
 
 
 def _parse_range(range_text, dims, stream_error):
@@ -1032,7 +1040,7 @@ class TableWriter:
             raise PynnetError("invalid table key '%s' (empty or contains whitespace)"
                               % printable_key(key))
         holder = _holder(kind) if kind else self.holder or _holder(infer_kind(value))
-        body = holder.object_bytes(value, self.opts.binary)
+        body = holder.object_pieces(value, self.opts.binary)
         if self.kind == "scp":
             wx = self._script_map.get(key)
             if wx is None:
@@ -1042,7 +1050,8 @@ class TableWriter:
                                   % (self.script_wxfilename, key))
             sink = OutputSink(wx)
             try:
-                sink.write(body)
+                for piece in body:
+                    sink.write(piece)
                 sink.close()
             except BaseException:
                 sink.abort()
@@ -1052,7 +1061,8 @@ class TableWriter:
         if self._script_out is not None:
             self._script_out.write(("%s %s:%d\n" % (key, self.archive_wxfilename,
                                                     self._archive.tell())).encode())
-        self._archive.write(body)
+        for piece in body:
+            self._archive.write(piece)
         if self.opts.flush:
             self._archive.flush()
             if self._script_out is not None:

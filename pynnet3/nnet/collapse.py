@@ -44,8 +44,12 @@ Arithmetic: every new parameter is computed with the float32 operations
 Kaldi performs, in the order Kaldi's BLAS performs them, so a collapsed model
 written in text is Kaldi's, byte for byte: matrix products and
 matrix-vector products go through :mod:`pynnet3.numerics.openblas` (the
-oracle's OpenBLAS 0.3.21 with its Haswell kernels, two threads);
-element-wise scalings are single float32 roundings, as in Kaldi.
+oracle's OpenBLAS 0.3.21 with its Haswell kernels, with the thread count
+OpenBLAS would have in this environment, since the summation order of a
+product depends on it: Kaldi's tool run here with the same
+OPENBLAS_NUM_THREADS collapses to the same bits; kaldi-ref's models were
+collapsed with 2); element-wise scalings are single float32 roundings, as
+in Kaldi.
 """
 
 import logging
@@ -62,6 +66,7 @@ from ..components.tdnn import TdnnComponent
 from ..components.time_height_convolution import TimeHeightConvolutionComponent
 from ..errors import NnetError
 from ..numerics.openblas import sgemm, sgemv_add
+from ..numerics.openblas_plan import openblas_threads_from_environment
 from .descriptor import (OffsetForwardingDescriptor, SimpleForwardingDescriptor,
                          SimpleSumDescriptor, parse_descriptor)
 from .nnet import kComponent, kDescriptor
@@ -87,13 +92,17 @@ class CollapseModelConfig:
     collapse_scale: bool = True
 
 
-def collapse_model(nnet, config=None):
+def collapse_model(nnet, config=None, blas_threads=None):
     """Kaldi's CollapseModel: modifies ``nnet`` in place (see the module
     docstring for what is merged, the names given and the arithmetic).
     ``config`` defaults to ``CollapseModelConfig()``. Batch-norm components
     must be in test mode when ``collapse_batchnorm`` is set (NnetError
-    otherwise). Returns ``nnet``."""
-    _ModelCollapser(config or CollapseModelConfig(), nnet).collapse()
+    otherwise). ``blas_threads``: the OpenBLAS thread count whose order the
+    products follow (None: OpenBLAS's own count in this environment,
+    OPENBLAS_NUM_THREADS and the like). Returns ``nnet``."""
+    if blas_threads is None:
+        blas_threads = openblas_threads_from_environment()
+    _ModelCollapser(config or CollapseModelConfig(), nnet, blas_threads).collapse()
     return nnet
 
 
@@ -104,11 +113,12 @@ def collapse_model(nnet, config=None):
 class _ModelCollapser:
     """Kaldi's ModelCollapser (see the module docstring)."""
 
-    __slots__ = ("config", "nnet")
+    __slots__ = ("config", "nnet", "threads")
 
-    def __init__(self, config, nnet):
+    def __init__(self, config, nnet, threads):
         self.config = config
         self.nnet = nnet
+        self.threads = threads
 
     def collapse(self):
         nnet = self.nnet
@@ -255,8 +265,8 @@ class _ModelCollapser:
         for i in range(multiple):
             linear1_full[i * output_dim1:(i + 1) * output_dim1,
                          i * input_dim1:(i + 1) * input_dim1] = linear1
-        new_bias = sgemv_add(comp2.linear_params, bias1_full, comp2.bias_params)
-        new_linear = sgemm(comp2.linear_params, linear1_full)
+        new_bias = sgemv_add(comp2.linear_params, bias1_full, comp2.bias_params, self.threads)
+        new_linear = sgemm(comp2.linear_params, linear1_full, threads=self.threads)
         return nnet.add_component(name, AffineComponent(new_linear, new_bias))
 
     def _collapse_scale(self, c1, c2):
@@ -297,24 +307,24 @@ class _ModelCollapser:
         if isinstance(comp, AffineComponent):
             new = comp.copy()
             new.bias_params, new.linear_params = self._pre_multiply(
-                offset, scale, new.bias_params, new.linear_params, name)
+                self.threads, offset, scale, new.bias_params, new.linear_params, name)
         elif isinstance(comp, LinearComponent):
             new = AffineComponent(comp.params, np.zeros(comp.output_dim(), _F32),
                                   comp.learning_rate)
             new.bias_params, new.linear_params = self._pre_multiply(
-                offset, scale, new.bias_params, new.linear_params, name)
+                self.threads, offset, scale, new.bias_params, new.linear_params, name)
         elif isinstance(comp, TdnnComponent):
             new = comp.copy()
             if new.bias_params.shape[0] == 0:
                 new.bias_params = np.zeros(new.output_dim(), _F32)
             new.bias_params, new.linear_params = self._pre_multiply(
-                offset, scale, new.bias_params, new.linear_params, name)
+                self.threads, offset, scale, new.bias_params, new.linear_params, name)
         else:
             return -1
         return nnet.add_component(name, new)
 
     @staticmethod
-    def _pre_multiply(offset, scale, bias, linear, name):
+    def _pre_multiply(threads, offset, scale, bias, linear, name):
         """Kaldi's PreMultiplyAffineParameters: with the transform repeated to
         the input dimension, b += W offset, then W's columns times scale."""
         linear = np.asarray(linear, _F32)
@@ -325,7 +335,7 @@ class _ModelCollapser:
         repeats = input_dim // transform_dim
         full_offset = np.tile(offset, repeats)
         full_scale = np.tile(scale, repeats)
-        new_bias = sgemv_add(linear, full_offset, bias)
+        new_bias = sgemv_add(linear, full_offset, bias, threads)
         return new_bias, linear * full_scale[None, :]
 
     def _get_scaled_component_index(self, component_index, scale):

@@ -204,7 +204,7 @@ def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
         acoustic_scale=1.0)
     if optimize_options is not None:
         opts.optimize_config = optimize_options
-    info = DecodableNnetSimpleLoopedInfo(opts, nnet)
+    info = DecodableNnetSimpleLoopedInfo(opts, nnet, prepared=True)
     log_priors = log_priors_of(priors, nnet.output_dim("output"))
     ivector_rows = ((info.num_ivectors(0), info.num_ivectors(1), info.num_ivectors(2))
                     if info.has_ivectors else (0, 0, 0))

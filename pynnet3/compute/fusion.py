@@ -1,0 +1,237 @@
+"""Commands run together: the fusions an ExecutionPlan makes for the default
+(NumPy) arithmetic.
+
+:func:`find_fusions` looks for these patterns in a computation's command
+list (the commands as Kaldi's optimizer leaves them in TDNN and TDNN-F
+networks) and returns what to run instead:
+
+- *bias, ReLU, batch norm*: a kPropagate of a component with a bias
+  (affine, fixed-affine, TDNN with bias) into submatrix S, then a ReLU in
+  place on S, optionally then a test-mode batch norm in place on S. Run as
+  the product alone (``propagate_deferring_bias``), then one pass
+  ``S = max(S + bias, 0) * scale + offset``
+  (:func:`~pynnet3.compute.fused_kernels.bias_relu_scale_offset`); a ReLU
+  then batch norm without the product before them fuse the same way;
+- *scaled sum* (a Descriptor ``Sum(Scale(a, x), y)``): a kMatrixCopy
+  ``D = a * X`` (X is D itself or another matrix) or a kCopyRows ``D = a *
+  X[rows]`` (no -1 row, X another matrix), then, after nothing but
+  deallocations of other matrices, a kMatrixAdd ``D += b * Y`` (Y another
+  matrix): one pass ``D = a * X[rows] + b * Y``
+  (:func:`~pynnet3.compute.fused_kernels.scaled_copy_add`), run at the copy;
+- *zeroing before an adding product*: a kSetConst(0) of a whole matrix M
+  whose next use is a kPropagate of a component that adds its output
+  (kPropagateAdds; TDNN without bias, linear) into all of M, from another
+  matrix: the zeroing is dropped and the component overwrites M
+  (``propagate_overwriting``).
+
+None of these commands stores statistics or keeps a memo (they would need
+the intermediate values). Guarantee: the fused run computes exactly the
+numbers of the unfused run of the same commands on the default
+arithmetic, bit for bit (the kernels round as the NumPy passes they
+replace); nothing else reads the intermediate values, since each pattern
+only spans commands that overwrite them in place. The Kaldi-exact
+arithmetic never fuses (its roundings are Kaldi's, command by command).
+"""
+
+from ..compile.computation import CommandType
+from ..components.base import ComponentProperty
+from .fused_kernels import bias_relu_scale_offset, scaled_copy_add
+
+__all__ = ["Fusions", "find_fusions"]
+
+T = CommandType
+
+
+class Fusions:
+    """``ops``: command index -> function(computer) that runs the fused
+    commands starting there; ``skip``: command indexes whose work an op has
+    done (they run as no-ops)."""
+
+    __slots__ = ("ops", "skip")
+
+    def __init__(self):
+        self.ops = {}
+        self.skip = set()
+
+    def __len__(self):
+        return len(self.ops)
+
+
+def _plain_propagate(c):
+    """A kPropagate that stores no stats and keeps no memo."""
+    return c.command_type == T.kPropagate and c.arg5 == 0 and c.arg6 == 0
+
+
+def _in_place(c):
+    return c.arg3 == c.arg4 and c.arg3 > 0
+
+
+def _is_relu(component):
+    return component.type_name == "RectifiedLinearComponent"
+
+
+def _test_mode_batchnorm(component):
+    return (component.type_name == "BatchNormComponent" and component.test_mode
+            and component.block_dim == component.dim and component.scale_vec is not None)
+
+
+def _has_bias(component):
+    bias = getattr(component, "bias_params", None)
+    return (hasattr(component, "propagate_deferring_bias") and bias is not None
+            and bias.shape[0] != 0)
+
+
+def find_fusions(computation, nnet, plan):
+    """The :class:`Fusions` of a computation (see the module docstring);
+    ``plan`` is its ExecutionPlan (row tables, zeroing it already skips)."""
+    fusions = Fusions()
+    commands = computation.commands
+    components = nnet.components
+    num = len(commands)
+    i = 0
+    while i < num:
+        c = commands[i]
+        if _plain_propagate(c) and 0 <= c.arg1 < len(components):
+            length = _bias_relu_batchnorm(fusions, commands, components, i)
+            if length:
+                i += length
+                continue
+        if c.command_type in (T.kMatrixCopy, T.kCopyRows):
+            _scaled_sum(fusions, computation, plan, i)
+        i += 1
+    _overwriting_propagates(fusions, computation, nnet, plan)
+    return fusions
+
+
+def _bias_relu_batchnorm(fusions, commands, components, i):
+    """Fuses the pattern starting at command ``i``; returns how many
+    commands it spans (0: no fusion)."""
+    first = commands[i]
+    component = components[first.arg1]
+    s = first.arg4
+    product = None
+    j = i
+    if _has_bias(component) and first.arg4 != first.arg3 and first.arg4 > 0:
+        product = first
+        j += 1
+    relu = commands[j] if j < len(commands) else None
+    if (relu is None or not _plain_propagate(relu) or not _in_place(relu)
+            or relu.arg3 != s or not (0 <= relu.arg1 < len(components))
+            or not _is_relu(components[relu.arg1])):
+        return 0
+    bn = commands[j + 1] if j + 1 < len(commands) else None
+    batchnorm = None
+    if (bn is not None and _plain_propagate(bn) and _in_place(bn) and bn.arg3 == s
+            and 0 <= bn.arg1 < len(components) and _test_mode_batchnorm(components[bn.arg1])):
+        batchnorm = components[bn.arg1]
+    if product is None and batchnorm is None:
+        return 0                # a lone ReLU: nothing to fuse
+    last = j + 1 if batchnorm is not None else j
+    precomputed = product.arg2 if product is not None else 0
+
+    def run(computer, product=product, component=component, batchnorm=batchnorm):
+        out = computer._sub(s)
+        bias = None
+        if product is not None:
+            indexes = computer.computation.component_precomputed_indexes[precomputed].data
+            bias = component.propagate_deferring_bias(indexes, computer._sub(product.arg3),
+                                                      out)
+        if batchnorm is not None:
+            bias_relu_scale_offset(out, bias, batchnorm.scale_vec, batchnorm.offset)
+        else:
+            bias_relu_scale_offset(out, bias)
+
+    fusions.ops[i] = run
+    fusions.skip.update(range(i + 1, last + 1))
+    return last + 1 - i
+
+
+def _scaled_sum(fusions, computation, plan, i):
+    commands = computation.commands
+    subs = computation.submatrices
+    c = commands[i]
+    if i in fusions.skip or i in plan.add_as_copy:
+        return
+    d = c.arg1
+    dest_matrix = subs[d].matrix_index
+    rows = None
+    if c.command_type == T.kMatrixCopy:
+        if c.arg2 != d and subs[c.arg2].matrix_index == dest_matrix:
+            return              # overlapping parts of one matrix
+    else:
+        if c.alpha == 0.0 or subs[c.arg2].matrix_index == dest_matrix:
+            return
+        table = plan.rows(c.arg3)
+        if not table.all_valid or table.num_rows != subs[d].num_rows:
+            return
+        if table.identity_offset is None:
+            rows = table.src_rows
+    # The kMatrixAdd into D, after only deallocations of other matrices.
+    j = i + 1
+    while j < len(commands) and commands[j].command_type == T.kDeallocMatrix:
+        if subs[commands[j].arg1].matrix_index == dest_matrix:
+            return
+        j += 1
+    if j >= len(commands):
+        return
+    add = commands[j]
+    if (add.command_type != T.kMatrixAdd or add.arg1 != d or j in plan.add_as_copy
+            or subs[add.arg2].matrix_index == dest_matrix):
+        return
+    # Y must not be one of the matrices deallocated in between.
+    add_matrix = subs[add.arg2].matrix_index
+    if any(subs[commands[k].arg1].matrix_index == add_matrix for k in range(i + 1, j)):
+        return
+    src, alpha, beta = c.arg2, c.alpha, add.alpha
+    identity = None if rows is not None or c.command_type == T.kMatrixCopy \
+        else plan.rows(c.arg3).identity_offset
+    num_rows = subs[d].num_rows
+
+    def run(computer):
+        dest = computer._sub(d)
+        source = dest if src == d else computer._sub(src)
+        if identity is not None:
+            source = source[identity:identity + num_rows]
+        scaled_copy_add(dest, source, rows, alpha, computer._sub(add.arg2), beta)
+
+    fusions.ops[i] = run
+    fusions.skip.add(j)
+
+
+def _overwriting_propagates(fusions, computation, nnet, plan):
+    """Zeroing before a product that adds into the whole matrix."""
+    commands = computation.commands
+    subs = computation.submatrices
+    components = nnet.components
+    next_touch = {}
+    for i in range(len(commands) - 1, -1, -1):
+        c = commands[i]
+        t = c.command_type
+        if (t == T.kSetConst and c.alpha == 0.0 and i not in plan.skip_zeroing
+                and 0 < c.arg1 < len(subs) and computation.is_whole_matrix(c.arg1)):
+            m = subs[c.arg1].matrix_index
+            j = next_touch.get(m)
+            if j is not None and j not in fusions.skip and j not in fusions.ops:
+                p = commands[j]
+                if (_plain_propagate(p) and 0 <= p.arg1 < len(components)
+                        and hasattr(components[p.arg1], "propagate_overwriting")
+                        and components[p.arg1].properties() & ComponentProperty.kPropagateAdds
+                        and subs[p.arg4].matrix_index == m
+                        and computation.is_whole_matrix(p.arg4)
+                        and (p.arg3 == 0 or subs[p.arg3].matrix_index != m)):
+                    fusions.skip.add(i)
+                    fusions.ops[j] = _overwriting_run(p, components[p.arg1])
+        for m in _matrices_of(computation, c):
+            next_touch[m] = i
+
+
+def _overwriting_run(c, component):
+    def run(computer):
+        indexes = computer.computation.component_precomputed_indexes[c.arg2].data
+        component.propagate_overwriting(indexes, computer._sub(c.arg3), computer._sub(c.arg4))
+    return run
+
+
+def _matrices_of(computation, c):
+    from .plan import _touched_matrices      # plan imports this module
+    return _touched_matrices(computation, c)
