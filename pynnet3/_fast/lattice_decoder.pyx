@@ -121,6 +121,10 @@ cdef class LatticeFasterDecoderCore:
     cdef vector[float] tok_final
     cdef vector[Link] links
     cdef size_t num_dead_links
+    # compaction when dead links are over half the array and 65536; at every
+    # pruning with compact_always (the tests' check of compaction)
+    cdef public bint compact_always
+    cdef public long long num_compactions
     # per frame
     cdef vector[int] frame_head
     cdef vector[char] must_prune_fl, must_prune_toks
@@ -169,6 +173,7 @@ cdef class LatticeFasterDecoderCore:
         self.bucket_list_tail = NONE
         self.hash_size = 0
         self.set_size(1000)
+        self.compact_always = False
 
     # -- hash list ---------------------------------------------------------------------
     cdef void set_size(self, size_t size) noexcept nogil:
@@ -317,6 +322,7 @@ cdef class LatticeFasterDecoderCore:
                 t = toks[t].next
         self.links.swap(out)
         self.num_dead_links = 0
+        self.num_compactions += 1
 
     cdef inline int find_or_add_token(self, int state, int frame_plus_one, float tot,
                                       bint *changed) noexcept nogil:
@@ -720,7 +726,8 @@ cdef class LatticeFasterDecoderCore:
             if f + 1 < cur and self.must_prune_toks[f + 1]:
                 self.prune_tokens_for_frame(f + 1)
                 self.must_prune_toks[f + 1] = 0
-        if self.num_dead_links > self.links.size() // 2 + 65536:
+        if (self.num_dead_links > self.links.size() // 2 + 65536
+                or (self.compact_always and self.num_dead_links > 0)):
             self.compact_links()
 
     cdef void finalize_decoding(self) noexcept nogil:
