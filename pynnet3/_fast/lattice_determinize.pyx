@@ -143,6 +143,43 @@ cdef class CLattice:
         c.start = -1 if lat.start is None else lat.start
         return c
 
+    @staticmethod
+    def from_arrays(long long start, arc_begin, ilabel, olabel, graph_cost, acoustic_cost,
+                    nextstate, final_graph, final_acoustic):
+        """A CLattice from flat arrays (arcs grouped by state, CSR:
+        ``arc_begin`` has num_states + 1 entries; final costs +inf, +inf
+        where not final), as pynnet3._fast.lattice_raw makes them."""
+        cdef CLattice c = CLattice()
+        cdef const long long[::1] ab = np.ascontiguousarray(arc_begin, dtype=np.int64)
+        cdef const int[::1] il = np.ascontiguousarray(ilabel, dtype=np.int32)
+        cdef const int[::1] ol = np.ascontiguousarray(olabel, dtype=np.int32)
+        cdef const float[::1] w1 = np.ascontiguousarray(graph_cost, dtype=np.float32)
+        cdef const float[::1] w2 = np.ascontiguousarray(acoustic_cost, dtype=np.float32)
+        cdef const int[::1] nxt = np.ascontiguousarray(nextstate, dtype=np.int32)
+        cdef const float[::1] f1 = np.ascontiguousarray(final_graph, dtype=np.float32)
+        cdef const float[::1] f2 = np.ascontiguousarray(final_acoustic, dtype=np.float32)
+        cdef Py_ssize_t n = ab.shape[0] - 1, s, k
+        cdef Arc arc
+        if n < 0 or f1.shape[0] != n or f2.shape[0] != n:
+            raise ValueError("inconsistent lattice arrays")
+        with nogil:
+            c.arcs.resize(n)
+            c.f1.resize(n)
+            c.f2.resize(n)
+            for s in range(n):
+                c.arcs[s].reserve(ab[s + 1] - ab[s])
+                for k in range(ab[s], ab[s + 1]):
+                    arc.ilabel = il[k]
+                    arc.olabel = ol[k]
+                    arc.w1 = w1[k]
+                    arc.w2 = w2[k]
+                    arc.nextstate = nxt[k]
+                    c.arcs[s].push_back(arc)
+                c.f1[s] = f1[s]
+                c.f2[s] = f2[s]
+        c.start = start if n > 0 else -1
+        return c
+
     def to_lattice(self):
         from ..decode.lattice import Lattice
         lat = Lattice()
@@ -307,7 +344,11 @@ cdef class CLattice:
                     self.arcs[s][i].ilabel = 0
 
     def connect(self):
-        """The twin's Lattice.connect (OpenFst's Connect)."""
+        """The twin's Lattice.connect (OpenFst's Connect), without the GIL."""
+        with nogil:
+            self.connect_c()
+
+    cdef void connect_c(self) noexcept nogil:
         cdef int n = <int>self.arcs.size(), s, t, k
         cdef size_t i
         if self.start < 0:
