@@ -120,11 +120,7 @@ cdef class LatticeFasterDecoderCore:
     cdef vector[int] tok_free
     cdef vector[float] tok_final
     cdef vector[Link] links
-    cdef size_t num_dead_links
-    # compaction when dead links are over half the array and 65536; at every
-    # pruning with compact_always (the tests' check of compaction)
-    cdef public bint compact_always
-    cdef public long long num_compactions
+    cdef vector[int] link_free
     # per frame
     cdef vector[int] frame_head
     cdef vector[char] must_prune_fl, must_prune_toks
@@ -173,7 +169,6 @@ cdef class LatticeFasterDecoderCore:
         self.bucket_list_tail = NONE
         self.hash_size = 0
         self.set_size(1000)
-        self.compact_always = False
 
     # -- hash list ---------------------------------------------------------------------
     cdef void set_size(self, size_t size) noexcept nogil:
@@ -276,6 +271,7 @@ cdef class LatticeFasterDecoderCore:
 
     cdef inline int new_link(self, int next_tok, int il, int ol, float g, float ac,
                              int nxt) noexcept nogil:
+        cdef int k
         cdef Link link
         link.next_tok = next_tok
         link.ilabel = il
@@ -283,6 +279,11 @@ cdef class LatticeFasterDecoderCore:
         link.graph_cost = g
         link.acoustic_cost = ac
         link.next = nxt
+        if not self.link_free.empty():
+            k = self.link_free.back()
+            self.link_free.pop_back()
+            self.links[k] = link
+            return k
         self.links.push_back(link)
         return <int>self.links.size() - 1
 
@@ -290,39 +291,9 @@ cdef class LatticeFasterDecoderCore:
         cdef int k = self.toks[t].links
         cdef Link *links = self.links.data()
         while k != NONE:
-            self.num_dead_links += 1
+            self.link_free.push_back(k)
             k = links[k].next
         self.toks[t].links = NONE
-
-    cdef void compact_links(self) noexcept nogil:
-        """Copies the live links into a new array, token by token in the
-        order the pruning walks them (frames in order, each frame's token
-        list), so that the links of a token are adjacent and the walks
-        stream through memory; dropped links are reclaimed here (links are
-        otherwise only appended)."""
-        cdef vector[Link] out
-        out.reserve(self.links.size() - self.num_dead_links + 1024)
-        cdef Link *links = self.links.data()
-        cdef Token *toks = self.toks.data()
-        cdef size_t f
-        cdef int t, k, prev
-        for f in range(self.frame_head.size()):
-            t = self.frame_head[f]
-            while t != NONE:
-                k = toks[t].links
-                prev = NONE
-                while k != NONE:
-                    out.push_back(links[k])
-                    if prev == NONE:
-                        toks[t].links = <int>out.size() - 1
-                    else:
-                        out[prev].next = <int>out.size() - 1
-                    prev = <int>out.size() - 1
-                    k = links[k].next
-                t = toks[t].next
-        self.links.swap(out)
-        self.num_dead_links = 0
-        self.num_compactions += 1
 
     cdef inline int find_or_add_token(self, int state, int frame_plus_one, float tot,
                                       bint *changed) noexcept nogil:
@@ -402,7 +373,7 @@ cdef class LatticeFasterDecoderCore:
         self.tok_free.clear()
         self.tok_final.clear()
         self.links.clear()
-        self.num_dead_links = 0
+        self.link_free.clear()
         self.frame_head.clear()
         self.must_prune_fl.clear()
         self.must_prune_toks.clear()
@@ -611,7 +582,7 @@ cdef class LatticeFasterDecoderCore:
                     links[prev].next = nxt
                 else:
                     tok.links = nxt
-                self.num_dead_links += 1
+                self.link_free.push_back(k)
                 pruned[0] = True
             else:
                 if link_extra < zero:
@@ -726,9 +697,6 @@ cdef class LatticeFasterDecoderCore:
             if f + 1 < cur and self.must_prune_toks[f + 1]:
                 self.prune_tokens_for_frame(f + 1)
                 self.must_prune_toks[f + 1] = 0
-        if (self.num_dead_links > self.links.size() // 2 + 65536
-                or (self.compact_always and self.num_dead_links > 0)):
-            self.compact_links()
 
     cdef void finalize_decoding(self) noexcept nogil:
         cdef int fpo = self.num_frames_decoded(), f
