@@ -90,14 +90,15 @@ def _run_tool(argv):
 
 
 def _command(variant, tmp_path, exact=True):
-    """Kaldi's command for ``variant``, with our paths. The tool's default
-    Kaldi-exact arithmetic is pinned to the 2 OpenBLAS threads kaldi-ref's
-    decode/tdnn_lda ran with (by default it follows this machine's count);
-    ``exact=False`` runs the BLAS arithmetic instead."""
+    """Kaldi's command for ``variant``, with our paths, with Kaldi-exact
+    arithmetic (--kaldi-exact-arithmetic=true) pinned to the 2 OpenBLAS
+    threads kaldi-ref's decode/tdnn_lda ran with (by default it follows this
+    machine's count); ``exact=False`` runs the tool's default, the BLAS
+    arithmetic."""
     with open(os.path.join(DATA, "decode.%s.cmd" % variant)) as f:
         argv = shlex.split(f.read())[1:]
-    argv = (["--kaldi-exact-blas-threads=2"] if exact
-            else ["--kaldi-exact-arithmetic=false"]) + argv
+    argv = (["--kaldi-exact-arithmetic=true", "--kaldi-exact-blas-threads=2"] if exact
+            else []) + argv
     subst = {"model/final.mdl": os.path.join(DATA, "final.mdl"),
              "graph/HCLG.fst": os.path.join(DATA, "HCLG.fst"),
              "graph/words.txt": os.path.join(DATA, "words.txt")}
@@ -143,7 +144,8 @@ def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
         assert [[x[:2] + x[4:] for x in s] for s in a.arcs] == \
             [[x[:2] + x[4:] for x in s] for s in b.arcs]
         assert [f is None for f in a.final] == [f is None for f in b.final]
-        # Kaldi-exact arithmetic (the default): every cost bit for bit.
+        # Kaldi-exact arithmetic (--kaldi-exact-arithmetic=true): every cost
+        # bit for bit.
         assert a.arcs == b.arcs and a.final == b.final, key
     assert (tmp_path / "lat.nodet.ark").read_bytes() == \
         (kaldi_ref / "decode/tdnn_lda/lat.nodet.ark").read_bytes()

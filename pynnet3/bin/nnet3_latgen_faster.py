@@ -91,9 +91,11 @@ def register_latgen_options(parser):
     parser.register_bool("allow-partial", False,
                          "If true, produce output even if end state was not reached.")
     register_ivector_options(parser)
-    # Decoding reproduces Kaldi's lattices bit for bit by default: the exact
-    # arithmetic costs little next to the search (scripts/bench_decode.py).
-    register_arithmetic_options(parser, exact_by_default=True)
+    # The default is the BLAS arithmetic (fast; Kaldi's words and alignments,
+    # costs within float rounding); --kaldi-exact-arithmetic=true reproduces
+    # Kaldi's lattices bit for bit (README: what it reproduces), at the
+    # network's cost, which with large models is a good part of decoding.
+    register_arithmetic_options(parser)
 
 
 class LatgenSetup:

@@ -119,8 +119,9 @@ class Decoder:
     plus ``allow_partial``, the determinization options
     (:class:`DeterminizeLatticePhonePrunedOptions` fields: ``delta``,
     ``max_mem``, ...), ``fast`` (Cython search, default True) and ``backend``
-    (the network's backend: "kaldi-exact" (the default, as nnet3-latgen-faster)
-    for Kaldi's CPU arithmetic bit for bit, "numpy" for BLAS arithmetic, a
+    (the network's backend: "numpy" (the default, as nnet3-latgen-faster's)
+    for the BLAS arithmetic, "kaldi-exact" for Kaldi's CPU arithmetic bit for
+    bit (an opt-in check: see the README for what it reproduces), a
     :class:`pynnet3.compute.backend.KaldiExactBackend` to choose its OpenBLAS
     thread count). With ``determinize_lattice`` (default True, as Kaldi's) the lattice is a determinized CompactLattice."""
 
@@ -136,7 +137,7 @@ class Decoder:
         self.det_opts = DeterminizeLatticePhonePrunedOptions(
             **{k: options.pop(k) for k in list(options) if k in det_fields})
         fast = bool(options.pop("fast", True))
-        backend = options.pop("backend", "kaldi-exact")
+        backend = options.pop("backend", "numpy")
         unknown = set(options) - dec_fields - comp_fields
         if unknown:
             raise UsageError("unknown decoding option(s): %s" % ", ".join(sorted(unknown)))
