@@ -47,6 +47,7 @@ i-vector dimensions and missing i-vectors raise :class:`UsageError` with
 Kaldi's wording.
 """
 
+import copy
 import logging
 import math
 from dataclasses import dataclass
@@ -217,6 +218,16 @@ class SimpleNnetComputer:
                             self.frames_per_chunk, self.opts.frame_subsampling_factor,
                             modulus)
         self._cache = {}
+
+    def copy_for_thread(self, compiler):
+        """A computer for another thread: the same network, options,
+        priors and backend, ``compiler`` (share one through a lock), and its
+        own computations and execution plans (their matrices are reused from
+        chunk to chunk, so two threads cannot share them)."""
+        other = copy.copy(self)
+        other.compiler = compiler
+        other._cache = {}
+        return other
 
     # -- geometry ------------------------------------------------------------------------------
     def num_subsampled_frames(self, num_frames):
