@@ -29,7 +29,7 @@ messages afterwards.
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport fabsf, INFINITY
-from libc.stdint cimport uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 from libcpp.algorithm cimport nth_element
 
@@ -718,51 +718,60 @@ cdef class LatticeFasterDecoderCore:
     def token_lattice_arrays(self):
         """(frame_begin, link_begin, next_tok, ilabel, olabel, graph_cost,
         acoustic_cost, cost_offsets, final_cost, has_final), tokens numbered
-        frame by frame in list order, links in list order."""
-        cdef int nframes = <int>self.frame_head.size(), f, t, k, n = 0, nl = 0
+        frame by frame in list order, links in list order (the walks run
+        without the GIL)."""
+        cdef int nframes = <int>self.frame_head.size(), f, t, k
+        cdef long long n = 0, nl = 0, i, j = 0
         cdef vector[int] order
-        cdef vector[int] index = vector[int](self.toks.size(), -1)
-        cdef cnp.ndarray[cnp.int64_t] frame_begin = np.zeros(nframes + 1, dtype=np.int64)
+        cdef vector[int] index
         cdef const Token *toks = self.toks.data()
         cdef const Link *links = self.links.data()
-        for f in range(nframes):
-            t = self.frame_head[f]
-            while t != NONE:
-                index[t] = n
-                order.push_back(t)
-                n += 1
+        cdef vector[int64_t] frame_sizes = vector[int64_t](nframes, 0)
+        with nogil:
+            index.assign(self.toks.size(), -1)
+            for f in range(nframes):
+                t = self.frame_head[f]
+                while t != NONE:
+                    index[t] = <int>n
+                    order.push_back(t)
+                    n += 1
+                    frame_sizes[f] += 1
+                    k = toks[t].links
+                    while k != NONE:
+                        nl += 1
+                        k = links[k].next
+                    t = toks[t].next
+        frame_begin = np.zeros(nframes + 1, dtype=np.int64)
+        link_begin = np.zeros(n + 1, dtype=np.int64)
+        next_tok = np.empty(nl, dtype=np.int32)
+        il = np.empty(nl, dtype=np.int32)
+        ol = np.empty(nl, dtype=np.int32)
+        gc = np.empty(nl, dtype=np.float32)
+        ac = np.empty(nl, dtype=np.float32)
+        fc = np.empty(n, dtype=np.float32)
+        offsets = np.empty(self.cost_offsets.size(), dtype=np.float32)
+        cdef long long[::1] p_fb = frame_begin, p_lb = link_begin
+        cdef int[::1] p_nt = next_tok, p_il = il, p_ol = ol
+        cdef float[::1] p_gc = gc, p_ac = ac, p_fc = fc, p_off = offsets
+        cdef size_t nfinal = self.tok_final.size()
+        with nogil:
+            for f in range(nframes):
+                p_fb[f + 1] = p_fb[f] + frame_sizes[f]
+            for i in range(n):
+                t = order[i]
+                p_fc[i] = self.tok_final[t] if <size_t>t < nfinal else INFINITY
                 k = toks[t].links
                 while k != NONE:
-                    nl += 1
+                    p_nt[j] = index[links[k].next_tok]
+                    p_il[j] = links[k].ilabel
+                    p_ol[j] = links[k].olabel
+                    p_gc[j] = links[k].graph_cost
+                    p_ac[j] = links[k].acoustic_cost
+                    j += 1
                     k = links[k].next
-                t = toks[t].next
-            frame_begin[f + 1] = n
-        cdef cnp.ndarray[cnp.int64_t] link_begin = np.zeros(n + 1, dtype=np.int64)
-        cdef cnp.ndarray[cnp.int32_t] next_tok = np.empty(nl, dtype=np.int32)
-        cdef cnp.ndarray[cnp.int32_t] il = np.empty(nl, dtype=np.int32)
-        cdef cnp.ndarray[cnp.int32_t] ol = np.empty(nl, dtype=np.int32)
-        cdef cnp.ndarray[cnp.float32_t] gc = np.empty(nl, dtype=np.float32)
-        cdef cnp.ndarray[cnp.float32_t] ac = np.empty(nl, dtype=np.float32)
-        cdef cnp.ndarray[cnp.float32_t] fc = np.empty(n, dtype=np.float32)
-        cdef cnp.ndarray[cnp.float32_t] offsets = np.empty(self.cost_offsets.size(),
-                                                            dtype=np.float32)
-        cdef int i, j = 0
-        cdef size_t nfinal = self.tok_final.size()
-        for i in range(n):
-            t = order[i]
-            fc[i] = self.tok_final[t] if <size_t>t < nfinal else INFINITY
-            k = toks[t].links
-            while k != NONE:
-                next_tok[j] = index[links[k].next_tok]
-                il[j] = links[k].ilabel
-                ol[j] = links[k].olabel
-                gc[j] = links[k].graph_cost
-                ac[j] = links[k].acoustic_cost
-                j += 1
-                k = links[k].next
-            link_begin[i + 1] = j
-        for i in range(<int>self.cost_offsets.size()):
-            offsets[i] = self.cost_offsets[i]
+                p_lb[i + 1] = j
+            for i in range(<long long>self.cost_offsets.size()):
+                p_off[i] = self.cost_offsets[i]
         return (frame_begin, link_begin, next_tok, il, ol, gc, ac, offsets, fc,
                 bool(self.has_final))
 
