@@ -114,26 +114,56 @@ def kaldi_env():
 
 
 def our_env():
+    """Our tool's environment: never OPENBLAS_CORETYPE (NumPy's OpenBLAS
+    picks its kernels itself); bytecode cached as an installed package's is
+    (so the runs do not include compiling Python sources)."""
     env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
+# Runs a command and reports its wall time, CPU time, peak RSS and exit
+# status. It is a small process of its own so that the tool is forked from
+# it: Linux carries a process's peak RSS over an exec, so a tool forked
+# straight from this (large) script would report this script's size.
+_LAUNCHER = r"""
+import os, sys, time
+argv = sys.argv[1:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+print(time.perf_counter() - start, ru.ru_utime + ru.ru_stime, ru.ru_maxrss,
+      os.waitstatus_to_exitcode(status))
+"""
+
+
 def timed(argv, cwd, env):
-    """(wall s, CPU s, peak RSS MB, stderr) of one process, from wait4."""
+    """(wall s, CPU s (user + sys), peak RSS MB, stderr) of one process."""
     with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                                stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER] + argv, cwd=cwd,
+                              env=env, stdout=subprocess.PIPE, stderr=err, text=True)
         err.seek(0)
         log = err.read().decode(errors="replace")
-    if proc.returncode != 0:
+    fields = proc.stdout.split()
+    if proc.returncode != 0 or len(fields) != 4 or fields[3] != "0":
         sys.stderr.write(log[-3000:])
-        raise SystemExit("%s failed (exit status %d)" % (argv[0], proc.returncode))
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, log
+        raise SystemExit("%s failed (exit status %s)" % (argv[0], fields[3] if fields
+                                                          else proc.returncode))
+    return float(fields[0]), float(fields[1]), float(fields[2]) / 1024.0, log
+
+
+def read_output(out_dir, pattern, tag):
+    """The bytes of the output file ``pattern % tag`` (e.g. "ali.%s.txt")."""
+    with open(os.path.join(out_dir, pattern % tag), "rb") as f:
+        return f.read()
 
 
 # -- cases -----------------------------------------------------------------------------------
@@ -281,15 +311,10 @@ def run_case(case, reps, out_dir):
                   "(load before: %s)" % (case.name, who, rep + 1, wall, cpu, rss, before),
                   flush=True)
         if have_kaldi:
-            same = all(_read(out_dir, kind, "ours") == _read(out_dir, kind, "kaldi")
-                       for kind in ("words", "ali"))
+            same = all(read_output(out_dir, kind, "ours") == read_output(out_dir, kind, "kaldi")
+                       for kind in ("words.%s.txt", "ali.%s.txt"))
             runs["same"].append(same)
     return runs
-
-
-def _read(out_dir, kind, tag):
-    with open(os.path.join(out_dir, "%s.%s.txt" % (kind, tag)), "rb") as f:
-        return f.read()
 
 
 def recorded_kaldi_wall(name):
