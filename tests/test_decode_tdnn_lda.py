@@ -53,6 +53,29 @@ def test_fst_reader():
     assert g.arcs(0)[0][:2] == (2, 2)
 
 
+def test_fst_records_are_the_files(tmp_path):
+    """A const FST's records are the file's bytes, 64-byte aligned; a pipe
+    reads the same; the epsilon counts of a built StdFst are the file's."""
+    from pynnet3.decode.fst import ARC_DTYPE, STATE_DTYPE
+    path = os.path.join(DATA, "HCLG.fst")
+    data = open(path, "rb").read()
+    hclg = read_fst(path)
+    arcs_at = len(data) - ARC_DTYPE.itemsize * hclg.num_arcs
+    states_at = arcs_at - STATE_DTYPE.itemsize * hclg.num_states
+    assert hclg.arc_records.tobytes() == data[arcs_at:]
+    assert hclg.state_records.tobytes() == data[states_at:arcs_at]
+    for records in (hclg.arc_records, hclg.state_records):
+        assert records.ctypes.data % 64 == 0 and records.flags.c_contiguous
+    piped = read_fst("cat %s |" % path)
+    assert piped.arc_records.tobytes() == hclg.arc_records.tobytes()
+    assert piped.state_records.tobytes() == hclg.state_records.tobytes()
+    rebuilt = StdFst(hclg.start, hclg.final, hclg.arc_begin, hclg.ilabel, hclg.olabel,
+                     hclg.weight, hclg.nextstate)
+    assert rebuilt.state_records.tobytes() == hclg.state_records.tobytes()
+    counts = [sum(1 for a in hclg.arcs(s) if a[0] == 0) for s in range(hclg.num_states)]
+    assert hclg.num_input_epsilons().tolist() == counts
+
+
 def test_fst_reader_rejects_garbage(tmp_path):
     bad = tmp_path / "bad.fst"
     bad.write_bytes(b"not an fst at all")
