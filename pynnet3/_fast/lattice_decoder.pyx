@@ -50,6 +50,7 @@ cdef extern from *:
     """
     uint64_t fastmod_m "pynnet3_fastmod_m"(uint32_t d) noexcept nogil
     uint32_t fastmod "pynnet3_fastmod"(uint32_t a, uint64_t m, uint32_t d) noexcept nogil
+    void prefetch "__builtin_prefetch"(const void *address) noexcept nogil
 
 cdef enum:
     NONE = -1
@@ -571,12 +572,14 @@ cdef class LatticeFasterDecoderCore:
         cdef float tt = tok.tot_cost
         while k != NONE:
             link = &links[k]
+            nxt = link.next
+            if nxt != NONE:
+                prefetch(&links[nxt])
             nt = &toks[link.next_tok]
             x = tt + link.acoustic_cost
             x = x + link.graph_cost
             x = x - nt.tot_cost
             link_extra = nt.extra_cost + x
-            nxt = link.next
             if link_extra > self.lattice_beam:
                 if prev != NONE:
                     links[prev].next = nxt
@@ -603,15 +606,21 @@ cdef class LatticeFasterDecoderCore:
         cdef bint changed = True
         cdef int t
         cdef float tok_extra
+        cdef int nxt
         while changed:
             changed = False
             t = self.frame_head[fpo]
             while t != NONE:
+                # the walk waits on memory: start loading the next token's
+                # first link while this token's links are pruned
+                nxt = self.toks[t].next
+                if nxt != NONE and self.toks[nxt].links != NONE:
+                    prefetch(&self.links[self.toks[nxt].links])
                 tok_extra = self.prune_links_of(t, links_pruned)
                 if fabsf(tok_extra - self.toks[t].extra_cost) > delta:
                     changed = True
                 self.toks[t].extra_cost = tok_extra
-                t = self.toks[t].next
+                t = nxt
             if changed:
                 extra_changed[0] = True
 
