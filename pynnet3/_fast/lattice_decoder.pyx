@@ -51,6 +51,7 @@ cdef extern from *:
     uint64_t fastmod_m "pynnet3_fastmod_m"(uint32_t d) noexcept nogil
     uint32_t fastmod "pynnet3_fastmod"(uint32_t a, uint64_t m, uint32_t d) noexcept nogil
     void prefetch "__builtin_prefetch"(const void *address) noexcept nogil
+    void prefetch_write "__builtin_prefetch"(const void *address, int rw) noexcept nogil
 
 cdef enum:
     NONE = -1
@@ -266,6 +267,9 @@ cdef class LatticeFasterDecoderCore:
             t = self.tok_free.back()
             self.tok_free.pop_back()
             self.toks[t] = tok
+            # a recycled slot is cold: start loading the next one now
+            if not self.tok_free.empty():
+                prefetch_write(&self.toks[self.tok_free.back()], 1)
             return t
         self.toks.push_back(tok)
         return <int>self.toks.size() - 1
@@ -284,6 +288,9 @@ cdef class LatticeFasterDecoderCore:
             k = self.link_free.back()
             self.link_free.pop_back()
             self.links[k] = link
+            # a recycled slot is cold: start loading the next one now
+            if not self.link_free.empty():
+                prefetch_write(&self.links[self.link_free.back()], 1)
             return k
         self.links.push_back(link)
         return <int>self.links.size() - 1
