@@ -142,7 +142,8 @@ class LatgenSetup:
         """A copy of this setup for one worker thread: its own decoder (the
         search's state) and network computer (its execution plans and their
         matrices), sharing the model, the graph, the options and the
-        compiler (through a lock, as Kaldi's threads share theirs)."""
+        compiler, through a lock (Kaldi's parallel tool compiles for every
+        utterance; one shared cache compiles each chunk shape once)."""
         worker = object.__new__(LatgenSetup)
         worker.__dict__.update(self.__dict__)
         worker.computer = self.computer.copy_for_thread(
