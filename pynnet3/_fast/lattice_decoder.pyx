@@ -135,7 +135,7 @@ cdef class LatticeFasterDecoderCore:
     cdef uint64_t hash_m
     # scratch
     cdef vector[float] tmp_array
-    cdef vector[int] queue
+    cdef vector[int] queue, eps_toks
     # state and results
     cdef bint warned, decoding_finalized, has_final
     cdef public float final_relative_cost, final_best_cost
@@ -568,7 +568,7 @@ cdef class LatticeFasterDecoderCore:
                 arc += 1
 
     # -- pruning ------------------------------------------------------------------------
-    cdef float prune_links_of(self, int t, bint *pruned) noexcept nogil:
+    cdef float prune_links_of(self, int t, bint *pruned, bint *has_epsilon) noexcept nogil:
         cdef float tok_extra = INFINITY, link_extra, zero = 0, x
         cdef Token *toks = self.toks.data()
         cdef Link *links = self.links.data()
@@ -599,6 +599,8 @@ cdef class LatticeFasterDecoderCore:
                     link_extra = zero
                 if link_extra < tok_extra:
                     tok_extra = link_extra
+                if link.ilabel == 0:
+                    has_epsilon[0] = True
                 prev = k
             k = nxt
         return tok_extra
@@ -610,24 +612,43 @@ cdef class LatticeFasterDecoderCore:
         if self.frame_head[fpo] == NONE and not self.warned:
             self.warned = True
             self.warn(W_NO_ALIVE_PRUNING_FIRST, fpo)
-        cdef bint changed = True
-        cdef int t
+        cdef int t, nxt
+        cdef size_t i
         cdef float tok_extra
-        cdef int nxt
+        cdef bint has_epsilon
+        # Kaldi's loop: passes over the frame's tokens until no extra cost
+        # moves by more than delta. A token's extra cost depends on the next
+        # frame's tokens (fixed here) and, through epsilon links, on this
+        # frame's; after the first pass only tokens with epsilon links can
+        # change, so the later passes recompute only those, in list order:
+        # the same values and prunings as recomputing every token.
+        self.eps_toks.clear()
+        cdef bint changed = False
+        t = self.frame_head[fpo]
+        while t != NONE:
+            # the walk waits on memory: start loading the next token's first
+            # link while this token's links are pruned
+            nxt = self.toks[t].next
+            if nxt != NONE and self.toks[nxt].links != NONE:
+                prefetch(&self.links[self.toks[nxt].links])
+            has_epsilon = False
+            tok_extra = self.prune_links_of(t, links_pruned, &has_epsilon)
+            if fabsf(tok_extra - self.toks[t].extra_cost) > delta:
+                changed = True
+            self.toks[t].extra_cost = tok_extra
+            if has_epsilon:
+                self.eps_toks.push_back(t)
+            t = nxt
+        if changed:
+            extra_changed[0] = True
         while changed:
             changed = False
-            t = self.frame_head[fpo]
-            while t != NONE:
-                # the walk waits on memory: start loading the next token's
-                # first link while this token's links are pruned
-                nxt = self.toks[t].next
-                if nxt != NONE and self.toks[nxt].links != NONE:
-                    prefetch(&self.links[self.toks[nxt].links])
-                tok_extra = self.prune_links_of(t, links_pruned)
+            for i in range(self.eps_toks.size()):
+                t = self.eps_toks[i]
+                tok_extra = self.prune_links_of(t, links_pruned, &has_epsilon)
                 if fabsf(tok_extra - self.toks[t].extra_cost) > delta:
                     changed = True
                 self.toks[t].extra_cost = tok_extra
-                t = nxt
             if changed:
                 extra_changed[0] = True
 
@@ -662,7 +683,7 @@ cdef class LatticeFasterDecoderCore:
         self.compute_final_costs(True)
         self.decoding_finalized = True
         self.delete_elems(self.clear_hash())
-        cdef bint changed = True, pruned
+        cdef bint changed = True, pruned, has_epsilon
         cdef int t
         cdef float final_cost, tok_extra, links_extra
         while changed:
@@ -672,7 +693,7 @@ cdef class LatticeFasterDecoderCore:
                 final_cost = self.tok_final[t] if self.has_final else 0
                 tok_extra = self.toks[t].tot_cost + final_cost
                 tok_extra = tok_extra - self.final_best_cost
-                links_extra = self.prune_links_of(t, &pruned)
+                links_extra = self.prune_links_of(t, &pruned, &has_epsilon)
                 if links_extra < tok_extra:
                     tok_extra = links_extra
                 if tok_extra > self.lattice_beam:
