@@ -25,9 +25,10 @@ The layouts (OpenFst's FstHeader, ConstFst and VectorFst writers):
 
 Memory: a graph is held once, as Kaldi's ConstFst holds it: the const
 format's own state and arc records (:data:`STATE_DTYPE`, :data:`ARC_DTYPE`),
-copied from the memory-mapped file straight into 64-byte aligned arrays, a
-few megabytes at a time (the mapped pages are released as the copy goes, so
-the peak is the graph plus one chunk). A vector FST is converted to the same
+copied from the memory-mapped file straight into 64-byte aligned arrays, 4 MB
+at a time (the mapped pages are released as the copy goes, so the peak is the
+graph plus one chunk; from a pipe or standard input the file's bytes are read
+whole first, so there the peak is twice the graph). A vector FST is converted to the same
 records. The per-arc and per-state fields (``ilabel``, ``final``, ...) are
 views of those records, not copies.
 
@@ -56,7 +57,7 @@ ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"),
 STATE_DTYPE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"),
                         ("niepsilons", "<u4"), ("noepsilons", "<u4")])
 _ALIGN = 64
-_COPY_CHUNK = 1 << 24
+_COPY_CHUNK = 1 << 22
 
 
 def _aligned_records(dtype, count):
@@ -262,6 +263,20 @@ def _release_pages(mapping, begin, size):
         mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
+def _consecutive(states, num_arcs, block=1 << 20):
+    """Whether each state's arcs start where the previous state's end and
+    the last end at ``num_arcs`` (checked a block of states at a time, so
+    that a large graph needs no state-sized temporaries)."""
+    expected = 0
+    for b in range(0, states.shape[0], block):
+        pos = states["pos"][b:b + block].astype(np.int64)
+        end = pos + states["narcs"][b:b + block]
+        if pos[0] != expected or not np.array_equal(pos[1:], end[:-1]):
+            return False
+        expected = int(end[-1])
+    return expected == num_arcs
+
+
 def read_fst(rxfilename):
     """Reads an OpenFst binary FST (types ``const`` and ``vector``, arc type
     ``standard``) from a file name (memory-mapped while it is copied), ``-``
@@ -298,12 +313,8 @@ def parse_fst(data, source="<memory>", offset=0):
         if flags & _IS_ALIGNED:
             r.align()
         arcs = r.records(ARC_DTYPE, num_arcs, "arcs")
-        if num_states:
-            pos = states["pos"].astype(np.int64)
-            narcs = states["narcs"].astype(np.int64)
-            if pos[0] != 0 or not np.array_equal(pos[1:], (pos + narcs)[:-1]) \
-                    or pos[-1] + narcs[-1] != num_arcs:
-                r.fail("const FST's arc positions are not consecutive")
+        if not _consecutive(states, num_arcs):
+            r.fail("const FST's arc positions are not consecutive")
         fst = StdFst.from_records(start, states, arcs, fst_type, source)
     elif fst_type == "vector":
         if version != 2:
