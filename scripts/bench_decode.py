@@ -1,34 +1,68 @@
 #!/usr/bin/env python3
-"""Decoding speed against Kaldi's nnet3-latgen-faster on kaldi-ref's
-decode/large (a 142,458-state HCLG, 20 utterances of 1,000 frames).
+"""Decoding speed and memory against Kaldi's nnet3-latgen-faster, side by
+side on this machine.
 
-For every option set in decode-variants.txt:
-  1. our nnet3-latgen-faster run as decode.NAME.cmd (python -m, in a temporary
-     folder), wall time against the median of Kaldi's three wall times in
-     kaldi-timings.txt, and whether our words and alignments equal Kaldi's;
-  2. where the time goes, measured in-process on the same input (CPU seconds,
-     so that other load on the machine counts less): network
-     (DecodableAmNnetSimple; with the default BLAS arithmetic and with
-     Kaldi's exact arithmetic, --kaldi-exact-arithmetic), search with the
-     acoustic scores given (the
-     Cython LatticeFasterDecoder alone), raw lattice + best path, and
-     determinization.
-Prints the machine load (uptime) before and after: the machine is shared.
+Cases (--cases, default all three):
+  default, narrow  kaldi-ref's decode/large (a 142,458-state HCLG over the
+                   random tdnn_lda model, 20 utterances of 1,000 frames), with
+                   the options of its decode.NAME.cmd (default: beam 15,
+                   lattice-beam 8, max-active 7000; narrow: 11, 6, 3000);
+  chain            a chain TDNN-F of a trained model's size
+                   (scripts/bench_decode_chain/network.xconfig: Kaldi's
+                   mini_librispeech run_tdnn_1j network, 4.2M parameters) over
+                   an HCLG made by Kaldi's utils/mkgraph.sh --self-loop-scale
+                   1.0 from kaldi-ref's models/tdnnf_chain tree and transition
+                   model and decode/large's lang/; the same 20 utterances;
+                   options --acoustic-scale=1.0 --frame-subsampling-factor=3
+                   --frames-per-chunk=150 --extra-left-context=0
+                   --extra-right-context=0 --beam=15 --lattice-beam=8
+                   --max-active=7000 (CHAIN_OPTIONS below).
 
-Also counts the utterances whose lattice equals Kaldi's byte for byte in the
-archives (decode/large was made with OPENBLAS_NUM_THREADS=1, as the tool runs
-here).
+For each case, Kaldi's tool and ours (``python -m
+pynnet3.bin.nnet3_latgen_faster``, its default BLAS arithmetic) run
+alternately --reps times on the same input with the same options and the
+same BLAS thread count (OPENBLAS_NUM_THREADS=1 for both; OPENBLAS_CORETYPE
+is set for Kaldi's process only, as ../shared/kaldi-bin/kaldi sets it; the
+binary is started directly with the runner's environment so that its CPU
+time and peak memory are the tool's alone). Each run's wall time, CPU time
+(user + sys) and peak RSS (ru_maxrss) come from wait4; every run's words and
+alignments are compared with Kaldi's from the same round. Printed: every
+run with the load average before it, then a markdown table per case
+(medians; ratio = Kaldi's time / ours: > 1 is faster than Kaldi), the CPU
+model and the load. On a shared machine, CPU seconds are the steadier
+figure.
 
-Usage: python scripts/bench_decode.py [--ref DIR] [--variants default,narrow]
-       [--skip-tool] [--utts N] [--blas-arithmetic]
-(the tool's default is Kaldi-exact arithmetic; --blas-arithmetic runs it and
-the in-process search and determinization timings with the BLAS arithmetic.)
+Without ../shared/kaldi-bin, ours runs alone and Kaldi's decode/large times
+recorded in kaldi-ref/decode/large/kaldi-timings.txt are shown beside it,
+labelled as recorded on another machine (no ratio is claimed from them).
+
+The chain case is built into --workdir (default: pynnet3-bench-decode
+under the system's temporary folder; reused while the xconfig is
+unchanged; a few seconds): Kaldi's steps/nnet3/xconfig_to_configs.py and
+utils/mkgraph.sh, from a Kaldi source tree (--kaldi-root, or $KALDI_ROOT:
+the folder with egs/wsj/s5), run in a subshell that sources
+../shared/kaldi-bin/env.sh; Kaldi's nnet3-init initialises the network;
+the batch-norm statistics are then set by one training-mode pass of
+pynnet3 over 400 frames of utt1 (test mode with zero statistics would not
+normalize, and the activations of 13 random layers overflow); the .mdl gets
+tdnnf_chain's transition model and no priors, as chain models have none.
+Without a Kaldi source tree the chain case is skipped with a message. The
+graph needs OpenFst's command-line tools (Debian: libfst-tools).
+
+--breakdown also prints where our time goes, measured in-process (CPU
+seconds): network, search with the scores given, raw lattice + best path,
+determinization.
+
+Usage: python scripts/bench_decode.py [--cases default,narrow,chain]
+       [--reps 3] [--utts 20] [--kaldi-root DIR] [--workdir DIR] [--breakdown]
 """
 
 import argparse
+import hashlib
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,185 +70,377 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(ROOT, "..", "shared")
+KALDI_BIN = os.path.join(SHARED, "kaldi-bin")
+LARGE = os.path.join(SHARED, "kaldi-ref", "decode", "large")
+CHAIN_REF = os.path.join(SHARED, "kaldi-ref", "models", "tdnnf_chain")
+CHAIN_XCONFIG = os.path.join(ROOT, "scripts", "bench_decode_chain", "network.xconfig")
+CHAIN_OPTIONS = ["--acoustic-scale=1.0", "--frame-subsampling-factor=3",
+                 "--frames-per-chunk=150", "--extra-left-context=0",
+                 "--extra-right-context=0", "--beam=15", "--lattice-beam=8",
+                 "--max-active=7000"]
 sys.path.insert(0, ROOT)
 
 
-def uptime():
+# -- the machine ---------------------------------------------------------------------------
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def kaldi_available():
+    return os.path.isfile(os.path.join(KALDI_BIN, "kaldi"))
+
+
+def kaldi_env():
+    """The environment ../shared/kaldi-bin/kaldi gives Kaldi's tools."""
+    core = subprocess.run([os.path.join(KALDI_BIN, "kaldi"), "--coretype"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env["LD_LIBRARY_PATH"] = os.path.join(KALDI_BIN, "lib") + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if core and not os.environ.get("OPENBLAS_CORETYPE"):
+        env["OPENBLAS_CORETYPE"] = core
+    return env, core or os.environ.get("OPENBLAS_CORETYPE", "") or "OpenBLAS's own choice"
+
+
+def our_env():
+    """Our tool's environment: never OPENBLAS_CORETYPE (NumPy's OpenBLAS
+    picks its kernels itself); bytecode cached as an installed package's is
+    (so the runs do not include compiling Python sources)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+# Runs a command and reports its wall time, CPU time, peak RSS and exit
+# status. It is a small process of its own so that the tool is forked from
+# it: Linux carries a process's peak RSS over an exec, so a tool forked
+# straight from this (large) script would report this script's size.
+_LAUNCHER = r"""
+import os, sys, time
+argv = sys.argv[1:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
     try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "(uptime unavailable)"
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+print(time.perf_counter() - start, ru.ru_utime + ru.ru_stime, ru.ru_maxrss,
+      os.waitstatus_to_exitcode(status))
+"""
 
 
-def kaldi_wall_times(ref):
-    times = {}
-    with open(os.path.join(ref, "kaldi-timings.txt")) as f:
+def timed(argv, cwd, env):
+    """(wall s, CPU s (user + sys), peak RSS MB, stderr) of one process."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER] + argv, cwd=cwd,
+                              env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        err.seek(0)
+        log = err.read().decode(errors="replace")
+    fields = proc.stdout.split()
+    if proc.returncode != 0 or len(fields) != 4 or fields[3] != "0":
+        sys.stderr.write(log[-3000:])
+        raise SystemExit("%s failed (exit status %s)" % (argv[0], fields[3] if fields
+                                                          else proc.returncode))
+    return float(fields[0]), float(fields[1]), float(fields[2]) / 1024.0, log
+
+
+def read_output(out_dir, pattern, tag):
+    """The bytes of the output file ``pattern % tag`` (e.g. "ali.%s.txt")."""
+    with open(os.path.join(out_dir, pattern % tag), "rb") as f:
+        return f.read()
+
+
+# -- cases -----------------------------------------------------------------------------------
+
+class Case:
+    """A decode: the model, graph, options and inputs, run in ``cwd``."""
+
+    def __init__(self, name, cwd, model, graph, options, feats, ivectors, words):
+        self.name, self.cwd, self.model, self.graph = name, cwd, model, graph
+        self.options, self.feats, self.ivectors, self.words = options, feats, ivectors, words
+
+    def argv(self, out_dir, tag):
+        return (["--online-ivectors=ark:" + self.ivectors, "--online-ivector-period=10"]
+                + self.options + ["--word-symbol-table=" + self.words, self.model,
+                                  self.graph, "ark:" + self.feats,
+                                  "ark:%s/lat.%s.ark" % (out_dir, tag),
+                                  "ark,t:%s/words.%s.txt" % (out_dir, tag),
+                                  "ark,t:%s/ali.%s.txt" % (out_dir, tag)])
+
+
+def large_case(name, feats):
+    with open(os.path.join(LARGE, "decode.%s.cmd" % name)) as f:
+        argv = shlex.split(f.read())[1:]
+    options = [a for a in argv if re.match(r"--(beam|lattice-beam|max-active|acoustic-scale)=", a)]
+    return Case(name, LARGE, os.path.join(LARGE, "model", "final.mdl"),
+                os.path.join(LARGE, "graph", "HCLG.fst"), options, feats,
+                os.path.join(LARGE, "online-ivectors.ark"),
+                os.path.join(LARGE, "graph", "words.txt"))
+
+
+def build_chain_case(workdir, kaldi_root, feats):
+    """The chain case's model and graph in ``workdir`` (see the docstring)."""
+    egs = os.path.join(kaldi_root, "egs", "wsj", "s5") if kaldi_root else ""
+    if not egs or not os.path.isfile(os.path.join(egs, "utils", "mkgraph.sh")):
+        print("chain case skipped: no Kaldi source tree (give --kaldi-root or set KALDI_ROOT "
+              "to a folder with egs/wsj/s5/utils/mkgraph.sh)")
+        return None
+    with open(CHAIN_XCONFIG, "rb") as f:
+        stamp = hashlib.sha1(f.read() + b"v1").hexdigest()
+    os.makedirs(workdir, exist_ok=True)
+    model_dir = os.path.join(workdir, "model")
+    graph = os.path.join(workdir, "graph", "HCLG.fst")
+    stamp_file = os.path.join(workdir, "stamp")
+    built = os.path.isfile(stamp_file) and open(stamp_file).read() == stamp
+    if not built:
+        start = time.time()
+        for sub in ("configs", "model", "graph", "lang"):
+            shutil.rmtree(os.path.join(workdir, sub), ignore_errors=True)
+        env_sh = os.path.abspath(os.path.join(KALDI_BIN, "env.sh"))
+        # Kaldi's scripts expect to run beside utils/ and steps/.
+        for sub in ("utils", "steps"):
+            link = os.path.join(workdir, sub)
+            if os.path.lexists(link):
+                os.remove(link)
+            os.symlink(os.path.join(egs, sub), link)
+        subprocess.run(["bash", "-c", ". %s && steps/nnet3/xconfig_to_configs.py --xconfig-file "
+                        "%s --config-dir configs" % (shlex.quote(env_sh),
+                                                     shlex.quote(CHAIN_XCONFIG))],
+                       cwd=workdir, check=True, capture_output=True)
+        env, _ = kaldi_env()
+        subprocess.run([os.path.join(KALDI_BIN, "bin", "nnet3-init"), "--srand=1",
+                        "configs/final.config", "configs/init.raw"], cwd=workdir, env=env,
+                       check=True, capture_output=True)
+        os.makedirs(model_dir)
+        _chain_mdl(os.path.join(workdir, "configs", "init.raw"),
+                   os.path.join(model_dir, "final.mdl"), feats)
+        shutil.copy(os.path.join(CHAIN_REF, "tree"), os.path.join(model_dir, "tree"))
+        shutil.copytree(os.path.join(LARGE, "lang"), os.path.join(workdir, "lang"))
+        subprocess.run(["bash", "-c", ". %s && utils/mkgraph.sh --self-loop-scale 1.0 lang "
+                        "model graph" % shlex.quote(env_sh)], cwd=workdir, check=True,
+                       capture_output=True)
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+        print("built the chain case in %s (%.1f s)" % (workdir, time.time() - start))
+    return Case("chain", workdir, os.path.join(model_dir, "final.mdl"), graph,
+                CHAIN_OPTIONS, feats, os.path.join(LARGE, "online-ivectors.ark"),
+                os.path.join(workdir, "graph", "words.txt"))
+
+
+def _chain_mdl(raw_in, mdl_out, feats):
+    """Batch-norm statistics from one training-mode pass over 400 frames of
+    the first utterance, then the .mdl (tdnnf_chain's transition model, no
+    priors)."""
+    import numpy as np
+    from pynnet3.compile import ComputationRequest, IoSpecification
+    from pynnet3.compile import compile as compile_request
+    from pynnet3.compute.computer import NnetComputer
+    from pynnet3.io.table import read_table
+    from pynnet3.nnet.am import AmNnetSimple, read_mdl, write_mdl
+    from pynnet3.nnet.index import Index
+    from pynnet3.nnet.nnet import Nnet
+    nnet = Nnet.read(raw_in)
+    key, x = next(iter(read_table("ark:" + feats)))
+    ivectors = dict(read_table("ark:" + os.path.join(LARGE, "online-ivectors.ark")))[key]
+    frames, context = 400, 40
+    request = ComputationRequest()
+    request.store_component_stats = True
+    request.inputs = [IoSpecification.from_t_range("input", -context, frames + context),
+                      IoSpecification("ivector", [Index(0, 0, 0)])]
+    request.outputs = [IoSpecification.from_t_range("output", 0, frames)]
+    computer = NnetComputer(compile_request(nnet, request), nnet, nnet_to_store_stats=nnet)
+    rows = np.clip(np.arange(-context, frames + context), 0, len(x) - 1)
+    computer.accept_input("input", np.ascontiguousarray(np.asarray(x)[rows], dtype=np.float32))
+    computer.accept_input("ivector", np.asarray(ivectors[20:21], dtype=np.float32))
+    computer.run()
+    trans_model, _ = read_mdl(os.path.join(CHAIN_REF, "final.mdl"))
+    write_mdl(mdl_out, trans_model, AmNnetSimple(nnet))
+
+
+def first_utterances(n, out_path):
+    """decode/large's first ``n`` utterances as an archive (all 20: the
+    original file)."""
+    if n >= 20:
+        return os.path.join(LARGE, "feats.ark")
+    from pynnet3.io.table import TableWriter, read_table
+    with TableWriter("ark:" + out_path) as w:
+        for i, (key, value) in enumerate(read_table("ark:" + os.path.join(LARGE, "feats.ark"))):
+            if i < n:
+                w.write(key, value)
+    return out_path
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def run_case(case, reps, out_dir):
+    """Alternating runs; returns {"kaldi"|"ours": [(wall, cpu, rss, load)], "same": [..]}."""
+    runs = {"kaldi": [], "ours": [], "same": []}
+    have_kaldi = kaldi_available()
+    if have_kaldi:
+        kenv, _ = kaldi_env()
+    for rep in range(reps):
+        for who in (("kaldi", "ours") if rep % 2 == 0 else ("ours", "kaldi")):
+            if who == "kaldi" and not have_kaldi:
+                continue
+            before = load()
+            if who == "kaldi":
+                argv = [os.path.join(KALDI_BIN, "bin", "nnet3-latgen-faster")]
+                env = kenv
+            else:
+                argv = [sys.executable, "-m", "pynnet3.bin.nnet3_latgen_faster"]
+                env = our_env()
+            wall, cpu, rss, _ = timed(argv + case.argv(out_dir, who), case.cwd, env)
+            runs[who].append((wall, cpu, rss, before))
+            print("  %-5s %-6s run %d: wall %7.2f s  CPU %7.2f s  peak RSS %7.1f MB  "
+                  "(load before: %s)" % (case.name, who, rep + 1, wall, cpu, rss, before),
+                  flush=True)
+        if have_kaldi:
+            same = all(read_output(out_dir, kind, "ours") == read_output(out_dir, kind, "kaldi")
+                       for kind in ("words.%s.txt", "ali.%s.txt"))
+            runs["same"].append(same)
+    return runs
+
+
+def recorded_kaldi_wall(name):
+    """Kaldi's wall times in kaldi-timings.txt (another machine)."""
+    path = os.path.join(LARGE, "kaldi-timings.txt")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
         for line in f:
             m = re.match(r"^(\w+)\s+decode\.\w+\.cmd\s+([\d. ]+)$", line.strip())
-            if m:
-                times[m.group(1)] = [float(x) for x in m.group(2).split()]
-    return times
+            if m and m.group(1) == name:
+                return statistics.median(float(x) for x in m.group(2).split())
+    return None
 
 
-def variants(ref):
-    with open(os.path.join(ref, "decode-variants.txt")) as f:
-        return [line.split("|")[0] for line in f if line.strip()]
+def table(results, utts):
+    med = statistics.median
+    lines = ["| case | Kaldi wall s | ours wall s | ratio wall | Kaldi CPU s | ours CPU s | "
+             "ratio CPU | Kaldi peak RSS MB | ours peak RSS MB | RSS ours/Kaldi | load | "
+             "words & alignments = Kaldi's |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, runs in results:
+        ours = runs["ours"]
+        ow, oc, orss = med(r[0] for r in ours), med(r[1] for r in ours), max(r[2] for r in ours)
+        loads = [r[3].split()[0] for r in ours + runs["kaldi"]]
+        load_text = "%s-%s" % (min(loads, key=float), max(loads, key=float))
+        if runs["kaldi"]:
+            kr = runs["kaldi"]
+            kw, kc, krss = med(r[0] for r in kr), med(r[1] for r in kr), max(r[2] for r in kr)
+            same = "%d/%d runs" % (sum(runs["same"]), len(runs["same"]))
+            lines.append("| %s (%d utts) | %.2f | %.2f | **%.2fx** | %.2f | %.2f | **%.2fx** | "
+                         "%.0f | %.0f | %.2f | %s | %s |"
+                         % (name, utts, kw, ow, kw / ow, kc, oc, kc / oc, krss, orss,
+                            orss / krss, load_text, same))
+        else:
+            rec = recorded_kaldi_wall(name) if utts == 20 else None
+            lines.append("| %s (%d utts) | %s | %.2f | - | - | %.2f | - | - | %.0f | - | %s | "
+                         "(no Kaldi here) |"
+                         % (name, utts, ("%.2f recorded on another machine (AMD EPYC), "
+                                         "not comparable" % rec) if rec else "-",
+                            ow, oc, orss, load_text))
+    return "\n".join(lines)
 
 
-def run_tool(ref, name, out_dir, extra_options=()):
-    with open(os.path.join(ref, "decode.%s.cmd" % name)) as f:
-        argv = shlex.split(f.read())[1:]
-    outputs = {"lat.%s.ark" % name, "words.%s.txt" % name, "ali.%s.txt" % name}
-    fixed = []
-    for arg in argv:
-        for o in outputs:
-            arg = arg.replace(o, os.path.join(out_dir, o))
-        fixed.append(arg)
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    start = time.time()
-    cpu_start = os.times()
-    proc = subprocess.run([sys.executable, "-m", "pynnet3.bin.nnet3_latgen_faster"]
-                          + list(extra_options) + fixed,
-                          cwd=ref, env=env, capture_output=True, text=True)
-    wall = time.time() - start
-    cpu_end = os.times()
-    cpu = (cpu_end.children_user - cpu_start.children_user
-           + cpu_end.children_system - cpu_start.children_system)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit("nnet3-latgen-faster failed for %s" % name)
-    kind = "lattice" if "--determinize-lattice=false" in argv else "compact_lattice"
-    same = {"lattices": _same_lattices(os.path.join(out_dir, "lat.%s.ark" % name),
-                                       os.path.join(ref, "lat.%s.ark" % name), kind)}
-    for kind in ("words", "ali"):
-        ours = open(os.path.join(out_dir, "%s.%s.txt" % (kind, name)), "rb").read()
-        kaldi = open(os.path.join(ref, "%s.%s.txt" % (kind, name)), "rb").read()
-        same[kind] = ours == kaldi
-    return wall, cpu, same
-
-
-def _same_lattices(ours_path, kaldi_path, kind):
-    """'N/M': how many of Kaldi's utterances have our lattice byte for byte
-    (compared as binary archive entries); ``kind``: "compact_lattice" or
-    "lattice" (raw, --determinize-lattice=false)."""
-    from pynnet3.decode.lattice import register_lattice_holder
-    from pynnet3.io.table import SequentialTableReader
-    register_lattice_holder()
-
-    def entries(path):
-        return {k: v.write_binary() for k, v in SequentialTableReader("ark:" + path, kind)}
-
-    ours, kaldi = entries(ours_path), entries(kaldi_path)
-    same = sum(1 for k, v in kaldi.items() if ours.get(k) == v)
-    return "%d/%d" % (same, len(kaldi))
-
-
-def parse_options(ref, name):
-    with open(os.path.join(ref, "decode.%s.cmd" % name)) as f:
-        argv = shlex.split(f.read())[1:]
-    opts = {}
-    for arg in argv:
-        m = re.match(r"--(beam|lattice-beam|max-active|min-active|acoustic-scale)=(\S+)", arg)
-        if m:
-            key = m.group(1).replace("-", "_")
-            opts[key] = int(m.group(2)) if key in ("max_active", "min_active") else \
-                float(m.group(2))
-    return opts
-
-
-def profile(ref, names, num_utts, kaldi_exact=False):
-    from pynnet3.compute.backend import KaldiExactBackend
-    from pynnet3.compute.utterance import SimpleComputationOptions
-    from pynnet3.decode.config import LatticeFasterDecoderConfig
-    from pynnet3.decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
-                                          transition_id_to_pdf_table)
-    from pynnet3.decode.decoder_fast import LatticeFasterDecoder
+def breakdown(case, num_utts):
+    """CPU seconds in-process: network, search, raw lattice + best path,
+    determinization (our default BLAS arithmetic)."""
+    import numpy as np
+    from pynnet3.bin import nnet3_latgen_faster as tool
+    from pynnet3.bin._cli import ToolParser
+    from pynnet3.decode.decodable import DecodableAmNnetSimple as Decodable
     from pynnet3.decode.determinize import determinize_lattice_phone_pruned_wrapper
-    from pynnet3.decode.fst import read_fst
-    from pynnet3.decode.token_lattice import best_path, get_raw_lattice
+    from pynnet3.decode.token_lattice import raw_lattice_and_best_path
     from pynnet3.io.table import RandomAccessTableReader, read_table
-    from pynnet3.nnet.am import read_mdl
-
-    t = time.time()
-    trans_model, am_nnet = read_mdl(os.path.join(ref, "model/final.mdl"))
-    fst = read_fst(os.path.join(ref, "graph/HCLG.fst"))
-    print("  reading model + HCLG.fst: %.2f s" % (time.time() - t))
-    tid_to_pdf = transition_id_to_pdf_table(trans_model)
-    ivectors = RandomAccessTableReader("ark:" + os.path.join(ref, "online-ivectors.ark"))
-    feats = list(read_table("ark:" + os.path.join(ref, "feats.ark")))[:num_utts]
-    for name in names:
-        opts = parse_options(ref, name)
-        ac = opts.pop("acoustic_scale", 0.1)
-        t_nets = {}
-        for arithmetic in ("blas", "kaldi-exact"):
-            backend = KaldiExactBackend() if arithmetic == "kaldi-exact" else "numpy"
-            computer = decodable_nnet_computer(am_nnet,
-                                               SimpleComputationOptions(acoustic_scale=ac),
-                                               backend=backend)
-            t = time.process_time()
-            decodables = [DecodableAmNnetSimple(computer, tid_to_pdf, f,
-                                                online_ivectors=ivectors.value(k),
-                                                online_ivector_period=10) for k, f in feats]
-            t_nets[arithmetic] = time.process_time() - t
-            if (arithmetic == "kaldi-exact") == kaldi_exact:
-                kept = decodables
-        decodables = kept
-        t_net = t_nets["kaldi-exact" if kaldi_exact else "blas"]
-        decoder = LatticeFasterDecoder(fst, LatticeFasterDecoderConfig(**opts))
-        t_search = t_lat = t_det = 0.0
+    parser = ToolParser(tool.USAGE)
+    tool.register_latgen_options(parser)
+    opts, args = parser.parse(["--print-args=false", "--online-ivector-period=10"]
+                              + case.options + [case.model, case.graph, "ark:x", "ark:y"],
+                              num_args=(4, 6))
+    cwd = os.getcwd()
+    os.chdir(case.cwd)
+    try:
+        setup = tool.LatgenSetup(opts, case.model, case.graph)
+        setup.load_graph()
+        ivectors = RandomAccessTableReader("ark:" + case.ivectors)
+        t = dict(network=0.0, search=0.0, lattice=0.0, determinize=0.0)
         frames = 0
-        for d in decodables:
-            t = time.process_time()
-            decoder.decode(d.loglikes, d.tid_to_pdf)
-            t_search += time.process_time() - t
-            t = time.process_time()
-            lat = get_raw_lattice(decoder.token_lattice())
-            best_path(lat)
+        for key, feats in list(read_table("ark:" + case.feats))[:num_utts]:
+            c = time.process_time()
+            d = Decodable(setup.computer, setup.tid_to_pdf, np.asarray(feats),
+                          online_ivectors=ivectors.value(key), online_ivector_period=10)
+            t["network"] += time.process_time() - c
+            c = time.process_time()
+            setup.decoder.decode(d.loglikes, d.tid_to_pdf)
+            t["search"] += time.process_time() - c
+            c = time.process_time()
+            lat, _ = raw_lattice_and_best_path(setup.decoder.token_lattice())
             lat.connect()
-            t_lat += time.process_time() - t
-            t = time.process_time()
-            determinize_lattice_phone_pruned_wrapper(trans_model, lat, opts.get("lattice_beam",
-                                                                                 10.0))
-            t_det += time.process_time() - t
+            t["lattice"] += time.process_time() - c
+            c = time.process_time()
+            determinize_lattice_phone_pruned_wrapper(setup.trans_model, lat,
+                                                     float(np.float32(opts.lattice_beam)),
+                                                     setup.det_opts)
+            t["determinize"] += time.process_time() - c
             frames += d.num_frames_ready()
-        total = t_net + t_search + t_lat + t_det
-        print("  %s (%d utterances, %d frames), CPU: network %.2f s (BLAS arithmetic "
-              "%.2f s, Kaldi-exact arithmetic %.2f s), search %.2f s (%.1f frames/s, "
-              "acoustic scores given), raw lattice + best path %.2f s, determinization "
-              "%.2f s; total %.2f s"
-              % (name, len(decodables), frames, t_net, t_nets["blas"], t_nets["kaldi-exact"],
-                 t_search, frames / t_search, t_lat, t_det, total))
+    finally:
+        os.chdir(cwd)
+    print("  %s, where our time goes (CPU s, in-process, %d utterances, %d decoded frames): "
+          "network %.2f, search %.2f, raw lattice + best path %.2f, determinization %.2f"
+          % (case.name, num_utts, frames, t["network"], t["search"], t["lattice"],
+             t["determinize"]))
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ref", default=os.path.join(ROOT, "..", "shared", "kaldi-ref",
-                                                      "decode", "large"))
-    parser.add_argument("--variants", default=None)
-    parser.add_argument("--skip-tool", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", default="default,narrow,chain")
+    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--utts", type=int, default=20)
-    parser.add_argument("--blas-arithmetic", action="store_true")
-    args = parser.parse_args()
-    ref = os.path.abspath(args.ref)
-    names = args.variants.split(",") if args.variants else variants(ref)
-    print("load before:", uptime())
-    kaldi = kaldi_wall_times(ref)
-    if not args.skip_tool:
-        for name in names:
-            with tempfile.TemporaryDirectory() as out_dir:
-                wall, cpu, same = run_tool(
-                    ref, name, out_dir,
-                    ["--kaldi-exact-arithmetic=false"] if args.blas_arithmetic else [])
-            k = statistics.median(kaldi[name]) if name in kaldi else float("nan")
-            print("%-8s ours %.2f s wall (%.2f s CPU), Kaldi %.2f s wall (median of %s): "
-                  "ratio %.2fx wall, %.2fx CPU; words %s, alignments %s, lattices identical %s"
-                  % (name, wall, cpu, k, kaldi.get(name), wall / k, cpu / k,
-                                     "equal" if same["words"] else "DIFFERENT",
-                                     "equal" if same["ali"] else "DIFFERENT",
-                                     same["lattices"]), flush=True)
-    print("where the time goes (in-process):")
-    profile(ref, names, args.utts, not args.blas_arithmetic)
-    print("load after:", uptime())
+    parser.add_argument("--kaldi-root", default=os.environ.get("KALDI_ROOT", ""))
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(),
+                                                          "pynnet3-bench-decode"))
+    parser.add_argument("--breakdown", action="store_true")
+    a = parser.parse_args()
+    print("CPU: %s, %d cores; load average: %s" % (cpu_model(), os.cpu_count(), load()))
+    if kaldi_available():
+        print("Kaldi: %s nnet3-latgen-faster, OpenBLAS kernels: %s; both tools: "
+              "OPENBLAS_NUM_THREADS=1" % (os.path.normpath(KALDI_BIN), kaldi_env()[1]))
+    else:
+        print("no ../shared/kaldi-bin: ours runs alone")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        feats = first_utterances(a.utts, os.path.join(tmp, "feats.ark"))
+        for name in a.cases.split(","):
+            case = (build_chain_case(os.path.abspath(a.workdir), a.kaldi_root, feats)
+                    if name == "chain" else large_case(name, feats))
+            if case is None:
+                continue
+            print("%s: %s" % (name, " ".join(case.options)), flush=True)
+            results.append((name, run_case(case, a.reps, tmp)))
+            if a.breakdown:
+                breakdown(case, a.utts)
+    print("\nload average at the end: %s\n" % load())
+    print("CPU: %s; OPENBLAS_NUM_THREADS=1; medians of %d runs each, alternating; ratio = "
+          "Kaldi's time / ours (> 1: faster than Kaldi); peak RSS: the largest of the runs\n"
+          % (cpu_model(), a.reps))
+    print(table(results, a.utts))
 
 
 if __name__ == "__main__":

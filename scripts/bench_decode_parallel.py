@@ -1,95 +1,111 @@
 #!/usr/bin/env python3
-"""nnet3-latgen-faster-parallel against nnet3-latgen-faster on kaldi-ref's
-decode/large: the first N utterances (1,000 frames each), one option set
-from decode-variants.txt, the two tools run alternately R times; prints each
-run's wall and CPU seconds (CPU: the tool and its worker processes) with the
-machine load before and after, the medians, the speedup of the medians, and
-whether the parallel tool's lattices, words and alignments are byte for byte
-the sequential tool's.
+"""nnet3-latgen-faster-parallel's threads: ours with --num-threads=N against
+ours with one thread (nnet3-latgen-faster) and against Kaldi's
+nnet3-latgen-faster, side by side on this machine.
 
-On a shared machine the wall times depend on what else runs: compare runs
-taken at similar load.
+On kaldi-ref's decode/large (--case narrow or default: the first --utts
+utterances) or the chain case of scripts/bench_decode.py (--case chain,
+built the same way, --kaldi-root needed), three tools run alternately
+--reps times on the same input with the same options and
+OPENBLAS_NUM_THREADS=1: Kaldi's nnet3-latgen-faster (when
+../shared/kaldi-bin exists; its nnet3-latgen-faster-parallel is not there,
+so Kaldi's single-threaded tool is the opponent), ours serial
+(nnet3-latgen-faster) and ours with --num-threads=N
+(nnet3-latgen-faster-parallel). Each run's wall and CPU time and peak RSS
+come from wait4 (scripts/bench_decode.py's launcher). Checked in every
+round: the parallel tool's lattices, words and alignments are byte for byte
+the serial tool's, and the words and alignments equal Kaldi's. Printed:
+every run with the load average before it, then a markdown table (medians)
+with the thread speed-up (serial wall / parallel wall) and the ratios to
+Kaldi (Kaldi's wall / ours), the CPU model and the load.
 
-Usage: python scripts/bench_decode_parallel.py [--ref DIR] [--variant narrow]
-       [--utts 6] [--threads 2] [--reps 3]
+The speed-up needs N idle cores: on a shared machine compare runs taken at
+similar load (printed), and prefer a quiet machine for the figure.
+
+Usage: python scripts/bench_decode_parallel.py [--case narrow] [--utts 10]
+       [--threads 2] [--reps 3] [--kaldi-root DIR] [--workdir DIR]
 """
 
 import argparse
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-
-def load():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[0]
-
-
-def run(ref, argv, tool, extra, out_dir, tag):
-    outputs = {"lat": "ark:%s/lat.%s.ark" % (out_dir, tag),
-               "words": "ark,t:%s/words.%s.txt" % (out_dir, tag),
-               "ali": "ark,t:%s/ali.%s.txt" % (out_dir, tag)}
-    args = argv[:-3] + [outputs["lat"], outputs["words"], outputs["ali"]]
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    before = load()
-    start, cpu0 = time.time(), os.times()
-    proc = subprocess.run([sys.executable, "-m", "pynnet3.bin." + tool] + extra + args,
-                          cwd=ref, env=env, capture_output=True, text=True)
-    wall, cpu1 = time.time() - start, os.times()
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit("%s failed" % tool)
-    cpu = (cpu1.children_user - cpu0.children_user
-           + cpu1.children_system - cpu0.children_system)
-    return wall, cpu, before, load()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_decode as bd  # noqa: E402  (the cases, the launcher, the machine)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ref", default=os.path.join(ROOT, "..", "shared", "kaldi-ref",
-                                                      "decode", "large"))
-    parser.add_argument("--variant", default="narrow")
-    parser.add_argument("--utts", type=int, default=6)
+    parser.add_argument("--case", default="narrow")
+    parser.add_argument("--utts", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--kaldi-root", default=os.environ.get("KALDI_ROOT", ""))
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(),
+                                                          "pynnet3-bench-decode"))
     a = parser.parse_args()
-    ref = os.path.abspath(a.ref)
-    from pynnet3.io.table import TableWriter, read_table
-    with open(os.path.join(ref, "decode.%s.cmd" % a.variant)) as f:
-        argv = shlex.split(f.read())[1:]
+    print("CPU: %s, %d cores; load average: %s" % (bd.cpu_model(), os.cpu_count(), bd.load()))
+    have_kaldi = bd.kaldi_available()
+    if have_kaldi:
+        kenv, core = bd.kaldi_env()
+        print("Kaldi: nnet3-latgen-faster, OpenBLAS kernels %s; all runs "
+              "OPENBLAS_NUM_THREADS=1" % core)
+    tools = [("ours-serial", [sys.executable, "-m", "pynnet3.bin.nnet3_latgen_faster"]),
+             ("ours-%dthreads" % a.threads,
+              [sys.executable, "-m", "pynnet3.bin.nnet3_latgen_faster_parallel",
+               "--num-threads=%d" % a.threads])]
+    if have_kaldi:
+        tools.append(("kaldi", [os.path.join(bd.KALDI_BIN, "bin", "nnet3-latgen-faster")]))
+    runs = {name: [] for name, _ in tools}
+    identical, same_as_kaldi = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        feats = os.path.join(tmp, "feats.ark")
-        with TableWriter("ark:" + feats) as w:
-            for i, (key, value) in enumerate(read_table("ark:" + os.path.join(ref, "feats.ark"))):
-                if i < a.utts:
-                    w.write(key, value)
-        argv = [("ark:" + feats) if arg == "ark:feats.ark" else arg for arg in argv]
-        times = {"serial": [], "parallel": []}
-        identical = True
+        feats = bd.first_utterances(a.utts, os.path.join(tmp, "feats.ark"))
+        case = (bd.build_chain_case(os.path.abspath(a.workdir), a.kaldi_root, feats)
+                if a.case == "chain" else bd.large_case(a.case, feats))
+        if case is None:
+            raise SystemExit("no case to run")
+        print("%s, %d utterances: %s" % (a.case, a.utts, " ".join(case.options)), flush=True)
         for rep in range(a.reps):
-            for name, tool, extra in (
-                    ("serial", "nnet3_latgen_faster", []),
-                    ("parallel", "nnet3_latgen_faster_parallel",
-                     ["--num-threads=%d" % a.threads])):
-                wall, cpu, before, after = run(ref, argv, tool, extra, tmp, name)
-                times[name].append(wall)
-                print("%-8s rep %d: wall %6.2f s, CPU %6.2f s, load %s -> %s"
-                      % (name, rep + 1, wall, cpu, before, after))
-            for kind in ("lat.%s.ark", "words.%s.txt", "ali.%s.txt"):
-                with open(os.path.join(tmp, kind % "serial"), "rb") as f1, \
-                        open(os.path.join(tmp, kind % "parallel"), "rb") as f2:
-                    identical &= f1.read() == f2.read()
-        s, p = statistics.median(times["serial"]), statistics.median(times["parallel"])
-        print("%d utterances, %s options, --num-threads=%d: median wall %.2f s serial, "
-              "%.2f s parallel: speedup %.2fx; outputs identical: %s"
-              % (a.utts, a.variant, a.threads, s, p, s / p, identical))
+            order = tools[rep % len(tools):] + tools[:rep % len(tools)]
+            for name, argv in order:
+                env = kenv if name == "kaldi" else bd.our_env()
+                before = bd.load()
+                wall, cpu, rss, _ = bd.timed(argv + case.argv(tmp, name), case.cwd, env)
+                runs[name].append((wall, cpu, rss, before))
+                print("  %-14s run %d: wall %7.2f s  CPU %7.2f s  peak RSS %6.1f MB  "
+                      "(load before: %s)" % (name, rep + 1, wall, cpu, rss, before),
+                      flush=True)
+            serial, par = tools[0][0], tools[1][0]
+            identical.append(all(
+                bd.read_output(tmp, kind, serial) == bd.read_output(tmp, kind, par)
+                for kind in ("lat.%s.ark", "words.%s.txt", "ali.%s.txt")))
+            if have_kaldi:
+                same_as_kaldi.append(all(
+                    bd.read_output(tmp, kind, "kaldi") == bd.read_output(tmp, kind, name)
+                    for kind in ("words.%s.txt", "ali.%s.txt") for name in (serial, par)))
+    med = statistics.median
+    walls = {name: med(r[0] for r in rs) for name, rs in runs.items()}
+    loads = sorted((r[3].split()[0] for rs in runs.values() for r in rs), key=float)
+    print("\nload average at the end: %s\n" % bd.load())
+    print("CPU: %s; %s, %d utterances; OPENBLAS_NUM_THREADS=1; medians of %d alternating "
+          "runs; load average (1 min) during the runs %s-%s\n"
+          % (bd.cpu_model(), a.case, a.utts, a.reps, loads[0], loads[-1]))
+    print("| tool | wall s | CPU s | peak RSS MB | speed-up over ours serial | "
+          "Kaldi wall / ours |")
+    print("|---|---|---|---|---|---|")
+    for name, _ in tools:
+        rs = runs[name]
+        print("| %s | %.2f | %.2f | %.0f | %s | %s |" % (
+            name, walls[name], med(r[1] for r in rs), max(r[2] for r in rs),
+            "%.2fx" % (walls[tools[0][0]] / walls[name]) if name != "kaldi" else "-",
+            "%.2fx" % (walls["kaldi"] / walls[name]) if have_kaldi and name != "kaldi"
+            else "-"))
+    print("\nparallel outputs byte-identical to serial: %d/%d rounds; words and alignments "
+          "equal Kaldi's: %s" % (sum(identical), len(identical),
+                                 "%d/%d rounds" % (sum(same_as_kaldi), len(same_as_kaldi))
+                                 if have_kaldi else "(no Kaldi here)"))
 
 
 if __name__ == "__main__":

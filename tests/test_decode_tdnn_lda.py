@@ -53,6 +53,29 @@ def test_fst_reader():
     assert g.arcs(0)[0][:2] == (2, 2)
 
 
+def test_fst_records_are_the_files(tmp_path):
+    """A const FST's records are the file's bytes, 64-byte aligned; a pipe
+    reads the same; the epsilon counts of a built StdFst are the file's."""
+    from pynnet3.decode.fst import ARC_DTYPE, STATE_DTYPE
+    path = os.path.join(DATA, "HCLG.fst")
+    data = open(path, "rb").read()
+    hclg = read_fst(path)
+    arcs_at = len(data) - ARC_DTYPE.itemsize * hclg.num_arcs
+    states_at = arcs_at - STATE_DTYPE.itemsize * hclg.num_states
+    assert hclg.arc_records.tobytes() == data[arcs_at:]
+    assert hclg.state_records.tobytes() == data[states_at:arcs_at]
+    for records in (hclg.arc_records, hclg.state_records):
+        assert records.ctypes.data % 64 == 0 and records.flags.c_contiguous
+    piped = read_fst("cat %s |" % path)
+    assert piped.arc_records.tobytes() == hclg.arc_records.tobytes()
+    assert piped.state_records.tobytes() == hclg.state_records.tobytes()
+    rebuilt = StdFst(hclg.start, hclg.final, hclg.arc_begin, hclg.ilabel, hclg.olabel,
+                     hclg.weight, hclg.nextstate)
+    assert rebuilt.state_records.tobytes() == hclg.state_records.tobytes()
+    counts = [sum(1 for a in hclg.arcs(s) if a[0] == 0) for s in range(hclg.num_states)]
+    assert hclg.num_input_epsilons().tolist() == counts
+
+
 def test_fst_reader_rejects_garbage(tmp_path):
     bad = tmp_path / "bad.fst"
     bad.write_bytes(b"not an fst at all")
@@ -90,14 +113,15 @@ def _run_tool(argv):
 
 
 def _command(variant, tmp_path, exact=True):
-    """Kaldi's command for ``variant``, with our paths. The tool's default
-    Kaldi-exact arithmetic is pinned to the 2 OpenBLAS threads kaldi-ref's
-    decode/tdnn_lda ran with (by default it follows this machine's count);
-    ``exact=False`` runs the BLAS arithmetic instead."""
+    """Kaldi's command for ``variant``, with our paths, with Kaldi-exact
+    arithmetic (--kaldi-exact-arithmetic=true) pinned to the 2 OpenBLAS
+    threads kaldi-ref's decode/tdnn_lda ran with (by default it follows this
+    machine's count); ``exact=False`` runs the tool's default, the BLAS
+    arithmetic."""
     with open(os.path.join(DATA, "decode.%s.cmd" % variant)) as f:
         argv = shlex.split(f.read())[1:]
-    argv = (["--kaldi-exact-blas-threads=2"] if exact
-            else ["--kaldi-exact-arithmetic=false"]) + argv
+    argv = (["--kaldi-exact-arithmetic=true", "--kaldi-exact-blas-threads=2"] if exact
+            else []) + argv
     subst = {"model/final.mdl": os.path.join(DATA, "final.mdl"),
              "graph/HCLG.fst": os.path.join(DATA, "HCLG.fst"),
              "graph/words.txt": os.path.join(DATA, "words.txt")}
@@ -143,7 +167,8 @@ def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
         assert [[x[:2] + x[4:] for x in s] for s in a.arcs] == \
             [[x[:2] + x[4:] for x in s] for s in b.arcs]
         assert [f is None for f in a.final] == [f is None for f in b.final]
-        # Kaldi-exact arithmetic (the default): every cost bit for bit.
+        # Kaldi-exact arithmetic (--kaldi-exact-arithmetic=true): every cost
+        # bit for bit.
         assert a.arcs == b.arcs and a.final == b.final, key
     assert (tmp_path / "lat.nodet.ark").read_bytes() == \
         (kaldi_ref / "decode/tdnn_lda/lat.nodet.ark").read_bytes()

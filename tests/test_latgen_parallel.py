@@ -1,16 +1,21 @@
-"""nnet3-latgen-faster-parallel: with worker processes, the same bytes as
+"""nnet3-latgen-faster-parallel: with worker threads, the same bytes as
 nnet3-latgen-faster (lattices, words, alignments, in input order) and the
-same per-utterance log lines; errors in a worker stop the tool cleanly."""
+same per-utterance log lines; errors in a worker stop the tool cleanly; the
+task sequencer keeps order, bounds what is pending, runs jobs at once and
+never waits forever."""
 
 import io
+import logging
 import os
 import re
+import threading
+import time
 from contextlib import redirect_stderr
 
 import pytest
 
 from pynnet3.bin import nnet3_latgen_faster, nnet3_latgen_faster_parallel
-from pynnet3.bin._fork_pool import OrderedForkPool
+from pynnet3.bin._task_sequencer import TaskSequencer
 from pynnet3.errors import PynnetError
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "decode", "tdnn_lda")
@@ -71,18 +76,122 @@ def _fail_on(x):
     return x * 10
 
 
-def test_ordered_pool_keeps_order_and_reraises():
-    pool = OrderedForkPool(_fail_on, 2, 3)
+def test_sequencer_keeps_order_and_reraises():
+    seq = TaskSequencer(2, 3)
     got = []
     for x in (5, 1, 2):
-        got.extend(pool.submit((x,)))
-    got.extend(pool.drain())
+        got.extend(seq.submit(_fail_on, x))
+    got.extend(seq.drain())
     assert got == [50, 10, 20]
     with pytest.raises(PynnetError, match="bad item 3"):
         for x in (4, 3, 6):
-            got.extend(pool.submit((x,)))
-        got.extend(pool.drain())
-    pool.terminate()
+            got.extend(seq.submit(_fail_on, x))
+        got.extend(seq.drain())
+    seq.abort()
+    assert got == [50, 10, 20, 40]
+
+
+def test_sequencer_order_when_later_jobs_finish_first():
+    def job(x):
+        time.sleep(0.05 * (5 - x))
+        return x
+    with TaskSequencer(3, 4) as seq:
+        got = []
+        for x in range(6):
+            got.extend(seq.submit(job, x))
+        got.extend(seq.drain())
+    assert got == list(range(6))
+
+
+def test_sequencer_bounds_pending_jobs():
+    """With max_pending 3, the fourth submit waits for the first result."""
+    started = []
+    lock = threading.Lock()
+
+    def job(x):
+        with lock:
+            started.append(x)
+        return x
+    with TaskSequencer(2, 3) as seq:
+        handed = []
+        for x in range(10):
+            for r in seq.submit(job, x):
+                handed.append(r)
+            assert x + 1 - len(handed) < 3
+        handed.extend(seq.drain())
+    assert handed == list(range(10))
+
+
+def _sleeping_job(x):
+    start = time.time()
+    time.sleep(1.0)
+    return x, start, time.time()
+
+
+def test_sequencer_runs_jobs_at_once():
+    """Two jobs on two threads overlap in time (each sleeps 1 s, GIL free)."""
+    with TaskSequencer(2, 2) as seq:
+        got = []
+        for x in range(2):
+            got.extend(seq.submit(_sleeping_job, x))
+        got.extend(seq.drain())
+    assert [x for x, _, _ in got] == [0, 1]
+    (_, start0, end0), (_, start1, end1) = got
+    assert max(start0, start1) < min(end0, end1)
+
+
+def test_sequencer_abort_cancels_waiting_jobs_and_returns():
+    """A failure while jobs are queued: abort drops the queued jobs, waits
+    only for the running one, and returns (no hang)."""
+    ran = []
+
+    def job(x):
+        ran.append(x)
+        if x == 0:
+            raise PynnetError("first job fails")
+        time.sleep(0.2)
+        return x
+    start = time.time()
+    seq = TaskSequencer(1, 50)
+    with pytest.raises(PynnetError, match="first job fails"):
+        for x in range(30):
+            list(seq.submit(job, x))
+        list(seq.drain())
+    seq.abort()
+    assert time.time() - start < 5
+    assert len(ran) < 30
+
+
+def test_sequencer_logs_in_job_order():
+    """Log records made in the workers come out in job order, just before
+    each job's result, even when the jobs finish in another order."""
+    logger = logging.getLogger("pynnet3.test_sequencer")
+    lines = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+    handler = Collect()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        def job(x):
+            time.sleep(0.05 * (4 - x))
+            logger.info("job %d", x)
+            return x
+        with TaskSequencer(4, 4) as seq:
+            for x in range(4):
+                for r in seq.submit(job, x):
+                    lines.append("result %d" % r)
+            for r in seq.drain():
+                lines.append("result %d" % r)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    assert lines == ["job 0", "result 0", "job 1", "result 1", "job 2", "result 2",
+                     "job 3", "result 3"]
 
 
 def test_worker_error_leaves_no_output(tmp_path):
@@ -97,23 +206,3 @@ def test_worker_error_leaves_no_output(tmp_path):
     assert status == 255, log
     assert "ERROR (nnet3-latgen-faster-parallel" in log
     assert not (tmp_path / "lat.bad.ark").exists()
-
-
-def _sleeping_job(x):
-    import time
-    start = time.time()
-    time.sleep(1.0)
-    return x, start, time.time()
-
-
-def test_ordered_pool_runs_jobs_at_once():
-    """Two jobs sent to two workers overlap in time (each sleeps 1 s)."""
-    pool = OrderedForkPool(_sleeping_job, 2, 2)
-    got = []
-    for x in range(2):
-        got.extend(pool.submit((x,)))
-    got.extend(pool.drain())
-    pool.close()
-    assert [x for x, _, _ in got] == [0, 1]
-    (_, start0, end0), (_, start1, end1) = got
-    assert max(start0, start1) < min(end0, end1)

@@ -50,6 +50,15 @@ cdef struct TempArc:
     float w1
     float w2
 
+cdef struct MemoryEvent:
+    int max_mem        # -1: a repository rebuild (no other field)
+    int repo
+    int arcs
+    int elems
+    int new_repo
+    double effective_beam
+    double beam
+
 cdef struct LabelElem:
     int label
     int state
@@ -66,7 +75,7 @@ cdef inline size_t hash_key(long long key) noexcept nogil:
     return <size_t>(x ^ (x >> 31))
 
 
-cdef inline int compare_w(float a1, float a2, float b1, float b2) nogil:
+cdef inline int compare_w(float a1, float a2, float b1, float b2) noexcept nogil:
     cdef float fa = a1 + a2, fb = b1 + b2
     if fa < fb:
         return 1
@@ -79,13 +88,13 @@ cdef inline int compare_w(float a1, float a2, float b1, float b2) nogil:
     return 0
 
 
-cdef bint label_elem_less(const LabelElem &a, const LabelElem &b) nogil:
+cdef bint label_elem_less(const LabelElem &a, const LabelElem &b) noexcept nogil:
     if a.label != b.label:
         return a.label < b.label
     return a.state < b.state
 
 
-cdef bint elem_less(const Elem &a, const Elem &b) nogil:
+cdef bint elem_less(const Elem &a, const Elem &b) noexcept nogil:
     return a.state < b.state
 
 
@@ -143,6 +152,43 @@ cdef class CLattice:
         c.start = -1 if lat.start is None else lat.start
         return c
 
+    @staticmethod
+    def from_arrays(long long start, arc_begin, ilabel, olabel, graph_cost, acoustic_cost,
+                    nextstate, final_graph, final_acoustic):
+        """A CLattice from flat arrays (arcs grouped by state, CSR:
+        ``arc_begin`` has num_states + 1 entries; final costs +inf, +inf
+        where not final), as pynnet3._fast.lattice_raw makes them."""
+        cdef CLattice c = CLattice()
+        cdef const long long[::1] ab = np.ascontiguousarray(arc_begin, dtype=np.int64)
+        cdef const int[::1] il = np.ascontiguousarray(ilabel, dtype=np.int32)
+        cdef const int[::1] ol = np.ascontiguousarray(olabel, dtype=np.int32)
+        cdef const float[::1] w1 = np.ascontiguousarray(graph_cost, dtype=np.float32)
+        cdef const float[::1] w2 = np.ascontiguousarray(acoustic_cost, dtype=np.float32)
+        cdef const int[::1] nxt = np.ascontiguousarray(nextstate, dtype=np.int32)
+        cdef const float[::1] f1 = np.ascontiguousarray(final_graph, dtype=np.float32)
+        cdef const float[::1] f2 = np.ascontiguousarray(final_acoustic, dtype=np.float32)
+        cdef Py_ssize_t n = ab.shape[0] - 1, s, k
+        cdef Arc arc
+        if n < 0 or f1.shape[0] != n or f2.shape[0] != n:
+            raise ValueError("inconsistent lattice arrays")
+        with nogil:
+            c.arcs.resize(n)
+            c.f1.resize(n)
+            c.f2.resize(n)
+            for s in range(n):
+                c.arcs[s].reserve(ab[s + 1] - ab[s])
+                for k in range(ab[s], ab[s + 1]):
+                    arc.ilabel = il[k]
+                    arc.olabel = ol[k]
+                    arc.w1 = w1[k]
+                    arc.w2 = w2[k]
+                    arc.nextstate = nxt[k]
+                    c.arcs[s].push_back(arc)
+                c.f1[s] = f1[s]
+                c.f2[s] = f2[s]
+        c.start = start if n > 0 else -1
+        return c
+
     def to_lattice(self):
         from ..decode.lattice import Lattice
         lat = Lattice()
@@ -175,6 +221,10 @@ cdef class CLattice:
         return self.arcs.size()
 
     def invert(self):
+        with nogil:
+            self.invert_c()
+
+    cdef void invert_c(self) noexcept nogil:
         cdef size_t s, i
         cdef int t
         for s in range(self.arcs.size()):
@@ -184,6 +234,12 @@ cdef class CLattice:
                 self.arcs[s][i].olabel = t
 
     def is_top_sorted(self):
+        cdef bint ans
+        with nogil:
+            ans = self.is_top_sorted_c()
+        return ans
+
+    cdef bint is_top_sorted_c(self) noexcept nogil:
         cdef size_t s, i
         for s in range(self.arcs.size()):
             for i in range(self.arcs[s].size()):
@@ -193,6 +249,12 @@ cdef class CLattice:
 
     def top_sort(self):
         """The twin's top_sort (OpenFst's TopSort): False, unchanged, on a cycle."""
+        cdef bint ans
+        with nogil:
+            ans = self.top_sort_c()
+        return ans
+
+    cdef bint top_sort_c(self) noexcept nogil:
         cdef int n = <int>self.arcs.size(), root, s, t, c, k
         if n == 0:
             return True
@@ -235,7 +297,7 @@ cdef class CLattice:
         self.permute(order)
         return True
 
-    cdef void permute(self, vector[int] &order):
+    cdef void permute(self, vector[int] &order) noexcept nogil:
         """State s becomes order[s] (a permutation); arcs keep their order."""
         cdef size_t n = self.arcs.size(), s, i
         cdef vector[vector[Arc]] arcs = vector[vector[Arc]](n)
@@ -256,15 +318,36 @@ cdef class CLattice:
     def arc_sort(self):
         """The twin's arc_sort_ilabel (std::sort, as OpenFst's ArcSort)."""
         cdef size_t s
-        for s in range(self.arcs.size()):
-            if self.arcs[s].size() > 1:
-                csort(self.arcs[s].begin(), self.arcs[s].end(), arc_labels_less)
+        with nogil:
+            for s in range(self.arcs.size()):
+                if self.arcs[s].size() > 1:
+                    csort(self.arcs[s].begin(), self.arcs[s].end(), arc_labels_less)
 
     def insert_phones(self, const int[:] phone_of_tid):
         """The twin's determinize_lattice_insert_phones; returns the first
         phone label."""
+        cdef int num_tids = <int>phone_of_tid.shape[0], bad = 0, first
+        cdef size_t s, i
+        with nogil:
+            for s in range(self.arcs.size()):
+                if <int>s == self.start:
+                    continue
+                for i in range(self.arcs[s].size()):
+                    if self.arcs[s][i].olabel < 0 or self.arcs[s][i].olabel >= num_tids:
+                        bad = self.arcs[s][i].olabel
+                        break
+                if bad != 0:
+                    break
+            if bad == 0:
+                first = self.insert_phones_c(&phone_of_tid[0], num_tids)
+        if bad != 0:
+            raise PynnetError("lattice has transition-id %d but the transition model "
+                              "has only %d" % (bad, num_tids - 1))
+        return first
+
+    cdef int insert_phones_c(self, const int *phone_of_tid, int num_tids) noexcept nogil:
         cdef size_t n = self.arcs.size(), s, i
-        cdef int first = 0, ol, phone, extra, num_tids = <int>phone_of_tid.shape[0]
+        cdef int first = 0, ol, phone, extra
         cdef Arc extra_arc
         for s in range(n):
             for i in range(self.arcs[s].size()):
@@ -278,9 +361,6 @@ cdef class CLattice:
                 ol = self.arcs[s][i].olabel
                 if ol == 0:
                     continue
-                if ol < 0 or ol >= num_tids:
-                    raise PynnetError("lattice has transition-id %d but the transition model "
-                                      "has only %d" % (ol, num_tids - 1))
                 phone = phone_of_tid[ol]
                 if phone == 0:
                     continue
@@ -301,13 +381,18 @@ cdef class CLattice:
 
     def delete_phones(self, int first_phone_label):
         cdef size_t s, i
-        for s in range(self.arcs.size()):
-            for i in range(self.arcs[s].size()):
-                if self.arcs[s][i].ilabel >= first_phone_label:
-                    self.arcs[s][i].ilabel = 0
+        with nogil:
+            for s in range(self.arcs.size()):
+                for i in range(self.arcs[s].size()):
+                    if self.arcs[s][i].ilabel >= first_phone_label:
+                        self.arcs[s][i].ilabel = 0
 
     def connect(self):
-        """The twin's Lattice.connect (OpenFst's Connect)."""
+        """The twin's Lattice.connect (OpenFst's Connect), without the GIL."""
+        with nogil:
+            self.connect_c()
+
+    cdef void connect_c(self) noexcept nogil:
         cdef int n = <int>self.arcs.size(), s, t, k
         cdef size_t i
         if self.start < 0:
@@ -384,12 +469,18 @@ cdef class CLattice:
 
     def prune(self, float beam):
         """The twin's prune_lattice (Kaldi's PruneLattice); False for an
-        empty or cyclic lattice (the caller warns about the latter)."""
-        if not self.is_top_sorted() and not self.top_sort():
-            return None
+        empty or cyclic lattice (None for the latter: the caller warns)."""
+        cdef int ans
+        with nogil:
+            ans = self.prune_c(beam)
+        return None if ans < 0 else bool(ans)
+
+    cdef int prune_c(self, float beam) noexcept nogil:
+        if not self.is_top_sorted_c() and not self.top_sort_c():
+            return -1
         cdef int n = <int>self.arcs.size(), s, bad
         if n == 0:
-            return False
+            return 0
         cdef vector[double] cost = vector[double](n, INFINITY)
         cdef double here, c, best_final = INFINITY, cutoff, forward, backward, arc_backward
         cdef size_t i
@@ -422,7 +513,7 @@ cdef class CLattice:
                 if forward + arc_backward > cutoff:
                     self.arcs[s][i].nextstate = bad
             cost[s] = backward
-        self.connect()
+        self.connect_c()
         return self.arcs.size() > 0
 
 
@@ -447,7 +538,8 @@ cdef class LatticeDeterminizerCore:
     # limits and Kaldi's memory count
     cdef int max_mem, max_loop, max_states, max_arcs
     cdef int num_arcs, num_elems
-    cdef public list events
+    cdef vector[MemoryEvent] mem_events   # rebuild: max_mem < 0
+    cdef bint loop_error
     # output states
     cdef vector[vector[Elem]] o_minimal
     cdef vector[vector[TempArc]] o_arcs
@@ -469,25 +561,26 @@ cdef class LatticeDeterminizerCore:
                  int max_loop=-1, int max_states=-1, int max_arcs=-1):
         """``ifst``: top-sorted, with a start state."""
         cdef size_t s, i, n = ifst.arcs.size(), k = 0
-        self.arc_begin.resize(n + 1)
-        for s in range(n):
-            self.arc_begin[s] = k
-            k += ifst.arcs[s].size()
-        self.arc_begin[n] = k
-        self.ilabel.resize(k)
-        self.olabel.resize(k)
-        self.nextstate.resize(k)
-        self.aw1.resize(k)
-        self.aw2.resize(k)
-        k = 0
-        for s in range(n):
-            for i in range(ifst.arcs[s].size()):
-                self.ilabel[k] = ifst.arcs[s][i].ilabel
-                self.olabel[k] = ifst.arcs[s][i].olabel
-                self.nextstate[k] = ifst.arcs[s][i].nextstate
-                self.aw1[k] = ifst.arcs[s][i].w1
-                self.aw2[k] = ifst.arcs[s][i].w2
-                k += 1
+        with nogil:
+            self.arc_begin.resize(n + 1)
+            for s in range(n):
+                self.arc_begin[s] = k
+                k += ifst.arcs[s].size()
+            self.arc_begin[n] = k
+            self.ilabel.resize(k)
+            self.olabel.resize(k)
+            self.nextstate.resize(k)
+            self.aw1.resize(k)
+            self.aw2.resize(k)
+            k = 0
+            for s in range(n):
+                for i in range(ifst.arcs[s].size()):
+                    self.ilabel[k] = ifst.arcs[s][i].ilabel
+                    self.olabel[k] = ifst.arcs[s][i].olabel
+                    self.nextstate[k] = ifst.arcs[s][i].nextstate
+                    self.aw1[k] = ifst.arcs[s][i].w1
+                    self.aw2[k] = ifst.arcs[s][i].w2
+                    k += 1
         self.fw1 = ifst.f1
         self.fw2 = ifst.f2
         self.start = ifst.start
@@ -509,10 +602,10 @@ cdef class LatticeDeterminizerCore:
         self.max_arcs = max_arcs
         self.num_arcs = 0
         self.num_elems = 0
-        self.events = []
+        self.loop_error = False
 
     # -- strings -----------------------------------------------------------------------
-    cdef int successor(self, int s, int label):
+    cdef int successor(self, int s, int label) noexcept nogil:
         cdef long long key = ((<long long>s) << 32) | (<unsigned int>label)
         cdef int nid
         cdef size_t i = hash_key(key) & self.s_mask
@@ -536,7 +629,7 @@ cdef class LatticeDeterminizerCore:
             self.grow_string_table()
         return nid
 
-    cdef void grow_string_table(self):
+    cdef void grow_string_table(self) noexcept nogil:
         cdef vector[long long] keys
         cdef vector[int] ids
         keys.assign(2 * self.s_keys.size(), -1)
@@ -553,18 +646,18 @@ cdef class LatticeDeterminizerCore:
         self.s_ids.swap(ids)
         self.s_mask = mask
 
-    cdef inline void keep_string(self, int s):
+    cdef inline void keep_string(self, int s) noexcept nogil:
         while s != 0 and not self.s_alive[s]:
             self.s_alive[s] = 1
             self.s_num_alive += 1
             s = self.s_parent[s]
 
-    cdef inline void keep_strings(self, vector[Elem] &subset):
+    cdef inline void keep_strings(self, vector[Elem] &subset) noexcept nogil:
         cdef size_t i
         for i in range(subset.size()):
             self.keep_string(subset[i].string)
 
-    cdef void to_vector(self, int s, vector[int] *out):
+    cdef void to_vector(self, int s, vector[int] *out) noexcept nogil:
         cdef int n = self.s_len[s], i
         out.resize(n)
         i = n - 1
@@ -573,7 +666,7 @@ cdef class LatticeDeterminizerCore:
             s = self.s_parent[s]
             i -= 1
 
-    cdef int common_prefix(self, int a, int b):
+    cdef int common_prefix(self, int a, int b) noexcept nogil:
         if a == 0 or b == 0:
             return 0
         while self.s_len[a] > self.s_len[b]:
@@ -585,7 +678,7 @@ cdef class LatticeDeterminizerCore:
             b = self.s_parent[b]
         return a
 
-    cdef int remove_prefix(self, int s, int k):
+    cdef int remove_prefix(self, int s, int k) noexcept nogil:
         if k == 0:
             return s
         cdef vector[int] seq
@@ -595,7 +688,7 @@ cdef class LatticeDeterminizerCore:
             r = self.successor(r, seq[i])
         return r
 
-    cdef int concatenate(self, int a, int b):
+    cdef int concatenate(self, int a, int b) noexcept nogil:
         if b == 0:
             return a
         cdef vector[int] seq
@@ -605,7 +698,7 @@ cdef class LatticeDeterminizerCore:
             a = self.successor(a, seq[i])
         return a
 
-    cdef int compare_ws(self, float a1, float a2, int astr, float b1, float b2, int bstr):
+    cdef int compare_ws(self, float a1, float a2, int astr, float b1, float b2, int bstr) noexcept nogil:
         cdef int c = compare_w(a1, a2, b1, b2)
         if c != 0:
             return c
@@ -627,7 +720,7 @@ cdef class LatticeDeterminizerCore:
         return 0
 
     # -- helpers -----------------------------------------------------------------------
-    cdef bint is_isymbol_or_final(self, int state):
+    cdef bint is_isymbol_or_final(self, int state) noexcept nogil:
         cdef char v = self.isym_or_final[state]
         if v != 0:
             return v == 2
@@ -642,13 +735,13 @@ cdef class LatticeDeterminizerCore:
         self.isym_or_final[state] = 2 if ans else 1
         return ans
 
-    cdef void make_key(self, vector[Elem] &subset, vector[long long] *key):
+    cdef void make_key(self, vector[Elem] &subset, vector[long long] *key) noexcept nogil:
         key.resize(subset.size())
         cdef size_t i
         for i in range(subset.size()):
             key[0][i] = ((<long long>subset[i].state) << 32) | (<unsigned int>subset[i].string)
 
-    cdef bint weights_match(self, vector[Elem] &a, vector[Elem] &b):
+    cdef bint weights_match(self, vector[Elem] &a, vector[Elem] &b) noexcept nogil:
         cdef size_t i
         cdef float d
         for i in range(a.size()):
@@ -659,7 +752,7 @@ cdef class LatticeDeterminizerCore:
                 return False
         return True
 
-    cdef void epsilon_closure(self, vector[Elem] *subset):
+    cdef void epsilon_closure(self, vector[Elem] *subset) noexcept nogil:
         cdef unordered_map[int, Elem] cur
         cdef priority_queue[pair[int, int]] queue     # (-state, index into pending)
         cdef vector[Elem] pending
@@ -684,8 +777,8 @@ cdef class LatticeDeterminizerCore:
             if self.max_loop > 0:
                 loops += 1
                 if loops > <long long>self.max_loop + 1:
-                    raise PynnetError("Lattice determinization aborted since looped more "
-                                      "than %d times during epsilon closure." % self.max_loop)
+                    self.loop_error = True
+                    return
             for a in range(self.arc_begin[elem.state], self.arc_begin[elem.state + 1]):
                 if self.ilabel[a] != 0 or (self.aw1[a] == INFINITY and self.aw2[a] == INFINITY):
                     continue
@@ -725,7 +818,7 @@ cdef class LatticeDeterminizerCore:
             subset.push_back(kv.second)
         csort(subset.begin(), subset.end(), elem_less)
 
-    cdef void convert_to_minimal(self, vector[Elem] *subset):
+    cdef void convert_to_minimal(self, vector[Elem] *subset) noexcept nogil:
         cdef size_t i, k = 0
         for i in range(subset.size()):
             if self.is_isymbol_or_final(subset[0][i].state):
@@ -733,7 +826,7 @@ cdef class LatticeDeterminizerCore:
                 k += 1
         subset.resize(k)
 
-    cdef void normalize_subset(self, vector[Elem] *subset, float *t1, float *t2, int *prefix):
+    cdef void normalize_subset(self, vector[Elem] *subset, float *t1, float *t2, int *prefix) noexcept nogil:
         cdef int p = subset[0][0].string
         cdef float w1 = subset[0][0].w1, w2 = subset[0][0].w2
         cdef size_t i
@@ -751,7 +844,7 @@ cdef class LatticeDeterminizerCore:
         t2[0] = w2
         prefix[0] = p
 
-    cdef void process_final(self, int osid):
+    cdef void process_final(self, int osid) noexcept nogil:
         cdef bint is_final = False
         cdef float f1 = INFINITY, f2 = INFINITY, t1, t2
         cdef int fstr = 0
@@ -778,7 +871,7 @@ cdef class LatticeDeterminizerCore:
             self.o_arcs[osid].push_back(arc)
             self.num_arcs += 1
 
-    cdef int new_output_state(self, vector[Elem] &subset, double forward_cost):
+    cdef int new_output_state(self, vector[Elem] &subset, double forward_cost) noexcept nogil:
         cdef int osid = <int>self.o_minimal.size()
         self.o_minimal.push_back(subset)
         self.o_arcs.push_back(vector[TempArc]())
@@ -791,7 +884,7 @@ cdef class LatticeDeterminizerCore:
 
     cdef int find_subset(self, cmap[vector[long long], vector[int]] &table,
                          vector[vector[Elem]] &subsets, vector[Elem] &subset,
-                         vector[long long] &key):
+                         vector[long long] &key) noexcept nogil:
         """The id under which ``subset`` (hashed as ``key``) is stored in
         ``table`` (ids index ``subsets``), or -1 when it is not there."""
         it = table.find(key)
@@ -802,7 +895,7 @@ cdef class LatticeDeterminizerCore:
                     return deref(it).second[i]
         return -1
 
-    cdef int minimal_to_state_id(self, vector[Elem] &subset, double forward_cost):
+    cdef int minimal_to_state_id(self, vector[Elem] &subset, double forward_cost) noexcept nogil:
         cdef vector[long long] key
         self.make_key(subset, &key)
         cdef int found = self.find_subset(self.minimal_hash, self.o_minimal, subset, key)
@@ -813,7 +906,7 @@ cdef class LatticeDeterminizerCore:
         self.process_transitions(osid)
         return osid
 
-    cdef int initial_to_state_id(self, vector[Elem] &subset_in, double forward_cost):
+    cdef int initial_to_state_id(self, vector[Elem] &subset_in, double forward_cost) noexcept nogil:
         """Returns an index into the init_* tables."""
         cdef vector[long long] key
         self.make_key(subset_in, &key)
@@ -839,10 +932,10 @@ cdef class LatticeDeterminizerCore:
         return idx
 
     # -- the task heap (libstdc++'s push_heap / pop_heap) -------------------------------
-    cdef inline bint task_less(self, int a, int b):
+    cdef inline bint task_less(self, int a, int b) noexcept nogil:
         return self.t_priority[a] > self.t_priority[b]
 
-    cdef void heap_push(self, int task):
+    cdef void heap_push(self, int task) noexcept nogil:
         self.heap.push_back(task)
         cdef long hole = <long>self.heap.size() - 1, parent = (hole - 1) // 2
         while hole > 0 and self.task_less(self.heap[parent], task):
@@ -851,7 +944,7 @@ cdef class LatticeDeterminizerCore:
             parent = (hole - 1) // 2
         self.heap[hole] = task
 
-    cdef int heap_pop(self):
+    cdef int heap_pop(self) noexcept nogil:
         cdef int top = self.heap[0]
         cdef int last = self.heap.back()
         self.heap.pop_back()
@@ -877,7 +970,7 @@ cdef class LatticeDeterminizerCore:
         self.heap[hole] = last
         return top
 
-    cdef int new_task(self):
+    cdef int new_task(self) noexcept nogil:
         cdef int t
         if not self.t_free.empty():
             t = self.t_free.back()
@@ -890,7 +983,7 @@ cdef class LatticeDeterminizerCore:
         return <int>self.t_priority.size() - 1
 
     # -- transitions --------------------------------------------------------------------
-    cdef void process_transitions(self, int osid):
+    cdef void process_transitions(self, int osid) noexcept nogil:
         cdef vector[LabelElem] all_elems
         cdef LabelElem le
         cdef Elem e
@@ -939,7 +1032,7 @@ cdef class LatticeDeterminizerCore:
             self.t_subset[task] = subset
             self.heap_push(task)
 
-    cdef void make_subset_unique(self, vector[Elem] *subset):
+    cdef void make_subset_unique(self, vector[Elem] *subset) noexcept nogil:
         cdef size_t i, k = 0
         for i in range(subset.size()):
             if k > 0 and subset[0][k - 1].state == subset[0][i].state:
@@ -952,7 +1045,7 @@ cdef class LatticeDeterminizerCore:
                 k += 1
         subset.resize(k)
 
-    cdef void process_transition(self, int osid, int label, vector[Elem] *subset):
+    cdef void process_transition(self, int osid, int label, vector[Elem] *subset) noexcept nogil:
         cdef double forward_cost = self.o_forward[osid]
         cdef float t1, t2
         cdef int common
@@ -968,7 +1061,7 @@ cdef class LatticeDeterminizerCore:
         self.o_arcs[osid].push_back(arc)
         self.num_arcs += 1
 
-    cdef void compute_backward_weight(self):
+    cdef void compute_backward_weight(self) noexcept nogil:
         self.backward.resize(self.num_states)
         cdef int s
         cdef long long a
@@ -986,7 +1079,7 @@ cdef class LatticeDeterminizerCore:
         self.cutoff = self.backward[self.start] + self.beam
 
     # -- the memory limit -------------------------------------------------------------
-    cdef void rebuild_repository(self):
+    cdef void rebuild_repository(self) noexcept nogil:
         """Keeps the strings of the output states, the queued tasks and the
         initial-subset table (and their prefixes); drops the others."""
         cdef size_t s, i
@@ -1002,14 +1095,16 @@ cdef class LatticeDeterminizerCore:
         for s in range(self.init_subsets.size()):
             self.keep_strings(self.init_subsets[s])
             self.keep_string(self.init_string[s])
-        self.events.append(("rebuild",))
+        cdef MemoryEvent rebuild
+        rebuild.max_mem = -1
+        self.mem_events.push_back(rebuild)
 
-    cdef double effective_beam(self):
+    cdef double effective_beam(self) noexcept nogil:
         if self.heap.empty():
             return self.beam
         return self.t_priority[self.heap[0]] - self.backward[self.start]
 
-    cdef bint check_memory_usage(self):
+    cdef bint check_memory_usage(self) noexcept nogil:
         """The twin's check_memory_usage (int32 sizes as Kaldi's)."""
         cdef int repo = <int>(self.s_num_alive * REPOSITORY_BYTES_PER_ENTRY)
         cdef int arcs = <int>(<long long>self.num_arcs * TEMP_ARC_BYTES)
@@ -1020,14 +1115,48 @@ cdef class LatticeDeterminizerCore:
         self.rebuild_repository()
         cdef int new_repo = <int>(self.s_num_alive * REPOSITORY_BYTES_PER_ENTRY)
         total = <int>(<unsigned int>new_repo + <unsigned int>arcs + <unsigned int>elems)
+        cdef MemoryEvent event
         if total > <int>(self.max_mem * 0.8):
-            self.events.append(("memory", self.max_mem, repo, arcs, elems, new_repo,
-                                self.effective_beam(), self.beam))
+            event.max_mem = self.max_mem
+            event.repo = repo
+            event.arcs = arcs
+            event.elems = elems
+            event.new_repo = new_repo
+            event.effective_beam = self.effective_beam()
+            event.beam = self.beam
+            self.mem_events.push_back(event)
             return False
         return True
 
     def determinize(self):
-        """Returns (success, effective_beam), as the twin's."""
+        """Returns (success, effective_beam), as the twin's; runs without the
+        GIL."""
+        cdef bint done
+        cdef double effective_beam
+        with nogil:
+            done = self.determinize_c()
+            effective_beam = self.effective_beam()
+        if self.loop_error:
+            raise PynnetError("Lattice determinization aborted since looped more than %d "
+                              "times during epsilon closure." % self.max_loop)
+        return done, effective_beam
+
+    @property
+    def events(self):
+        """("rebuild",) for each repository rebuild, ("memory", max_mem, repo,
+        arcs, elems, new_repo, effective_beam, beam) when the memory limit
+        stopped the expansion."""
+        out = []
+        cdef MemoryEvent e
+        for e in self.mem_events:
+            if e.max_mem < 0:
+                out.append(("rebuild",))
+            else:
+                out.append(("memory", e.max_mem, e.repo, e.arcs, e.elems, e.new_repo,
+                            e.effective_beam, e.beam))
+        return out
+
+    cdef bint determinize_c(self) noexcept nogil:
         self.compute_backward_weight()
         cdef vector[Elem] subset
         cdef Elem e
@@ -1037,6 +1166,8 @@ cdef class LatticeDeterminizerCore:
         e.w2 = 0
         subset.push_back(e)
         self.epsilon_closure(&subset)
+        if self.loop_error:
+            return False
         self.convert_to_minimal(&subset)
         self.new_output_state(subset, 0.0)
         self.process_final(0)
@@ -1044,7 +1175,7 @@ cdef class LatticeDeterminizerCore:
         cdef int task
         cdef size_t num_states
         cdef vector[Elem] tsubset
-        while not self.heap.empty():
+        while not self.heap.empty() and not self.loop_error:
             num_states = self.o_minimal.size()
             if ((self.max_states > 0 and num_states > <size_t>self.max_states)
                     or (self.max_arcs > 0 and self.num_arcs > self.max_arcs)
@@ -1054,7 +1185,7 @@ cdef class LatticeDeterminizerCore:
             tsubset.swap(self.t_subset[task])
             self.t_free.push_back(task)
             self.process_transition(self.t_state[task], self.t_label[task], &tsubset)
-        return self.heap.empty(), self.effective_beam()
+        return self.heap.empty()
 
     def output_lattice(self):
         """The twin's output_lattice, as a CLattice."""

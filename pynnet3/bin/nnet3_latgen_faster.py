@@ -7,14 +7,15 @@ compact lattices) or, with ``--determinize-lattice=false``, written as raw
 state-level lattices. Only a single graph file is accepted (not an archive
 of per-utterance graphs).
 
-The reading, decoding and writing steps are separate functions
-(:class:`LatgenSetup`, :func:`utterance_inputs`, :func:`decode_one`,
-:func:`write_result`) so that nnet3-latgen-faster-parallel runs the same
-steps, only the decoding in worker processes.
+The reading, decoding and writing steps are separate
+(:class:`LatgenSetup`, :func:`utterance_inputs`, :class:`LatgenWriters`) so
+that nnet3-latgen-faster-parallel runs the same steps, only the decoding in
+worker threads (each with a :meth:`LatgenSetup.thread_worker`).
 """
 
 import logging
 import sys
+import threading
 import time
 
 from ..compute.compilation import log_compiler_summary, make_compiler
@@ -91,15 +92,19 @@ def register_latgen_options(parser):
     parser.register_bool("allow-partial", False,
                          "If true, produce output even if end state was not reached.")
     register_ivector_options(parser)
-    # Decoding reproduces Kaldi's lattices bit for bit by default: the exact
-    # arithmetic costs little next to the search (scripts/bench_decode.py).
-    register_arithmetic_options(parser, exact_by_default=True)
+    # The default is the BLAS arithmetic (fast; Kaldi's words and alignments,
+    # costs within float rounding); --kaldi-exact-arithmetic=true reproduces
+    # Kaldi's lattices bit for bit (README: what it reproduces), at the
+    # network's cost, which with large models is a good part of decoding.
+    register_arithmetic_options(parser)
 
 
 class LatgenSetup:
     """Everything one decoding run loads once: the model, the network
     computer (with its compilation cache), the graph, the decoder, the word
-    symbols and the options; :meth:`decode` decodes one utterance with them."""
+    symbols and the options; :meth:`decode` decodes one utterance with them.
+    :meth:`thread_worker` gives another decoder and network computer over
+    the same model, graph and compiler, for a worker thread."""
 
     def __init__(self, opts, model_in, fst_in):
         self.opts = opts
@@ -110,10 +115,10 @@ class LatgenSetup:
         if ":" in fst_in and fst_in.split(":", 1)[0].split(",")[0] in ("ark", "scp"):
             raise UsageError("per-utterance decoding graphs (%s) are not supported; give one "
                              "graph file" % fst_in)
-        self.trans_model, am_nnet = read_mdl(model_in)
-        self.compiler = make_compiler(am_nnet.nnet, optimize_options(opts))
+        self.trans_model, self.am_nnet = read_mdl(model_in)
+        self.compiler = make_compiler(self.am_nnet.nnet, optimize_options(opts))
         self.computer = decodable_nnet_computer(
-            am_nnet, simple_computation_options(opts), compiler=self.compiler,
+            self.am_nnet, simple_computation_options(opts), compiler=self.compiler,
             backend=compute_backend(opts),
             debug_computation=opts.debug_computation,
             debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
@@ -122,14 +127,29 @@ class LatgenSetup:
         self.word_syms = (read_word_symbols(opts.word_symbol_table)
                           if opts.word_symbol_table else None)
         self.fst_in = fst_in
+        self.fst = None
         self.decoder = None
+        self._compiler_lock = threading.Lock()
 
     def load_graph(self):
         """Reads the graph and makes the decoder (after the output tables are
         open, as Kaldi does)."""
-        fst = read_fst(self.fst_in)
-        check_graph_labels(fst, self.tid_to_pdf, self.fst_in)
-        self.decoder = make_decoder(fst, self.config)
+        self.fst = read_fst(self.fst_in)
+        check_graph_labels(self.fst, self.tid_to_pdf, self.fst_in)
+        self.decoder = make_decoder(self.fst, self.config)
+
+    def thread_worker(self):
+        """A copy of this setup for one worker thread: its own decoder (the
+        search's state) and network computer (its execution plans and their
+        matrices), sharing the model, the graph, the options and the
+        compiler, through a lock (Kaldi's parallel tool compiles for every
+        utterance; one shared cache compiles each chunk shape once)."""
+        worker = object.__new__(LatgenSetup)
+        worker.__dict__.update(self.__dict__)
+        worker.computer = self.computer.copy_for_thread(
+            _LockedCompiler(self.compiler, self._compiler_lock))
+        worker.decoder = make_decoder(self.fst, self.config)
+        return worker
 
     def decode(self, utt, features, ivector, online):
         """One utterance's DecodeResult, or None (a WARNING was logged)."""
@@ -138,6 +158,22 @@ class LatgenSetup:
         return decode_utterance(self.decoder, decodable, utt, self.opts.acoustic_scale,
                                 self.opts.allow_partial, self.trans_model,
                                 self.config.determinize_lattice, self.det_opts)
+
+
+class _LockedCompiler:
+    """A compiler shared by threads: one compilation at a time (the cache
+    and the statistics are shared); everything else is the compiler's."""
+
+    def __init__(self, compiler, lock):
+        self._compiler = compiler
+        self._lock = lock
+
+    def compile(self, request):
+        with self._lock:
+            return self._compiler.compile(request)
+
+    def __getattr__(self, name):
+        return getattr(self._compiler, name)
 
 
 def utterance_inputs(opts, feature_rspecifier, counts):

@@ -1,28 +1,36 @@
 """nnet3-latgen-faster-parallel: nnet3-latgen-faster with several decoding
 jobs at once (--num-threads), as Kaldi's nnet3-latgen-faster-parallel.
 
-Kaldi runs one thread per utterance (network and search) and writes the
-results in input order. pynnet3's network interpreter and Cython search hold
-Python's GIL, so threads would not run at once; here ``--num-threads``
-worker processes, forked after the model and graph are loaded (they share
-them copy-on-write), each decode whole utterances, and the parent reads the
-features and writes the lattices, words, alignments and log lines in input
-order (:class:`pynnet3.bin._fork_pool.OrderedForkPool`). The outputs are
-byte for byte those of nnet3-latgen-faster with the same options. With
-``--num-threads=0`` or 1 the decoding runs in the tool's own process.
+As Kaldi's, it decodes whole utterances (network, search, lattice,
+determinization) on ``--num-threads`` threads sharing the model and the
+graph, and the main thread reads the features and writes the lattices,
+words, alignments and log lines in input order
+(:class:`pynnet3.bin._task_sequencer.TaskSequencer`, Kaldi's TaskSequencer
+design). The search, lattice and determinization kernels and NumPy's BLAS
+release the GIL, so the threads run at once; what still holds it (the
+network interpreter's Python loop, the Python side of each utterance) is
+what keeps the speed-up under the thread count. The outputs are byte for
+byte those of nnet3-latgen-faster with the same options. With
+``--num-threads=0`` or 1 the decoding runs in the main thread.
 
-As with Kaldi, every worker runs its own BLAS: on a machine with few cores
-set ``OPENBLAS_NUM_THREADS=1`` (or the equivalent) so that the workers do
-not compete for them.
+A job that fails (a bad utterance, a bug) stops the tool when its turn
+comes: the jobs not started are dropped, the running ones finish, and the
+tool exits with the error (Kaldi's ERROR line and exit status) and leaves no
+output file.
+
+As with Kaldi, every thread's BLAS calls may use BLAS threads of their own:
+on a machine with few cores set ``OPENBLAS_NUM_THREADS=1`` (or the
+equivalent) so that they do not compete for the cores.
 """
 
 import logging
+import queue
 import sys
 import time
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._fork_pool import OrderedForkPool
+from ._task_sequencer import TaskSequencer
 from .nnet3_latgen_faster import (LatgenSetup, LatgenWriters, log_summary,
                                   parse_latgen_args, register_latgen_options,
                                   utterance_inputs)
@@ -56,7 +64,6 @@ def main(argv=None):
     setup = LatgenSetup(opts, model_in, fst_in)
     writers = LatgenWriters(setup, lat_wspec, words_wspec, ali_wspec)
     counts = {"success": 0, "fail": 0}
-    pool = None
     try:
         setup.load_graph()
         start = time.time()
@@ -68,18 +75,15 @@ def main(argv=None):
         else:
             total = (opts.num_threads_total if opts.num_threads_total > 0
                      else opts.num_threads + 20)
-            pool = OrderedForkPool(_DecodeJob(setup), opts.num_threads, total)
-            for utt, features, ivector, online in inputs:
-                for done_utt, result in pool.submit((utt, features, ivector, online)):
+            job = _DecodeJob(setup, opts.num_threads)
+            with TaskSequencer(opts.num_threads, total) as sequencer:
+                for args in inputs:
+                    for done_utt, result in sequencer.submit(job, *args):
+                        writers.write_result(done_utt, result, counts)
+                for done_utt, result in sequencer.drain():
                     writers.write_result(done_utt, result, counts)
-            for done_utt, result in pool.drain():
-                writers.write_result(done_utt, result, counts)
-            pool.close()
-            pool = None
         writers.close()
     except BaseException:
-        if pool is not None:
-            pool.terminate()
         writers.abort()
         raise
     log_summary(setup, writers, counts, time.time() - start,
@@ -89,13 +93,27 @@ def main(argv=None):
 
 
 class _DecodeJob:
-    """One utterance, in a worker: (utt, DecodeResult or None)."""
+    """One utterance, on a worker thread: (utt, DecodeResult or None). The
+    ``num_threads`` thread workers (decoder and network computer each, see
+    LatgenSetup.thread_worker) are made here, in the main thread, and lent
+    to one job at a time; no more jobs than that run at once, so a free one
+    is always there."""
 
-    def __init__(self, setup):
-        self.setup = setup
+    def __init__(self, setup, num_threads):
+        self.free = queue.SimpleQueue()
+        for _ in range(num_threads):
+            self.free.put(setup.thread_worker())
 
     def __call__(self, utt, features, ivector, online):
-        return utt, self.setup.decode(utt, features, ivector, online)
+        worker = self.free.get(timeout=_WORKER_WAIT_SECONDS)
+        try:
+            return utt, worker.decode(utt, features, ivector, online)
+        finally:
+            self.free.put(worker)
+
+
+# Never reached (at most num_threads jobs run at once); a bound, not a wait.
+_WORKER_WAIT_SECONDS = 600
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ Kaldi's wording.
 """
 
 import concurrent.futures
+import copy
 import itertools
 import logging
 import math
@@ -366,6 +367,20 @@ class SimpleNnetComputer:
         self._workspaces = {}
         self._pool = None
         self._local = threading.local()
+
+    def copy_for_thread(self, compiler):
+        """A computer for another thread: the same network, options,
+        priors and backend, ``compiler`` (share one through a lock), and its
+        own computations, execution plans and matrices (reused from chunk to
+        chunk, so two threads cannot share them); it computes on the calling
+        thread alone."""
+        other = copy.copy(self)
+        other.compiler = compiler
+        other.num_threads = 1
+        other._cache, other._plans, other._workspaces = {}, {}, {}
+        other._pool = None
+        other._local = threading.local()
+        return other
 
     # -- geometry ------------------------------------------------------------------------------
     def num_subsampled_frames(self, num_frames):

@@ -18,7 +18,8 @@ from ..errors import PynnetError, UsageError
 from .config import LatticeFasterDecoderConfig
 from .determinize import (DeterminizeLatticePhonePrunedOptions,
                           determinize_lattice_phone_pruned_wrapper)
-from .token_lattice import best_path, get_raw_lattice
+from .lattice import Lattice
+from .token_lattice import raw_lattice_and_best_path
 
 __all__ = ["DecodeResult", "Decoder", "decode", "decode_utterance", "make_decoder",
            "check_graph_labels"]
@@ -83,8 +84,7 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
             logger.warning("Not producing output for utterance %s since no final-state "
                            "reached and --allow-partial=false.\n", utt)
             return None
-    lat = get_raw_lattice(decoder.token_lattice())
-    path = best_path(lat)
+    lat, path = raw_lattice_and_best_path(decoder.token_lattice())
     if path is None:
         raise PynnetError("Failed to get traceback for utterance %s" % utt)
     lat.connect()
@@ -96,6 +96,8 @@ def decode_utterance(decoder, decodable, utt, acoustic_scale, allow_partial=Fals
         if not ok:
             logger.warning("Determinization finished earlier than the beam for utterance %s",
                            utt)
+    elif not isinstance(lat, Lattice):
+        lat = lat.to_lattice()
     if acoustic_scale != 0.0:
         lat.scale(((1.0, 0.0), (0.0, 1.0 / float(np.float32(acoustic_scale)))))
     return DecodeResult(path.words, path.alignment, lat, path.likelihood,
@@ -140,9 +142,11 @@ class Decoder:
             ``extra_left_context``, ..., ``frame_subsampling_factor``), the
             determinization's (``delta``, ``max_mem``, ...), and
             ``allow_partial`` (False), ``backend`` (the network's arithmetic:
-            "kaldi-exact", Kaldi's CPU arithmetic bit for bit, or "numpy",
-            BLAS arithmetic; which one is the default may change, so name it
-            when the last bits matter), ``fast`` (the Cython search, True).
+            "numpy", BLAS arithmetic, the default as in
+            ``nnet3-latgen-faster``; "kaldi-exact", Kaldi's CPU arithmetic
+            bit for bit, an opt-in check: see the README for what it
+            reproduces; or a KaldiExactBackend to choose its OpenBLAS thread
+            count), ``fast`` (the Cython search, True).
 
     Raises:
         UsageError: unknown options, or a graph whose labels are not the
@@ -181,7 +185,7 @@ class Decoder:
         self.det_opts = DeterminizeLatticePhonePrunedOptions(
             **{k: options.pop(k) for k in list(options) if k in det_fields})
         fast = bool(options.pop("fast", True))
-        backend = options.pop("backend", "kaldi-exact")
+        backend = options.pop("backend", "numpy")
         unknown = set(options) - dec_fields - comp_fields
         if unknown:
             raise UsageError("unknown decoding option(s): %s" % ", ".join(sorted(unknown)))

@@ -734,7 +734,7 @@ class _FastSteps:
     @staticmethod
     def load(lat):
         from .._fast.lattice_determinize import CLattice
-        return CLattice.from_lattice(lat)
+        return lat if isinstance(lat, CLattice) else CLattice.from_lattice(lat)
 
     @staticmethod
     def unload(lat):
@@ -886,9 +886,10 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None, 
     then word determinization, ``max_mem`` 50,000,000, no minimization;
     without word determinization the (phone-determinized) lattice is
     converted as it is, as Kaldi's ConvertLattice does, and not minimized)
-    on
-    a raw lattice (transition-ids on input, words on output; the twin
-    (``fast`` false) changes it). Returns (CompactLattice, success)."""
+    on a raw lattice (transition-ids on input, words on output): a
+    :class:`Lattice`, or with ``fast`` a CLattice (then it is changed, as
+    the twin (``fast`` false) changes a Lattice). Returns (CompactLattice,
+    success)."""
     steps = _FastSteps if fast else _TwinSteps
     opts = opts if opts is not None else DeterminizeLatticePhonePrunedOptions()
     # Kaldi passes only delta and max_mem on to the passes

@@ -1,13 +1,12 @@
 """Decoding graphs: OpenFst's binary ``const`` and ``vector`` formats for the
-standard (tropical, float weight) arc, read into flat NumPy arrays.
+standard (tropical, float weight) arc, read into the record arrays the
+decoder's search walks.
 
 Why our own reader and not kaldifst (PyPI): the decoder needs the graph as
-flat arrays (one CSR copy, arcs in the file's order) that a Cython loop can
-walk; kaldifst would add a compiled dependency outside the design card's
-packages only to be copied out of again, arc by arc, through Python. The two
-binary layouts Kaldi writes (HCLG.fst as ``const``, G.fst/L.fst as
-``vector``) are small, fixed formats, read here with ``numpy.frombuffer`` in
-one pass (an HCLG of 340,000 arcs loads in milliseconds).
+flat arrays that a Cython loop can walk without the GIL; kaldifst would add a
+compiled dependency only to be copied out of again. The two binary layouts
+Kaldi writes (HCLG.fst as ``const``, G.fst/L.fst as ``vector``) are small,
+fixed formats.
 
 The layouts (OpenFst's FstHeader, ConstFst and VectorFst writers):
 
@@ -24,76 +23,146 @@ The layouts (OpenFst's FstHeader, ConstFst and VectorFst writers):
 - ``vector``: per state a float final weight, an int64 arc count and that
   many 16-byte arc records.
 
+Memory: a graph is held once, as Kaldi's ConstFst holds it: the const
+format's own state and arc records (:data:`STATE_DTYPE`, :data:`ARC_DTYPE`),
+copied from the memory-mapped file straight into 64-byte aligned arrays, 4 MB
+at a time (the mapped pages are released as the copy goes, so the peak is the
+graph plus one chunk; from a pipe or standard input the file's bytes are read
+whole first, so there the peak is twice the graph). A vector FST is converted to the same
+records. The per-arc and per-state fields (``ilabel``, ``final``, ...) are
+views of those records, not copies.
+
 Guarantees: arcs keep the file's order within each state (the order Kaldi's
 ArcIterator visits them, which fixes the decoder's tie-breaking); a final
 weight of +infinity means "not final"; a truncated or foreign file raises
 :class:`KaldiFormatError` naming the file and byte offset.
 """
 
+import mmap
 import struct
 
 import numpy as np
 
 from ..errors import KaldiFormatError
-from ..io.files import read_bytes
+from ..io.files import read_buffer
 
-__all__ = ["StdFst", "read_fst", "parse_fst", "fst_to_bytes", "FST_MAGIC"]
+__all__ = ["StdFst", "read_fst", "parse_fst", "fst_to_bytes", "FST_MAGIC", "ARC_DTYPE",
+           "STATE_DTYPE"]
 
 FST_MAGIC = 2125659606
 _SYMBOL_TABLE_MAGIC = 2125658996
 _HAS_ISYMBOLS, _HAS_OSYMBOLS, _IS_ALIGNED = 1, 2, 4
-_ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"),
-                       ("nextstate", "<i4")])
-_CONST_STATE_DTYPE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"),
-                               ("niepsilons", "<u4"), ("noepsilons", "<u4")])
+ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"),
+                      ("nextstate", "<i4")])
+STATE_DTYPE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"),
+                        ("niepsilons", "<u4"), ("noepsilons", "<u4")])
+_ALIGN = 64
+_COPY_CHUNK = 1 << 22
+
+
+def _aligned_records(dtype, count):
+    """An uninitialized, C-contiguous record array whose data starts on a
+    64-byte boundary (the search reads the records through C pointers)."""
+    nbytes = dtype.itemsize * count
+    buf = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    skip = (-buf.ctypes.data) % _ALIGN
+    return buf[skip:skip + nbytes].view(dtype)
 
 
 class StdFst:
-    """A weighted FST over the tropical semiring as flat arrays.
+    """A weighted FST over the tropical semiring as record arrays.
 
-    ``arc_begin`` (num_states + 1, int64): state s owns arcs
-    ``arc_begin[s]:arc_begin[s+1]``; ``ilabel``, ``olabel``, ``nextstate``
-    (int32) and ``weight`` (float32) per arc; ``final`` (float32, +inf: not
-    final); ``start`` (-1 for an empty FST); ``fst_type`` as in the file."""
+    ``state_records`` (:data:`STATE_DTYPE`, one per state: final weight
+    (+inf: not final), first arc, number of arcs, of input epsilons and of
+    output epsilons) and ``arc_records`` (:data:`ARC_DTYPE`: ilabel, olabel,
+    weight, nextstate), the arcs of each state consecutive and in order;
+    ``start`` (-1 for an empty FST); ``fst_type`` as in the file. ``final``,
+    ``ilabel``, ``olabel``, ``weight``, ``nextstate`` are views of the
+    records; ``arc_begin`` (num_states + 1, int64) is computed on request.
 
-    __slots__ = ("start", "final", "arc_begin", "ilabel", "olabel", "weight", "nextstate",
-                 "fst_type", "source", "_num_input_epsilons")
+    ``StdFst(start, final, arc_begin, ilabel, olabel, weight, nextstate)``
+    builds one from per-field arrays; :meth:`from_records` from the records."""
+
+    __slots__ = ("start", "state_records", "arc_records", "fst_type", "source")
 
     def __init__(self, start, final, arc_begin, ilabel, olabel, weight, nextstate,
                  fst_type="vector", source="<memory>"):
+        final = np.asarray(final, dtype=np.float32)
+        arc_begin = np.asarray(arc_begin, dtype=np.int64)
+        states = np.zeros(final.shape[0], dtype=STATE_DTYPE)
+        arcs = _aligned_records(ARC_DTYPE, int(np.asarray(ilabel).shape[0]))
+        arcs["ilabel"], arcs["olabel"] = ilabel, olabel
+        arcs["weight"], arcs["nextstate"] = weight, nextstate
+        if arc_begin[-1] >= 2**32:
+            raise ValueError("an FST with 2^32 or more arcs is not supported")
+        states["final"] = final
+        states["pos"] = arc_begin[:-1]
+        states["narcs"] = np.diff(arc_begin)
+        _count_epsilons(states, arcs)
+        self._set(start, states, arcs, fst_type, source)
+
+    @classmethod
+    def from_records(cls, start, state_records, arc_records, fst_type="const",
+                     source="<memory>"):
+        """An StdFst over existing record arrays (not copied when they are
+        C-contiguous and of the record dtypes)."""
+        self = cls.__new__(cls)
+        self._set(start, state_records, arc_records, fst_type, source)
+        return self
+
+    def _set(self, start, states, arcs, fst_type, source):
         self.start = int(start)
-        self.final = np.ascontiguousarray(final, dtype=np.float32)
-        self.arc_begin = np.ascontiguousarray(arc_begin, dtype=np.int64)
-        self.ilabel = np.ascontiguousarray(ilabel, dtype=np.int32)
-        self.olabel = np.ascontiguousarray(olabel, dtype=np.int32)
-        self.weight = np.ascontiguousarray(weight, dtype=np.float32)
-        self.nextstate = np.ascontiguousarray(nextstate, dtype=np.int32)
+        self.state_records = np.ascontiguousarray(states, dtype=STATE_DTYPE)
+        self.arc_records = np.ascontiguousarray(arcs, dtype=ARC_DTYPE)
         self.fst_type = fst_type
         self.source = source
-        self._num_input_epsilons = None
 
     @property
     def num_states(self):
-        return self.final.shape[0]
+        return self.state_records.shape[0]
 
     @property
     def num_arcs(self):
-        return self.ilabel.shape[0]
+        return self.arc_records.shape[0]
+
+    @property
+    def final(self):
+        return self.state_records["final"]
+
+    @property
+    def ilabel(self):
+        return self.arc_records["ilabel"]
+
+    @property
+    def olabel(self):
+        return self.arc_records["olabel"]
+
+    @property
+    def weight(self):
+        return self.arc_records["weight"]
+
+    @property
+    def nextstate(self):
+        return self.arc_records["nextstate"]
+
+    @property
+    def arc_begin(self):
+        begin = np.zeros(self.num_states + 1, dtype=np.int64)
+        begin[:-1] = self.state_records["pos"]
+        if self.num_states:
+            begin[-1] = int(begin[-2]) + int(self.state_records["narcs"][-1])
+        return begin
 
     def arcs(self, state):
         """(ilabel, olabel, weight, nextstate) tuples of ``state``, in order."""
-        b, e = self.arc_begin[state], self.arc_begin[state + 1]
+        b = int(self.state_records["pos"][state])
+        e = b + int(self.state_records["narcs"][state])
         return list(zip(self.ilabel[b:e].tolist(), self.olabel[b:e].tolist(),
                         self.weight[b:e].tolist(), self.nextstate[b:e].tolist()))
 
     def num_input_epsilons(self):
         """Per state, the number of arcs with input label 0."""
-        if self._num_input_epsilons is None:
-            counts = np.zeros(self.num_states + 1, dtype=np.int64)
-            owner = np.repeat(np.arange(self.num_states), np.diff(self.arc_begin))
-            np.add.at(counts, owner[self.ilabel == 0], 1)
-            self._num_input_epsilons = counts[:-1].astype(np.int32)
-        return self._num_input_epsilons
+        return self.state_records["niepsilons"].astype(np.int32)
 
     def max_ilabel(self):
         return int(self.ilabel.max()) if self.num_arcs else 0
@@ -103,9 +172,23 @@ class StdFst:
         return read_fst(rxfilename)
 
 
+def _count_epsilons(states, arcs):
+    """Fills the records' input and output epsilon counts from the arcs."""
+    if not arcs.shape[0]:
+        states["niepsilons"] = 0
+        states["noepsilons"] = 0
+        return
+    owner = np.repeat(np.arange(states.shape[0], dtype=np.int64),
+                      states["narcs"].astype(np.int64))
+    states["niepsilons"] = np.bincount(owner, weights=arcs["ilabel"] == 0,
+                                       minlength=states.shape[0])
+    states["noepsilons"] = np.bincount(owner, weights=arcs["olabel"] == 0,
+                                       minlength=states.shape[0])
+
+
 class _Reader:
-    def __init__(self, data, source):
-        self.data, self.source, self.pos = data, source, 0
+    def __init__(self, data, source, pos=0):
+        self.data, self.source, self.pos = data, source, pos
 
     def fail(self, message):
         raise KaldiFormatError(message, self.source, self.pos)
@@ -125,6 +208,27 @@ class _Reader:
         text = bytes(self.data[self.pos:self.pos + n]).decode("latin-1")
         self.pos += n
         return text
+
+    def records(self, dtype, count, what):
+        """``count`` records copied into an aligned array (in chunks; the
+        source pages of a memory-mapped file are released as they are
+        copied)."""
+        size = dtype.itemsize * count
+        if count < 0 or self.pos + size > len(self.data):
+            self.fail("file ends inside the FST's %s (%d records expected)" % (what, count))
+        out = _aligned_records(dtype, count)
+        dest = out.view(np.uint8) if count else np.zeros(0, dtype=np.uint8)
+        mapped = isinstance(self.data, mmap.mmap)
+        done = 0
+        while done < size:
+            n = min(_COPY_CHUNK, size - done)
+            dest[done:done + n] = np.frombuffer(self.data, dtype=np.uint8, count=n,
+                                                offset=self.pos + done)
+            if mapped:
+                _release_pages(self.data, self.pos + done, n)
+            done += n
+        self.pos += size
+        return out
 
     def array(self, dtype, count, what):
         size = dtype.itemsize * count
@@ -148,18 +252,46 @@ class _Reader:
             self.take("<q")
 
 
+def _release_pages(mapping, begin, size):
+    """Drops the whole pages of [begin, begin + size) of a read-only mapping
+    from this process (they stay in the page cache), so that copying a large
+    graph does not hold it twice."""
+    page = mmap.PAGESIZE
+    first = (begin + page - 1) // page * page
+    last = (begin + size) // page * page
+    if last > first and hasattr(mapping, "madvise"):
+        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def _consecutive(states, num_arcs, block=1 << 20):
+    """Whether each state's arcs start where the previous state's end and
+    the last end at ``num_arcs`` (checked a block of states at a time, so
+    that a large graph needs no state-sized temporaries)."""
+    expected = 0
+    for b in range(0, states.shape[0], block):
+        pos = states["pos"][b:b + block].astype(np.int64)
+        end = pos + states["narcs"][b:b + block]
+        if pos[0] != expected or not np.array_equal(pos[1:], end[:-1]):
+            return False
+        expected = int(end[-1])
+    return expected == num_arcs
+
+
 def read_fst(rxfilename):
     """Reads an OpenFst binary FST (types ``const`` and ``vector``, arc type
-    ``standard``) from a file name, ``-`` or a pipe (``cmd |``)."""
-    data, offset = read_bytes(rxfilename)
-    return parse_fst(bytes(data[offset:]) if offset else data, rxfilename)
+    ``standard``) from a file name (memory-mapped while it is copied), ``-``
+    or a pipe (``cmd |``; read whole first)."""
+    data, offset = read_buffer(rxfilename)
+    return parse_fst(data, rxfilename, offset)
 
 
-def parse_fst(data, source="<memory>"):
-    r = _Reader(memoryview(data), source)
+def parse_fst(data, source="<memory>", offset=0):
+    """An StdFst from the binary FST at ``offset`` of ``data`` (bytes or a
+    memory-mapped file; the records are copied out of it)."""
+    r = _Reader(data, source, offset)
     (magic,) = r.take("<i")
     if magic != FST_MAGIC:
-        r.pos = 0
+        r.pos = offset
         r.fail("not an OpenFst binary FST (bad magic number %d; text FSTs must first go "
                "through fstcompile)" % magic)
     fst_type = r.string()
@@ -177,16 +309,13 @@ def parse_fst(data, source="<memory>"):
             r.fail("unsupported const FST version %d" % version)
         if flags & _IS_ALIGNED:
             r.align()
-        states = r.array(_CONST_STATE_DTYPE, num_states, "states")
+        states = r.records(STATE_DTYPE, num_states, "states")
         if flags & _IS_ALIGNED:
             r.align()
-        arcs = r.array(_ARC_DTYPE, num_arcs, "arcs")
-        narcs = states["narcs"].astype(np.int64)
-        arc_begin = np.zeros(num_states + 1, dtype=np.int64)
-        np.cumsum(narcs, out=arc_begin[1:])
-        if num_states and not np.array_equal(states["pos"].astype(np.int64), arc_begin[:-1]):
+        arcs = r.records(ARC_DTYPE, num_arcs, "arcs")
+        if not _consecutive(states, num_arcs):
             r.fail("const FST's arc positions are not consecutive")
-        final = states["final"]
+        fst = StdFst.from_records(start, states, arcs, fst_type, source)
     elif fst_type == "vector":
         if version != 2:
             r.fail("unsupported vector FST version %d" % version)
@@ -197,15 +326,16 @@ def parse_fst(data, source="<memory>"):
         for s in range(num_states):
             f, n = r.take("<fq")
             final[s] = f
-            pieces.append(r.array(_ARC_DTYPE, n, "arcs of state %d" % s))
+            pieces.append(r.array(ARC_DTYPE, n, "arcs of state %d" % s))
             total += n
             arc_begin[s + 1] = total
-        arcs = np.concatenate(pieces) if pieces else np.zeros(0, dtype=_ARC_DTYPE)
+        arcs = np.concatenate(pieces) if pieces else np.zeros(0, dtype=ARC_DTYPE)
+        fst = StdFst(start, final, arc_begin, arcs["ilabel"], arcs["olabel"], arcs["weight"],
+                     arcs["nextstate"], fst_type, source)
     else:
         r.fail("FST type '%s' is not supported (expected 'const' or 'vector')" % fst_type)
-    fst = StdFst(start, final, arc_begin, arcs["ilabel"], arcs["olabel"], arcs["weight"],
-                 arcs["nextstate"], fst_type, source)
-    if fst.num_arcs and (fst.nextstate.min() < 0 or fst.nextstate.max() >= num_states):
+    nextstate = fst.nextstate
+    if fst.num_arcs and (nextstate.min() < 0 or nextstate.max() >= num_states):
         raise KaldiFormatError("arc to a state outside 0..%d" % (num_states - 1), source)
     if num_states and not 0 <= start < num_states:
         raise KaldiFormatError("start state %d outside 0..%d" % (start, num_states - 1),
@@ -220,11 +350,10 @@ def fst_to_bytes(fst):
               + struct.pack("<i", 8) + b"standard"
               + struct.pack("<iiQqqq", 2, 0, 3, fst.start, fst.num_states, fst.num_arcs))
     parts = [header]
-    arcs = np.empty(fst.num_arcs, dtype=_ARC_DTYPE)
-    arcs["ilabel"], arcs["olabel"] = fst.ilabel, fst.olabel
-    arcs["weight"], arcs["nextstate"] = fst.weight, fst.nextstate
+    arcs = fst.arc_records
+    begin = fst.arc_begin
     for s in range(fst.num_states):
-        b, e = int(fst.arc_begin[s]), int(fst.arc_begin[s + 1])
+        b, e = int(begin[s]), int(begin[s + 1])
         parts.append(struct.pack("<fq", float(fst.final[s]), e - b))
         parts.append(arcs[b:e].tobytes())
     return b"".join(parts)

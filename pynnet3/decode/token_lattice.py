@@ -4,15 +4,22 @@ numbering) and the best path (GetBestPath: ShortestPath over that lattice).
 
 Both decoders (the Cython one and its plain-Python twin) export the same
 :class:`TokenLattice`, so everything after the search is shared.
+:func:`get_raw_lattice` and :func:`best_path` are the plain-Python twins of
+the C kernels in pynnet3/_fast/lattice_raw.pyx, which
+:func:`raw_lattice_and_best_path` uses (through ``_fast.load``) when they
+are built.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _fast
+from ..errors import PynnetError
 from .lattice import Lattice, _f32
 
-__all__ = ["TokenLattice", "get_raw_lattice", "best_path", "BestPath"]
+__all__ = ["TokenLattice", "get_raw_lattice", "best_path", "BestPath",
+           "raw_lattice_and_best_path"]
 
 _F = np.float32
 _INF = float("inf")
@@ -79,7 +86,7 @@ def _top_sort_frame(tl, begin, end):
     while reprocess:
         loops += 1
         if loops > 1000000:
-            raise ValueError("Epsilon loops exist in your decoding graph (this is not allowed!)")
+            raise PynnetError("Epsilon loops exist in your decoding graph (this is not allowed!)")
         todo, reprocess = list(dict.fromkeys(reprocess)), []
         for tok in todo:
             reprocess.extend(relax(tok))
@@ -194,3 +201,25 @@ def best_path(lat):
     fw = lat.final[best]
     w1, w2 = _F(w1 + _F(fw[0])), _F(w2 + _F(fw[1]))
     return BestPath(alignment, words, (float(w1), float(w2)))
+
+
+def raw_lattice_and_best_path(tl):
+    """The raw lattice of a :class:`TokenLattice` and its best path
+    (:class:`BestPath`, or None when no final state is reachable), as
+    :func:`get_raw_lattice` and :func:`best_path` give them. With the C
+    kernels (pynnet3/_fast/lattice_raw.pyx; the GIL is released while they
+    run) the lattice is a CLattice (pynnet3/_fast/lattice_determinize.pyx,
+    what determinization takes; ``to_lattice()`` gives a :class:`Lattice`),
+    with the twins a :class:`Lattice`."""
+    kernel = _fast.load("lattice_raw")
+    clattice = _fast.load("lattice_determinize")
+    if kernel is None or clattice is None:
+        lat = get_raw_lattice(tl)
+        return lat, best_path(lat)
+    arrays = kernel.raw_lattice_arrays(tl)
+    found = kernel.best_path_arrays(*arrays)
+    path = None
+    if found is not None:
+        alignment, words, weight = found
+        path = BestPath(alignment.tolist(), words.tolist(), weight)
+    return clattice.CLattice.from_arrays(*arrays), path
