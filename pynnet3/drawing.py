@@ -119,10 +119,18 @@ def draw(nnet, picture=None, *, expand_layers=True, node_prefixes=(), use_color=
         PynnetError: the network could not be read, the picture's format is not known
             from its name, Graphviz's ``dot`` is not installed, or ``dot`` failed.
 
-    Example:
-        >>> import pynnet3
-        >>> text = pynnet3.draw("final.raw")                 # doctest: +SKIP
-        >>> text = pynnet3.draw("final.mdl", "model.svg")    # doctest: +SKIP
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        text = pynnet3.draw(examples.path("tdnn_lda.raw"))   # as nnet3-to-dot writes it
+        print(text.splitlines()[0])
+        # pynnet3.draw(examples.path("final.mdl"), "model.svg") also runs Graphviz's dot
+
+    Output::
+
+        digraph "nnet3" {
     """
     if picture is not None:
         picture_format(picture)     # a bad name fails before any work

@@ -31,6 +31,7 @@ GROUPS = [
                                        "DecodableNnetLoopedOnline"]),
     ("Decoding", ["Decoder", "decode"]),
     ("Any computation, Kaldi's way", ["ComputationRequest", "compile", "NnetComputer"]),
+    ("Pictures of a network", ["draw"]),
     ("Errors", ["PynnetError"]),
 ]
 

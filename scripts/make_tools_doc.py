@@ -51,8 +51,11 @@ nnet3-am-copy --binary=false "$ex/final.mdl" final.txt.mdl
     ]),
     ("Computing", [
         ("nnet3-compute",
-         "`--batch-size=N` (pynnet3 only) computes chunks of up to N utterances together "
-         "(the same numbers; larger products for BLAS). `--kaldi-exact-arithmetic` and "
+         "`--batch-size=N` (pynnet3 only) computes chunks of up to N utterances together, "
+         "and `--chunks-per-computation` (pynnet3 only; automatic by default) chunks of one "
+         "utterance (the same numbers within float rounding; larger products for BLAS). With "
+         "BLAS arithmetic, `OPENBLAS_NUM_THREADS=N` runs the chunk batches on N threads of "
+         "the tool's own, each with single-threaded BLAS. `--kaldi-exact-arithmetic` and "
          "`--kaldi-exact-blas-threads` (pynnet3 only) choose Kaldi's CPU arithmetic bit for "
          "bit; by default the BLAS arithmetic agrees with Kaldi within float32 rounding. "
          "`--use-gpu` selects the CuPy backend when CuPy is installed (otherwise, as a Kaldi "
@@ -83,15 +86,46 @@ nnet3-xvector-compute --chunk-size=100 --min-chunk-size=25 \\
 cmp words.txt "$ex/words.narrow.txt" && cmp ali.txt "$ex/ali.narrow.txt" && echo "Kaldi's words and alignments"
 '''),
         ("nnet3-latgen-faster-parallel",
-         "`--num-threads` runs worker processes forked after the model and graph are loaded "
-         "(Python threads would not compute at once); the outputs are nnet3-latgen-faster's, "
-         "byte for byte, in input order. As with Kaldi, set `OPENBLAS_NUM_THREADS=1` when "
-         "running several workers. Otherwise as nnet3-latgen-faster.",
+         "`--num-threads` runs that many worker threads (Kaldi's TaskSequencer design: the "
+         "search, raw-lattice and determinization kernels release the GIL); the outputs are "
+         "nnet3-latgen-faster's, byte for byte, in input order, and a failing utterance ends "
+         "the tool with Kaldi's error and no output file. As with Kaldi, set "
+         "`OPENBLAS_NUM_THREADS=1` when running several workers. Otherwise as "
+         "nnet3-latgen-faster.",
          EX + '''OPENBLAS_NUM_THREADS=1 nnet3-latgen-faster-parallel --num-threads=2 \\
   --online-ivectors=ark:"$ex/online-ivectors.ark" --online-ivector-period=10 \\
   --acoustic-scale=0.1 --beam=8 --lattice-beam=4 --max-active=200 \\
   "$ex/final.mdl" "$ex/HCLG.fst" ark:"$ex/feats.ark" ark:lat.ark ark,t:words.txt
 cmp words.txt "$ex/words.narrow.txt" && echo "Kaldi's words"
+'''),
+    ]),
+    ("Converting and drawing (pynnet3 only)", [
+        ("nnet3-to-onnx",
+         "No Kaldi counterpart: writes a standard ONNX model of nnet3-compute's chunk "
+         "computation (`--streaming=true`: the looped computation of online decoding, "
+         "taking one chunk and the state; `--xvector=true`: nnet3-xvector-compute's). See "
+         "docs/onnx.md.",
+         EX + '''nnet3-to-onnx --frames-per-chunk=1000 "$ex/tdnn_lda.raw" tdnn_lda.onnx
+'''),
+        ("nnet3-compute-onnx",
+         "No Kaldi counterpart: nnet3-compute's options and outputs, the network run by "
+         "onnxruntime from a model written by nnet3-to-onnx.",
+         EX + '''nnet3-to-onnx --frames-per-chunk=1000 "$ex/tdnn_lda.raw" tdnn_lda.onnx
+nnet3-compute-onnx --online-ivectors=ark:"$ex/online-ivectors.ark" --online-ivector-period=10 \\
+  tdnn_lda.onnx ark:"$ex/feats.ark" ark,t:output.txt
+'''),
+        ("nnet3-xvector-compute-onnx",
+         "No Kaldi counterpart: nnet3-xvector-compute's options and outputs, the network run "
+         "by onnxruntime from a model written by `nnet3-to-onnx --xvector=true`.",
+         EX + '''nnet3-to-onnx --xvector=true "$ex/xvector.raw" xvector.onnx
+nnet3-xvector-compute-onnx xvector.onnx ark:"$ex/xvector-feats.ark" ark,t:xvectors.txt
+'''),
+        ("nnet3-to-dot",
+         "Kaldi's nnet3 has no such tool (nnet2 had nnet-to-dot): writes a Graphviz DOT "
+         "picture of any network, layers grouped; with a third argument it also runs "
+         "Graphviz's `dot` to write the picture. See docs/drawing.md.",
+         EX + '''nnet3-to-dot "$ex/tdnn_lda.raw" tdnn_lda.dot
+nnet3-to-dot --expand-layers=false "$ex/tdnn_lda.raw" tdnn_lda.overview.dot
 '''),
     ]),
     ("Lattices", [

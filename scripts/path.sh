@@ -7,9 +7,10 @@
 #   ali-to-phones align-text apply-cmvn compute-cmvn-stats compute-wer
 #   compute-wer-bootci lattice-1best lattice-add-penalty lattice-best-path
 #   lattice-copy lattice-depth-per-frame lattice-mbr-decode lattice-prune
-#   lattice-scale nnet3-am-copy nnet3-am-info nnet3-compute nnet3-copy
-#   nnet3-info nnet3-init nnet3-latgen-faster nnet3-latgen-faster-parallel
-#   nnet3-xvector-compute
+#   lattice-scale nnet3-am-copy nnet3-am-info nnet3-compute
+#   nnet3-compute-onnx nnet3-copy nnet3-info nnet3-init nnet3-latgen-faster
+#   nnet3-latgen-faster-parallel nnet3-to-dot nnet3-to-onnx
+#   nnet3-xvector-compute nnet3-xvector-compute-onnx
 #
 # From a source checkout this puts scripts/bin (small shims that run
 # "python -m pynnet3.bin.<tool>" on this checkout) first on PATH. No virtual
