@@ -19,10 +19,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
-from pynnet3.compile.compiler import create_computation  # noqa: E402
-from pynnet3.compile.request import ComputationRequest  # noqa: E402
+from pynnet3.compiler.compiler import create_computation  # noqa: E402
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
 from pynnet3.optimize import analysis_py  # noqa: E402
-from pynnet3._fast import analysis as analysis_c  # noqa: E402
+from pynnet3._fast import analysis_kernel as analysis_c  # noqa: E402
 
 from bench_compile import load_model  # noqa: E402
 

@@ -97,7 +97,7 @@ def _same_lattices(ours_path, kaldi_path, kind):
     """'N/M': how many of Kaldi's utterances have our lattice byte for byte
     (compared as binary archive entries); ``kind``: "compact_lattice" or
     "lattice" (raw, --determinize-lattice=false)."""
-    from pynnet3.decode.lattice import register_lattice_holder
+    from pynnet3.decoding.lattice import register_lattice_holder
     from pynnet3.io.table import SequentialTableReader
     register_lattice_holder()
 
@@ -125,15 +125,15 @@ def parse_options(ref, name):
 def profile(ref, names, num_utts, kaldi_exact=False):
     from pynnet3.compute.backend import KaldiExactBackend
     from pynnet3.compute.utterance import SimpleComputationOptions
-    from pynnet3.decode.config import LatticeFasterDecoderConfig
-    from pynnet3.decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
+    from pynnet3.decoding.config import LatticeFasterDecoderConfig
+    from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                           transition_id_to_pdf_table)
-    from pynnet3.decode.decoder_fast import LatticeFasterDecoder
-    from pynnet3.decode.determinize import determinize_lattice_phone_pruned_wrapper
-    from pynnet3.decode.fst import read_fst
-    from pynnet3.decode.token_lattice import best_path, get_raw_lattice
+    from pynnet3.decoding.decoder_fast import LatticeFasterDecoder
+    from pynnet3.decoding.determinize_lattice import determinize_lattice_phone_pruned_wrapper
+    from pynnet3.decoding.fst import read_fst
+    from pynnet3.decoding.token_lattice import best_path, get_raw_lattice
     from pynnet3.io.table import RandomAccessTableReader, read_table
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.model.am import read_mdl
 
     t = time.time()
     trans_model, am_nnet = read_mdl(os.path.join(ref, "model/final.mdl"))

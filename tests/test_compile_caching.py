@@ -22,18 +22,18 @@ import pytest
 import pynnet3.components  # noqa: F401  (registers component types)
 from conftest import TEST_DATA
 from pynnet3.bin._cli import ToolParser
-from pynnet3.compile import ComputationRequest, IoSpecification
-from pynnet3.compile.caching import (CachingOptimizingCompiler,
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.caching import (CachingOptimizingCompiler,
                                      CachingOptimizingCompilerOptions, ComputationCache,
                                      _KaldiHashOrder, optimize_options_equal,
                                      read_optimize_options, request_hash)
-from pynnet3.compile.computation import NnetComputation
+from pynnet3.compiler.computation import NnetComputation
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.io.files import open_input
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.io.table import read_table
 from pynnet3.nnet.collapse import collapse_model
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import set_batchnorm_test_mode, set_dropout_test_mode
 from pynnet3.optimize.options import NnetOptimizeOptions

@@ -1,11 +1,11 @@
-"""The epochs cache of compile/steps.py: cached epochs equal freshly computed
+"""The epochs cache of compiler/steps.py: cached epochs equal freshly computed
 ones, and a change to the network's node structure is never served stale."""
 
 import pytest
 from conftest import TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import steps
+from pynnet3.compiler import steps
 from pynnet3.nnet.descriptor import parse_descriptor
 from pynnet3.nnet.nnet import Nnet
 

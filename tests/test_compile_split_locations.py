@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from pynnet3.compile import split_locations as py
+from pynnet3.compiler import split_locations as py
 
-fast = pytest.importorskip("pynnet3._fast.split_locations")
+fast = pytest.importorskip("pynnet3._fast.split_locations_kernel")
 
 # Iteration orders printed by a g++ 12 (libstdc++) program inserting these keys
 # into a std::unordered_map<int, int> (the container Kaldi's GetSubmatCounts uses).

@@ -42,7 +42,7 @@ def test_compute_utterance_matches_kaldi_chunked():
 
 
 def test_priors_from_the_mdl():
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.model.am import read_mdl
     _, am = read_mdl(str(LDA / "final.mdl"))
     feats, ivecs = _table(LDA / "feats.ark"), _table(LDA / "online-ivectors.ark")
     ours = {utt: pynnet3.compute_utterance(am.nnet, f, online_ivectors=ivecs[utt],

@@ -6,8 +6,8 @@ of memory whose zeroing was wrongly skipped would show)."""
 import numpy as np
 import pytest
 
-from pynnet3.compile import compile
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.compute.backend import get_backend
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.compute.plan import ExecutionPlan

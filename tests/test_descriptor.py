@@ -10,7 +10,7 @@ from pynnet3.nnet.descriptor import (BinarySumDescriptor, ConstantSumDescriptor,
                                      kFailoverOperation, kSumOperation,
                                      name_matches_pattern, parse_descriptor,
                                      tokenize_descriptor)
-from pynnet3.nnet.index import Cindex, Index
+from pynnet3.common.index import Cindex, Index
 from pynnet3.nnet.nnet import Nnet
 
 # x, y: input nodes of dim 4; a: an AffineComponent node of dim 4 (as in the tsv).

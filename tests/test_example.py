@@ -36,7 +36,7 @@ from pynnet3.compute.utterance import (ChunkPlan, SimpleComputationOptions, Simp
                                        compute_utterance, prepare_nnet_for_compute)
 from pynnet3.errors import ComputationError, UsageError
 from pynnet3.io.table import read_table
-from pynnet3.nnet.am import read_mdl
+from pynnet3.model.am import read_mdl
 from pynnet3.nnet.nnet import Nnet
 
 
@@ -120,7 +120,7 @@ def test_example_files_are_small():
 
 def _have_c_graph_builder():
     try:
-        import pynnet3._fast.graph  # noqa: F401
+        import pynnet3._fast.computation_graph_kernel  # noqa: F401
     except ImportError:
         return False
     return True

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from pynnet3.compile.computation import CommandType
+from pynnet3.compiler.computation import CommandType
 
 
 def test_pxd_enum_matches_command_type():

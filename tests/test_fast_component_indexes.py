@@ -13,12 +13,12 @@ import pytest
 
 from pynnet3.components import convolution_model as cm
 from pynnet3.components.backprop_truncation import zeroing_rows
-from pynnet3.components.general_misc import dropout_mask_rows
+from pynnet3.components.dropout import dropout_mask_rows
 from pynnet3.components.statistics import (StatisticsExtractionComponent,
                                            StatisticsPoolingComponent, _nxt_key)
 from pynnet3.components.tdnn import _modify_computation_io
 from pynnet3.errors import ComputationError
-from pynnet3.nnet.index import Index, kNoTime
+from pynnet3.common.index import Index, kNoTime
 
 fast = pytest.importorskip("pynnet3._fast.component_indexes")
 

@@ -30,9 +30,9 @@ _SCRIPT = textwrap.dedent("""
         warnings.simplefilter("always")
         import pynnet3.components
         from pynnet3 import _fast
-        from pynnet3.compile.compiler import Compiler
-        from pynnet3.compile.computation_io import print_computation
-        from pynnet3.compile.request import ComputationRequest
+        from pynnet3.compiler.compiler import Compiler
+        from pynnet3.compiler.computation_io import print_computation
+        from pynnet3.compiler.request import ComputationRequest
         from pynnet3.components import statistics
         from pynnet3.nnet.nnet import Nnet
         from pynnet3.optimize import analysis, analysis_py
@@ -75,19 +75,20 @@ def test_built_extensions_are_used_silently():
 
 
 def test_missing_extension_warns_once_naming_it_and_how_to_build():
-    r = _run(blocked=["pynnet3._fast.graph", "pynnet3._fast.analysis"])
+    r = _run(blocked=["pynnet3._fast.computation_graph_kernel", "pynnet3._fast.analysis_kernel"])
     assert len(r["warnings"]) == 1, r["warnings"]
     message = r["warnings"][0]
     # the first extension that failed is named, with the import error
-    assert ("pynnet3._fast.graph could not be imported (simulated: pynnet3._fast.graph was "
-            "not built)" in message or "pynnet3._fast.analysis could not be imported "
-            "(simulated: pynnet3._fast.analysis was not built)" in message), message
+    assert ("pynnet3._fast.computation_graph_kernel could not be imported (simulated: "
+            "pynnet3._fast.computation_graph_kernel was not built)" in message
+            or "pynnet3._fast.analysis_kernel could not be imported (simulated: "
+            "pynnet3._fast.analysis_kernel was not built)" in message), message
     assert "python -m pip install -e ." in message
     assert "python setup.py build_ext --inplace" in message
     assert "PYNNET3_PURE_PYTHON=1" in message
-    # compiler_core and steps cimport graph, so they fail with it
-    assert {"analysis", "graph"} <= set(r["failed"]) <= {"analysis", "graph", "steps",
-                                                         "compiler_core"}
+    # the compiler and steps kernels cimport the graph kernel, so they fail with it
+    assert {"analysis_kernel", "computation_graph_kernel"} <= set(r["failed"]) <= {
+        "analysis_kernel", "computation_graph_kernel", "steps_kernel", "compiler_kernel"}
     # the twins ran and gave the same computation
     assert r["same"] and not r["compiled_compiler"] and not r["compiled_analysis"]
     assert r["compiled_indexes"]       # the other extensions are still used
@@ -101,13 +102,13 @@ def test_pure_python_chosen_by_environment_is_silent():
 
 
 def test_use_pure_python_switch():
-    assert _fast.load("analysis") is not None
+    assert _fast.load("analysis_kernel") is not None
     try:
         _fast.use_pure_python()
         assert _fast.pure_python()
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            assert _fast.load("analysis") is None
+            assert _fast.load("analysis_kernel") is None
     finally:
         _fast.use_pure_python(False)
-    assert _fast.load("analysis") is not None
+    assert _fast.load("analysis_kernel") is not None

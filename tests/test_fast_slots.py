@@ -11,14 +11,14 @@ import pytest
 from reference_cases import COMPILE_CASES as CASES
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.computation import Command, SubMatrixInfo
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.computation import Command, SubMatrixInfo
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize import analysis, renumber_py
 
-checker = pytest.importorskip("pynnet3._fast.checker")
-renumber = pytest.importorskip("pynnet3._fast.renumber")
+checker = pytest.importorskip("pynnet3._fast.checker_kernel")
+renumber = pytest.importorskip("pynnet3._fast.renumber_kernel")
 if analysis._impl is analysis._py:
     pytest.skip("the compiled analysis is not in use", allow_module_level=True)
 

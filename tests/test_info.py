@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.nnet.info import nnet_info
+from pynnet3.model.info import nnet_info
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.nnet.utils import is_simple_nnet, num_parameters
 

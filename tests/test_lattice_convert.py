@@ -6,8 +6,8 @@ from contextlib import redirect_stderr
 import io
 
 from pynnet3.bin import lattice_best_path, lattice_copy
-from pynnet3.decode.lattice import CompactLattice, Lattice, register_lattice_holder
-from pynnet3.decode.lattice_ops import convert_compact_lattice, convert_lattice
+from pynnet3.decoding.lattice import CompactLattice, Lattice, register_lattice_holder
+from pynnet3.decoding.lattice_ops import convert_compact_lattice, convert_lattice
 from pynnet3.io.table import read_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -25,7 +25,7 @@ from pynnet3 import _fast
 from pynnet3.errors import NnetError
 from pynnet3.numerics import openblas, openblas_plan, openblas_py
 
-_kernel = _fast.load("openblas_sgemm")
+_kernel = _fast.load("openblas_kernel")
 needs_kernel = pytest.mark.skipif(_kernel is None, reason="openblas_sgemm is not built")
 
 

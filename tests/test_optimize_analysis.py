@@ -8,18 +8,18 @@ import pytest
 from conftest import KALDI_REF
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import Command, CommandType as CT, NnetComputation
-from pynnet3.compile.computation_io import read_computation_file
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import Command, CommandType as CT, NnetComputation
+from pynnet3.compiler.computation_io import read_computation_file
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize import analysis, analysis_py as twin
 from pynnet3.optimize.checker import command_type_bytes_py
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
-fast = pytest.importorskip("pynnet3._fast.analysis")
+fast = pytest.importorskip("pynnet3._fast.analysis_kernel")
 
 
 def _computations(case):

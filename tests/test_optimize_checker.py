@@ -9,10 +9,10 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import Command, CommandType as CT
-from pynnet3.compile.computation_io import command_string, read_computation_file
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import Command, CommandType as CT
+from pynnet3.compiler.computation_io import command_string, read_computation_file
 
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
@@ -222,7 +222,7 @@ LOOPED_MODELS = [p for p in (KALDI_REF / "models" / name / "model.raw"
 def test_looped_computations_pass(model):
     """Computations from compile_looped (several segments, markers between
     them, ending in kGotoLabel) pass, the swaps read as deallocations."""
-    from pynnet3.compile import looped
+    from pynnet3.driver import compile_looped as looped
     from pynnet3.optimize.options import NnetOptimizeOptions
     nnet = Nnet.read(str(model))
     period = 10 if nnet.get_node_index("ivector") != -1 else 1

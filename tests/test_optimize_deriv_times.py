@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation import CommandType
-from pynnet3.compile.computation_io import print_computation
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import CommandType
+from pynnet3.compiler.computation_io import print_computation
 from pynnet3.components.base import ComponentProperty as P
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.nnet.nnet import Nnet

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation import Command, CommandType, NnetComputation
-from pynnet3.compile.computation_io import print_computation
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import Command, CommandType, NnetComputation
+from pynnet3.compiler.computation_io import print_computation
 from pynnet3.compute.backend import get_backend
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.memory_compression import optimize_memory_compression

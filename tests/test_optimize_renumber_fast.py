@@ -1,5 +1,5 @@
 """Renumbering's per-command loops: the compiled kernels
-(pynnet3/_fast/renumber.pyx) give the same results as the Python twin
+(pynnet3/_fast/renumber_kernel.pyx) give the same results as the Python twin
 (pynnet3.optimize.renumber_py) on every reference computation (ours
 unoptimized and optimized, Kaldi's optimized), and renumber_computation run
 with either gives the same computation."""
@@ -10,17 +10,17 @@ import pytest
 
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import (Command, CommandType as CT, NnetComputation,
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import (Command, CommandType as CT, NnetComputation,
                                          SubMatrixInfo)
-from pynnet3.compile.computation_io import read_computation_file
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.compiler.computation_io import read_computation_file
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize import renumber, renumber_py as twin
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
-fast = pytest.importorskip("pynnet3._fast.renumber")
+fast = pytest.importorskip("pynnet3._fast.renumber_kernel")
 
 
 def _computations(case):

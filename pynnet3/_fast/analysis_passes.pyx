@@ -10,7 +10,7 @@ Python CommandAttributes or list of Access per command or matrix asked about;
 the passes themselves (in Python) apply what is decided here.
 """
 
-from pynnet3._fast.analysis cimport (W, SW, AccessLists, Analyzer, CommandAttributesList,
+from pynnet3._fast.analysis_kernel cimport (W, SW, AccessLists, Analyzer, CommandAttributesList,
                                      ComputationAnalysis, ComputationVariables,
                                      MatrixAccessesList)
 from pynnet3._fast.command_types cimport *

@@ -12,7 +12,7 @@ order is Kaldi's Cindex order (node, then t, x, n):
 
 ``pack`` returns -1 when a value is out of range; callers turn that into a
 ComputationError naming the Cindex. The interpreter evaluates the int32
-programs made by ``pynnet3.compile.descriptor_program`` with the same
+programs made by ``pynnet3.compiler.descriptor_program`` with the same
 semantics as the Python Descriptor classes.
 """
 

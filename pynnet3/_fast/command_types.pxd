@@ -1,5 +1,5 @@
 # Kaldi's CommandType values as C constants for the optimizer's kernels; the
-# same numbering as pynnet3.compile.computation.CommandType (Kaldi's order),
+# same numbering as pynnet3.compiler.computation.CommandType (Kaldi's order),
 # which tests/test_fast_command_types.py checks.
 
 cdef enum:

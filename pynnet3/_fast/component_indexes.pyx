@@ -37,7 +37,7 @@ from pynnet3._fast.cindex cimport (
     CindexTable, K_NO_TIME, pack, table_find, table_free, table_get_or_insert, table_init,
     table_slot)
 
-from ..nnet.index import Index
+from ..common.index import Index
 
 cnp.import_array()
 

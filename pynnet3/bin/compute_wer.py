@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from ..decode.edit_distance import levenshtein_edit_distance
+from ..decoding.edit_distance import levenshtein_edit_distance
 from ..errors import PynnetError
 from ..io.table import RandomAccessTableReader, SequentialTableReader
 from ._cli import ToolParser, kaldi_tool

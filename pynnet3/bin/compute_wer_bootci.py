@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 
-from ..decode.edit_distance import levenshtein_edit_distance
-from ..decode.glibc_rand import GlibcRand
+from ..decoding.edit_distance import levenshtein_edit_distance
+from ..decoding.glibc_rand import GlibcRand
 from ..errors import PynnetError
 from ..io.table import RandomAccessTableReader, SequentialTableReader
 from ._cli import ToolParser, kaldi_tool

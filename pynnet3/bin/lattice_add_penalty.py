@@ -4,7 +4,7 @@ every word arc of compact lattices, as Kaldi's lattice-add-penalty."""
 import logging
 import sys
 
-from ..decode.lattice import register_lattice_holder
+from ..decoding.lattice import register_lattice_holder
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
 

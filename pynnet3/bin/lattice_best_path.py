@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from ..decode.lattice import register_lattice_holder
+from ..decoding.lattice import register_lattice_holder
 from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
 from ._word_symbols import read_word_symbols, write_word_names

@@ -5,7 +5,7 @@ Compact lattices by default; ``--write-compact=false`` copies raw
 import logging
 import sys
 
-from ..decode.lattice import register_lattice_holder
+from ..decoding.lattice import register_lattice_holder
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool

@@ -5,8 +5,8 @@ optionally passing the (topologically sorted) lattices on."""
 import logging
 import sys
 
-from ..decode.lattice import register_lattice_holder
-from ..decode.lattice_functions import (compact_lattice_depth_per_frame,
+from ..decoding.lattice import register_lattice_holder
+from ..decoding.lattice_functions import (compact_lattice_depth_per_frame,
                                         top_sort_compact_lattice_if_needed)
 from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool

@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 
-from ..decode.lattice import register_lattice_holder
-from ..decode.mbr import MinimumBayesRisk
+from ..decoding.lattice import register_lattice_holder
+from ..decoding.mbr import MinimumBayesRisk
 from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
 from ._word_symbols import read_word_symbols

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from ..decode.lattice import register_lattice_holder
-from ..decode.lattice_functions import prune_lattice
+from ..decoding.lattice import register_lattice_holder
+from ..decoding.lattice_functions import prune_lattice
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool

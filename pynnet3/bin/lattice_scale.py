@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from ..decode.lattice import register_lattice_holder
+from ..decoding.lattice import register_lattice_holder
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool

@@ -15,7 +15,7 @@ import sys
 
 from ..errors import PynnetError
 from ..io.files import read_bytes
-from ..nnet.am import read_mdl, write_mdl
+from ..model.am import read_mdl, write_mdl
 from ..nnet.collapse import CollapseModelConfig, collapse_model
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet

@@ -32,7 +32,7 @@ from ..io.table import (RandomAccessTableReader, RandomAccessTableReaderMapped,
 from ..optimize.options import NnetOptimizeOptions
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
-from ._struct_options import options_from, register_options
+from ._option_groups import options_from, register_options
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def read_network(rxfilename, use_priors):
     """(nnet, priors) as nnet3-compute reads them: with ``use_priors`` a
     .mdl (TransitionModel then AmNnetSimple), else any network file (a
     .mdl's network is accepted too, as Kaldi's Nnet::Read does)."""
-    from ..nnet.am import read_mdl
+    from ..model.am import read_mdl
     from ..nnet.nnet import Nnet
     if use_priors:
         _, am_nnet = read_mdl(rxfilename)

@@ -18,16 +18,16 @@ import sys
 import time
 
 from ..compute.compilation import log_compiler_summary, make_compiler
-from ..decode.api import check_graph_labels, decode_utterance, make_decoder
-from ..decode.config import LatticeFasterDecoderConfig
-from ..decode.determinize import K_DELTA, DeterminizeLatticePhonePrunedOptions
-from ..decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
+from ..decoding.api import check_graph_labels, decode_utterance, make_decoder
+from ..decoding.config import LatticeFasterDecoderConfig
+from ..decoding.determinize_lattice import K_DELTA, DeterminizeLatticePhonePrunedOptions
+from ..decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                 transition_id_to_pdf_table)
-from ..decode.fst import read_fst
-from ..decode.lattice import register_lattice_holder
+from ..decoding.fst import read_fst
+from ..decoding.lattice import register_lattice_holder
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriters
-from ..nnet.am import read_mdl
+from ..model.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
 from ._word_symbols import read_word_symbols, write_word_names
 from .nnet3_compute import (compute_backend, open_ivector_readers, optimize_options,

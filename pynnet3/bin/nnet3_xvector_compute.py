@@ -6,13 +6,13 @@ vector. Zero-length utterances, and utterances shorter than
 ``--min-chunk-size`` without ``--pad-input``, are skipped with Kaldi's
 warnings; exit status 0 if at least one utterance was done.
 ``--cached-compiler-in`` / ``--cached-compiler-out`` read and write Kaldi's
-compiled-computation cache file (:mod:`pynnet3.compile.caching`).
+compiled-computation cache file (:mod:`pynnet3.driver.caching`).
 """
 
 import logging
 import sys
 
-from ..compile.caching import CachingOptimizingCompilerOptions
+from ..driver.caching import CachingOptimizingCompilerOptions
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer, XvectorSkipped

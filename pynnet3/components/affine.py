@@ -26,8 +26,8 @@ import numpy as np
 
 from ..errors import NnetError, PynnetError
 from ..io.files import open_input
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import get_verbose_level, matrix_stats, vector_stats
+from ..common.floats import kaldi_str
+from ..common.parameter_stats import get_verbose_level, matrix_stats, vector_stats
 from . import kaldi_random
 from .base import (Component, Field, P, UpdatableComponent, array_module, read_layout,
                    write_layout)

@@ -25,8 +25,8 @@ import math
 import numpy as np
 
 from ..errors import ComputationError
-from ..nnet.format import kaldi_str
-from ..nnet.index import Index, kNoTime
+from ..common.floats import kaldi_str
+from ..common.index import Index, kNoTime
 from ..numerics.openblas import sdot_rows
 from . import kaldi_random
 from .base import Component, Field, P, PrecomputedIndexes, array_module

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _fast
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
+from ..common.floats import kaldi_str
 from .base import Component, Field, P, PrecomputedIndexes
 from .nonlinear import array_module_of, f32, heaviside, invalid_initializer
 

@@ -419,7 +419,7 @@ class UpdatableComponent(Component):
 
     def updatable_info(self):
         """The prefix of Kaldi's UpdatableComponent::Info()."""
-        from ..nnet.format import kaldi_str
+        from ..common.floats import kaldi_str
         s = "%s, input-dim=%d, output-dim=%d, learning-rate=%s" % (
             self.type_name, self.input_dim(), self.output_dim(), kaldi_str(self.learning_rate))
         if self.is_gradient:

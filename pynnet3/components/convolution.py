@@ -16,7 +16,7 @@ Index, so both are simple components.
 
 import numpy as np
 
-from ..nnet.parameter_stats import matrix_stats, vector_stats
+from ..common.parameter_stats import matrix_stats, vector_stats
 from .affine import ParameterArrays
 from .base import Field, P, Component, UpdatableComponent, array_module, read_layout
 

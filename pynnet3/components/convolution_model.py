@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import _fast
 from ..errors import ComputationError
-from ..nnet.index import Index, kNoTime
+from ..common.index import Index, kNoTime
 from .base import array_module
 
 # the C twins of the Index-list helpers below (pynnet3/_fast/component_indexes.pyx), or

@@ -11,7 +11,7 @@ is non-simple (it changes x) and precomputes, for each output row, the pair
 import numpy as np
 
 from ..errors import ComputationError
-from ..nnet.index import Index
+from ..common.index import Index
 from .base import Component, Field, PrecomputedIndexes, array_module
 
 

@@ -17,8 +17,8 @@ runs on about half of the calls (a random draw, see ``kaldi_random``).
 import numpy as np
 
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import summarize_vector
+from ..common.floats import kaldi_str
+from ..common.parameter_stats import summarize_vector
 from . import kaldi_random
 from .base import Component, P
 

@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import summarize_vector
+from ..common.floats import kaldi_str
+from ..common.parameter_stats import summarize_vector
 from ..numerics import kaldi_cpu
 from ..numerics.openblas import sdot_rows
 from . import kaldi_random

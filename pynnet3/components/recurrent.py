@@ -23,8 +23,8 @@ Guarantees:
 
 import numpy as np
 
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import matrix_stats, summarize_vector, vector_stats
+from ..common.floats import kaldi_str
+from ..common.parameter_stats import matrix_stats, summarize_vector, vector_stats
 from . import kaldi_random
 from .base import P, UpdatableComponent, array_module, read_layout, write_layout
 

@@ -16,8 +16,8 @@ is Kaldi's Info(), and the update is the plain learning-rate gradient step
 import numpy as np
 
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import kaldi_min_max, vector_stats
+from ..common.floats import kaldi_str
+from ..common.parameter_stats import kaldi_min_max, vector_stats
 from .affine import (ParameterArrays, ReadSteps, add_scaled, check_natural_gradient_options,
                      check_positive, f32, gaussian, load_config_vector, randn,
                      read_legacy_is_gradient, row_sum)

@@ -21,9 +21,9 @@ options are kept so files round-trip and Info() matches Kaldi.
 import numpy as np
 
 from ..errors import ComputationError
-from ..nnet.format import kaldi_str
-from ..nnet.index import Index, kNoTime
-from ..nnet.parameter_stats import get_verbose_level, matrix_stats, vector_stats
+from ..common.floats import kaldi_str
+from ..common.index import Index, kNoTime
+from ..common.parameter_stats import get_verbose_level, matrix_stats, vector_stats
 from .base import (Field, P, PrecomputedIndexes, UpdatableComponent, array_module,
                    read_layout, write_layout)
 from .affine import ParameterArrays

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 from ..components.base import ComponentProperty
 from ..errors import ComputationError, PynnetError
 from .backend import get_backend
@@ -296,7 +296,7 @@ class NnetComputer:
         return names[i] if 0 <= i < len(names) else "<node %d>" % i
 
     def _command_error(self, e):
-        from ..compile.computation_io import command_string
+        from ..compiler.computation_io import command_string
         pc = self.program_counter
         try:
             text = command_string(self.computation, self.nnet, pc)

@@ -30,7 +30,7 @@ class CommandDebugger:
     __slots__ = ("computer", "attributes", "strings", "submatrix_strings", "_before")
 
     def __init__(self, computer):
-        from ..compile.computation_io import command_strings, submatrix_strings
+        from ..compiler.computation_io import command_strings, submatrix_strings
         from ..optimize.analysis import ComputationVariables, compute_command_attributes
         computation, nnet = computer.computation, computer.nnet
         variables = ComputationVariables()

@@ -25,7 +25,7 @@ one network (its component properties) and one backend; it is not
 thread-safe (one NnetComputer at a time per plan).
 """
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 from ..components.base import ComponentProperty
 
 __all__ = ["ExecutionPlan", "MatrixPool"]

@@ -53,11 +53,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compile import ComputationRequest, IoSpecification
-from ..compile.context import compute_simple_nnet_context
+from ..compiler.request import ComputationRequest, IoSpecification
+from ..model.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
-from ..nnet.index import Index
+from ..common.index import Index
 from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
@@ -334,7 +334,7 @@ class SimpleNnetComputer:
                            for i in range(plan.num_subsampled_frames)])]
             computation = self.compiler.compile(request)
             if self.debug_computation:
-                from ..compile.computation_io import print_computation
+                from ..compiler.computation_io import print_computation
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
             cached = self._cache[key] = (computation, ExecutionPlan(

@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from ..compile import ComputationRequest, IoSpecification
+from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
-from ..nnet.index import Index
+from ..common.index import Index
 from .compilation import make_compiler
 from .backend import KaldiExactBackend, get_backend
 from .computer import NnetComputer

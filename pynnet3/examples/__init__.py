@@ -171,7 +171,7 @@ def run_nnet3_compute(output_wspecifier):
 
 def _info_header(nnet, context):
     """nnet3-info's lines before the network's config lines."""
-    from ..nnet.info import nnet_info
+    from ..model.info import nnet_info
     keys = ("left-context:", "right-context:", "num-parameters:", "modulus:")
     text = nnet_info(nnet, context)
     return [line for line in text.splitlines() if line.startswith(keys)], text

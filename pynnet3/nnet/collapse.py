@@ -54,10 +54,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..components.affine import AffineComponent, FixedAffineComponent, LinearComponent
-from ..components.general_misc import GeneralDropoutComponent
+from ..components.dropout import GeneralDropoutComponent
 from ..components.normalize import BatchNormComponent
 from ..components.scale_offset import FixedScaleComponent
-from ..components.simple_misc import DropoutComponent
+from ..components.parameter_free import DropoutComponent
 from ..components.tdnn import TdnnComponent
 from ..components.time_height_convolution import TimeHeightConvolutionComponent
 from ..errors import NnetError

@@ -36,9 +36,9 @@ import re
 import numpy as np
 
 from ..errors import DescriptorError
-from .config_line import is_valid_name
-from .format import kaldi_str
-from .index import Cindex, Index
+from ..common.config_line import is_valid_name
+from ..common.floats import kaldi_str
+from ..common.index import Cindex, Index
 
 __all__ = [
     "Descriptor", "ForwardingDescriptor", "SimpleForwardingDescriptor",

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..components.base import UpdatableComponent
 from ..errors import ConfigError, PynnetError
-from .config_line import ConfigLine, read_config_lines
+from ..common.config_line import ConfigLine, read_config_lines
 from .descriptor import name_matches_pattern
 from .utils import (remove_orphan_components, remove_orphan_nodes, remove_some_nodes)
 

@@ -202,7 +202,7 @@ class Nnet:
     def _read_from_mdl(self, stream):
         """A .mdl file (TransitionModel, then the network and priors): takes the
         network, as Kaldi's Nnet::Read does."""
-        from .am import read_mdl_from
+        from ..model.am import read_mdl_from
         _, am_nnet = read_mdl_from(stream)
         self.swap(am_nnet.nnet)
 
@@ -287,7 +287,7 @@ class Nnet:
 
     def add_component(self, name, component):
         """Appends a component; returns its index."""
-        from .config_line import is_valid_name
+        from ..common.config_line import is_valid_name
         if not is_valid_name(name):
             raise NnetError("invalid component name '%s'" % name)
         self.components.append(component)
@@ -296,7 +296,7 @@ class Nnet:
 
     def set_node_name(self, i, new_name):
         """Kaldi's SetNodeName: renames node ``i`` (no duplicates, valid names)."""
-        from .config_line import is_valid_name
+        from ..common.config_line import is_valid_name
         if not 0 <= i < len(self.nodes):
             raise NnetError("invalid node index %d" % i)
         if self.get_node_index(new_name) != -1:
@@ -414,7 +414,7 @@ class Nnet:
 
     def info(self):
         """Kaldi's Nnet::Info() (what nnet3-info prints)."""
-        from .info import nnet_info
+        from ..model.info import nnet_info
         return nnet_info(self)
 
     # -- structural edits (see utils.py) ----------------------------------------------------

@@ -24,7 +24,7 @@ Guarantees, as in Kaldi:
 import os
 
 from ..errors import ConfigError, DescriptorError, NnetError, PynnetError
-from .config_line import ConfigLine, is_valid_name, read_config_lines
+from ..common.config_line import ConfigLine, is_valid_name, read_config_lines
 from .descriptor import descriptor_name_lookup, parse_descriptor
 
 EXISTING = "(existing network)"

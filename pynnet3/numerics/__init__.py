@@ -8,9 +8,9 @@ library's exp/log/pow. This package reproduces the oracle's (kaldi-ref's):
   matrix product into blocks and kernel calls, and how many threads it uses;
 - :mod:`.openblas_py`: the readable NumPy twin of its sgemm and sgemv
   arithmetic; :mod:`.openblas`: the same, fast (Cython kernel
-  ``pynnet3._fast.openblas_sgemm``), plus sdot;
-- :mod:`.kaldi_libm_py`: the C library's expf/logf/pow in Kaldi's loops
-  (twin of ``pynnet3._fast.kaldi_libm``);
+  ``pynnet3._fast.openblas_kernel``), plus sdot;
+- :mod:`.kaldi_libm`: the C library's expf/logf/pow in Kaldi's loops
+  (twin of ``pynnet3._fast.kaldi_libm_kernel``);
 - :mod:`.kaldi_cpu`: Kaldi's CPU matrix operations built from those
   (AddMatMat, AddMat, AddVecToRows, softmaxes, sigmoid, tanh, ...), and
   :class:`.kaldi_cpu.KaldiCpu`, which components' ``propagate_kaldi_exact``

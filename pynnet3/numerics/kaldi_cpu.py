@@ -6,7 +6,7 @@ matrix/kaldi-matrix.cc and kaldi-vector.cc (built with -O2 and without
 OpenBLAS for products, row additions and scalings. Each function here is one
 such Kaldi operation on float32 NumPy matrices, computed with the same
 float32 roundings in the same order, so it gives Kaldi's bits where the
-oracle's OpenBLAS (:mod:`.openblas`) and C library (:mod:`.kaldi_libm_py`)
+oracle's OpenBLAS (:mod:`.openblas`) and C library (:mod:`.kaldi_libm`)
 are the ones reproduced:
 
 - :func:`add_mat_mat`: ``AddMatMat`` (OpenBLAS sgemm);
@@ -28,7 +28,7 @@ are the ones reproduced:
   all-float versions), :func:`apply_exp`, :func:`apply_log`, :func:`apply_pow`:
   loops that call the C library's ``expf`` / ``logf`` / ``pow``, with
   Kaldi's double-precision steps where its C++ has them (compiled in
-  ``pynnet3._fast.kaldi_libm``, twin :mod:`.kaldi_libm_py`).
+  ``pynnet3._fast.kaldi_libm_kernel``, twin :mod:`.kaldi_libm`).
 
 Matrices must be float32 with contiguous rows (column ranges of wider
 matrices are fine); the functions work in place unless they say otherwise.
@@ -39,7 +39,7 @@ that is handed one object to do its arithmetic with.
 import numpy as np
 
 from .. import _fast
-from . import kaldi_libm_py
+from . import kaldi_libm
 from .openblas import ORACLE_THREADS, add_mat_mat
 from .openblas_py import fma32
 
@@ -49,7 +49,7 @@ __all__ = ["KaldiCpu", "add_mat_mat", "axpy_rows", "add_vec_to_rows", "mul_cols_
            "apply_exp", "apply_log", "apply_pow"]
 
 _F32 = np.float32
-_libm = _fast.load("kaldi_libm") or kaldi_libm_py
+_libm = _fast.load("kaldi_libm_kernel") or kaldi_libm
 
 # OpenBLAS's saxpy stays on one thread up to this length.
 _AXPY_SERIAL_MAX = 10000

@@ -5,7 +5,7 @@ beta)`` computed bit for bit as Debian's OpenBLAS 0.3.21 (Haswell kernels)
 computes it, with ``threads`` OpenBLAS threads (the oracle ran 2, its number
 of cores; 1 is what ``OPENBLAS_NUM_THREADS=1`` gives). The plan comes from
 :mod:`.openblas_plan`, the arithmetic from the Cython kernel
-``pynnet3._fast.openblas_sgemm`` (8-wide fused multiply-adds), or from the
+``pynnet3._fast.openblas_kernel`` (8-wide fused multiply-adds), or from the
 NumPy twin :mod:`.openblas_py` when the kernel is not built (with
 pynnet3._fast's one warning). A CPU without FMA runs the kernel's libm
 ``fmaf`` path, exact but slower (warned once).
@@ -27,7 +27,7 @@ from .openblas_plan import ORACLE_THREADS, gemm_plan
 
 __all__ = ["ORACLE_THREADS", "add_mat_mat", "sgemm", "sgemv_add", "sdot_rows"]
 
-_kernel = _fast.load("openblas_sgemm")
+_kernel = _fast.load("openblas_kernel")
 _F32 = np.float32
 _warned_no_fma = False
 

@@ -16,7 +16,7 @@ library's, in its order, so results are bit for bit the library's:
   1.0)``), the Haswell sgemv_t kernels' lanes and reductions.
 
 This module is the specification the Cython kernel
-``pynnet3._fast.openblas_sgemm`` is tested against; it is about a thousand
+``pynnet3._fast.openblas_kernel`` is tested against; it is about a thousand
 times slower. Use :mod:`pynnet3.numerics.openblas` to compute.
 """
 

@@ -1,12 +1,12 @@
 """The optimizer: Kaldi's Optimize() and everything it uses (nnet-optimize*.cc,
 nnet-analyze.cc).
 
-Entry point: :func:`pynnet3.optimize.optimize.optimize` (``pynnet3.compile``
+Entry point: :func:`pynnet3.optimize.optimizer.optimize` (``pynnet3.compile``
 calls it by default), with :class:`pynnet3.optimize.options.NnetOptimizeOptions`.
 
 Where Kaldi's pieces live:
 
-- analysis.py (+ _fast/analysis.pyx, analysis_py.py): ComputationVariables,
+- analysis.py (+ _fast/analysis_kernel.pyx, analysis_py.py): ComputationVariables,
   CommandAttributes, accesses, Analyzer, ComputationAnalysis;
   checker.py: ComputationChecker / CheckComputation;
 - renumber.py: RenumberComputation, RemoveNoOps;

@@ -13,7 +13,7 @@ Which commands qualify is decided in C (``additions_to_convert`` in
 """
 
 from .. import _fast
-from ..compile.computation import CommandType as C
+from ..compiler.computation import CommandType as C
 from . import analysis as _analysis
 from .analysis import Analyzer, ComputationAnalysis
 from .computation_edit import commands_of_types

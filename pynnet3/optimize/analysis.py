@@ -53,7 +53,7 @@ AnalysisError (a pynnet3.errors.ComputationError) naming the command/submatrix
 and matrix in its message and as .command_index / .matrix_index.
 Treat everything returned as read-only.
 
-Implementation: by default the compiled one (``pynnet3/_fast/analysis.pyx``:
+Implementation: by default the compiled one (``pynnet3/_fast/analysis_kernel.pyx``:
 the per-command/per-variable lists are C arrays, and ``command_attributes``,
 ``variable_accesses``, ``matrix_accesses`` are read-only sequences that build
 the Python objects above on first use); the twin when the user chose the
@@ -73,7 +73,7 @@ from .analysis_py import __all__  # noqa: F401
 
 # The compiled implementation unless the user chose the twins (or it is not
 # built: then pynnet3._fast warns once).
-_impl = _fast.load("analysis") or _py
+_impl = _fast.load("analysis_kernel") or _py
 ComputationVariables = _impl.ComputationVariables
 Analyzer = _impl.Analyzer
 ComputationAnalysis = _impl.ComputationAnalysis

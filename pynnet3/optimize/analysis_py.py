@@ -1,6 +1,6 @@
 """Analysis of a computation (Kaldi's nnet-analyze): the readable Python twin.
 
-This module is the plain-Python specification of ``pynnet3/_fast/analysis.pyx``;
+This module is the plain-Python specification of ``pynnet3/_fast/analysis_kernel.pyx``;
 tests check that both give identical results. Import the analysis from
 ``pynnet3.optimize.analysis`` (which picks the compiled implementation when it
 is built); import this module only to get the twin explicitly.
@@ -34,7 +34,7 @@ from bisect import bisect_left
 from enum import IntEnum
 from typing import NamedTuple
 
-from ..compile.computation import CommandType, SubMatrixInfo
+from ..compiler.computation import CommandType, SubMatrixInfo
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
 

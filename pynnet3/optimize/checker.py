@@ -40,8 +40,8 @@ import logging
 from operator import itemgetter
 
 from .. import _fast
-from ..compile.computation import CommandType, LazyMatrixDebugInfo
-from ..compile.computation_io import command_string
+from ..compiler.computation import CommandType, LazyMatrixDebugInfo
+from ..compiler.computation_io import command_string
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
 from .analysis import (AnalysisError, Analyzer, kReadAccess, kWriteAccess,
@@ -84,14 +84,14 @@ _MARKER, _GOTO = int(CT.kNoOperationMarker), int(CT.kGotoLabel)
 def command_type_bytes_py(commands):
     """bytes with one byte per command: its command type when that is an int
     in [0, 255), else 255 (a type no valid computation has). The twin of
-    ``pynnet3/_fast/checker.pyx``."""
+    ``pynnet3/_fast/checker_kernel.pyx``."""
     return bytes(c.command_type if isinstance(c.command_type, int)
                  and 0 <= c.command_type < 255 else 255 for c in commands)
 
 
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
-_fast_module = _fast.load("checker")
+_fast_module = _fast.load("checker_kernel")
 command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not None
                       else command_type_bytes_py)
 

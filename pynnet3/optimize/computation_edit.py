@@ -9,7 +9,7 @@ drops what became unused).
 
 import numpy as np
 
-from ..compile.computation import SubMatrixInfo
+from ..compiler.computation import SubMatrixInfo
 from ..errors import ComputationError
 from .checker import command_type_bytes
 
@@ -97,5 +97,5 @@ def insert_commands(computation, new_commands):
         if old < num_old:
             merged.append(commands[old])
     computation.commands = merged
-    from .looped import fix_goto_label
+    from .looped_optimizer import fix_goto_label
     fix_goto_label(computation)

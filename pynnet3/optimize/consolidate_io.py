@@ -9,7 +9,7 @@ reads them and outputs are handed over only once they are final.
 
 import numpy as np
 
-from ..compile.computation import CommandType as C
+from ..compiler.computation import CommandType as C
 from .checker import command_type_bytes
 
 

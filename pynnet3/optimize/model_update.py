@@ -11,7 +11,7 @@ backprop it belongs to). The gradient is the same sum, formed in one product.
 Components with memos are left alone.
 """
 
-from ..compile.computation import (Command, CommandType as C, MatrixDebugInfo,
+from ..compiler.computation import (Command, CommandType as C, MatrixDebugInfo,
                                    MatrixStrideType)
 from ..components.base import ComponentProperty as P
 from .computation_edit import commands_of_types

@@ -2,7 +2,7 @@
 
 Names, defaults and documentation strings are Kaldi's (nnet-optimize.h);
 tools register them as ``--optimization.NAME`` through
-:func:`pynnet3.bin._struct_options.register_options`. The options are mainly
+:func:`pynnet3.bin._option_groups.register_options`. The options are mainly
 for debugging the optimizer: switching a pass off must never change a
 computation's results, only its cost.
 """

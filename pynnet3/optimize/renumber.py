@@ -8,17 +8,17 @@ reference, keeping the relative order of what survives (so the result is the
 one Kaldi prints); memo indexes are made consecutive in propagate order.
 
 The loops over the command list (which fields hold submatrices: Kaldi's
-IdentifySubmatrixArgs) are in ``pynnet3/_fast/renumber.pyx``, with the twin
+IdentifySubmatrixArgs) are in ``pynnet3/_fast/renumber_kernel.pyx``, with the twin
 ``pynnet3.optimize.renumber_py``.
 """
 
 from .. import _fast
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 from . import renumber_py as _py
 
 # The per-command loops: compiled unless the user chose the twins (or the
 # extension is not built: then pynnet3._fast warns once).
-_impl = _fast.load("renumber") or _py
+_impl = _fast.load("renumber_kernel") or _py
 
 
 def _renumbering(used):

@@ -1,5 +1,5 @@
 """The per-command loops of RenumberComputation (Kaldi's ComputationRenumberer)
-in plain Python: the twin of ``pynnet3/_fast/renumber.pyx``, and the
+in plain Python: the twin of ``pynnet3/_fast/renumber_kernel.pyx``, and the
 specification it is tested against.
 
 Which command fields hold submatrix indexes is Kaldi's IdentifySubmatrixArgs:
@@ -8,7 +8,7 @@ compression), arg1 and arg2 (swap, copy, add, kCopyRows, kAddRows,
 kAddRowRanges), arg3 and arg4 (kPropagate), arg3..arg6 (the backprops).
 """
 
-from ..compile.computation import CommandType as C, SubMatrixInfo
+from ..compiler.computation import CommandType as C, SubMatrixInfo
 
 ARG1 = frozenset(int(t) for t in (
     C.kAllocMatrix, C.kDeallocMatrix, C.kSetConst, C.kAddRowsMulti, C.kCopyRowsMulti,

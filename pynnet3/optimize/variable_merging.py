@@ -18,7 +18,7 @@ Rounds repeat until nothing merges; each round ends with a renumbering.
 """
 
 from .. import _fast
-from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
+from ..compiler.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
 from ..components.base import ComponentProperty as P
 from . import analysis as _analysis
 from .analysis import (Analyzer, ComputationAnalysis, compute_matrix_to_submatrix,
@@ -36,7 +36,7 @@ def merge_candidates_py(commands, component_properties, remove_assignments,
     propagate in place (with propagate_in_place), backprops from output
     derivative s1 to input derivative s2 of components that can backprop in
     place and whose value arguments are neither (with backprop_in_place).
-    The twin of ``pynnet3/_fast/variable_merging.pyx``."""
+    The twin of ``pynnet3/_fast/variable_merging_kernel.pyx``."""
     copy_type = int(C.kMatrixCopy)
     propagate_type = int(C.kPropagate)
     backprop_types = (int(C.kBackprop), int(C.kBackpropNoModelUpdate))
@@ -73,7 +73,7 @@ _COPY = int(C.kMatrixCopy)
 
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
-_fast_module = _fast.load("variable_merging")
+_fast_module = _fast.load("variable_merging_kernel")
 _merge_candidates = (_fast_module.merge_candidates if _fast_module is not None
                      else merge_candidates_py)
 _merge_round = _fast_module.merge_round if _fast_module is not None else None
@@ -85,7 +85,7 @@ class VariableMergingOptimizer:
     """One round of merging on ``computation`` (a new instance per round, as
     the analysis is computed once, at construction).
 
-    The round runs in C (``merge_round`` of pynnet3/_fast/variable_merging.pyx)
+    The round runs in C (``merge_round`` of pynnet3/_fast/variable_merging_kernel.pyx)
     when both it and the compiled analysis are in use; the methods below are
     its twin, the readable specification."""
 

@@ -12,7 +12,7 @@ Which zeroings go is decided in C (``unnecessary_zeroings`` in
 """
 
 from .. import _fast
-from ..compile.computation import CommandType as C
+from ..compiler.computation import CommandType as C
 from . import analysis as _analysis
 from .analysis import Analyzer, kWriteAccess
 from .computation_edit import commands_of_types

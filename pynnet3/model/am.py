@@ -1,0 +1,200 @@
+"""Kaldi's AmNnetSimple and the nnet3 ``.mdl`` file.
+
+An nnet3 acoustic model file (``final.mdl``) is Kaldi's
+``TransitionModel::Write`` followed by ``AmNnetSimple::Write``:
+
+  <TransitionModel> ... </TransitionModel>
+  <Nnet3> ... </Nnet3> <LeftContext> int <RightContext> int <Priors> vector
+
+(one ``\\0B`` header at the start in binary mode). ``AmNnetSimple.read`` of
+a ``.mdl`` keeps the transition model in ``am.transition_model`` and
+``am.write`` writes it back in front, so a ``.mdl`` round-trips through the
+one object; :func:`read_mdl` / :func:`write_mdl` handle the pair explicitly.
+
+Guarantees: reading then writing (either mode) reproduces Kaldi's bytes for
+the same content; :meth:`AmNnetSimple.info` is Kaldi's ``AmNnetSimple::Info()``
+(what ``nnet3-am-info`` prints).
+"""
+
+import numpy as np
+
+from ..errors import NnetError
+from ..io.files import open_input, write_object
+from ..io.stream import OutputStream
+from ..common.floats import kaldi_str
+from .info import nnet_info
+from ..hmm.transition import TransitionModel
+from ..nnet.utils import is_simple_nnet
+
+
+def _compute_context(nnet):
+    """Kaldi's ComputeSimpleNnetContext (imported here: the compiler package
+    imports this one)."""
+    from .context import compute_simple_nnet_context
+    return compute_simple_nnet_context(nnet)
+
+
+def _nnet_class():
+    from ..nnet.nnet import Nnet
+    return Nnet
+
+
+class AmNnetSimple:
+    """A network plus what an acoustic model needs around it: the output's
+    ``priors`` (float32 vector, empty when none are set) and the network's
+    ``left_context``/``right_context``. ``transition_model`` is the
+    TransitionModel a ``.mdl`` file carries in front of it (None otherwise)."""
+
+    __slots__ = ("nnet", "left_context", "right_context", "priors", "transition_model")
+
+    def __init__(self, nnet=None, priors=None, transition_model=None):
+        self.transition_model = transition_model
+        self.nnet = _nnet_class()() if nnet is None else nnet
+        self.left_context = 0
+        self.right_context = 0
+        self.priors = (np.zeros(0, dtype=np.float32) if priors is None
+                       else np.asarray(priors, dtype=np.float32))
+        if nnet is not None:
+            self.set_context()
+
+    # -- I/O ---------------------------------------------------------------------
+    @classmethod
+    def read(cls, rxfilename):
+        """An AmNnetSimple from an nnet3 ``.mdl`` (its transition model kept in
+        ``transition_model``) or from a file holding only an AmNnetSimple."""
+        stream = open_input(rxfilename)
+        trans_model = None
+        if stream.peek_token() == "<TransitionModel>":
+            trans_model = TransitionModel().read_from(stream)
+        am_nnet = cls().read_from(stream)
+        am_nnet.transition_model = trans_model
+        return am_nnet
+
+    def write(self, wxfilename, binary=True):
+        """Writes the ``.mdl`` (transition model first, when there is one) as
+        nnet3-am-copy does; atomic for files."""
+        def write_all(stream):
+            if self.transition_model is not None:
+                self.transition_model.write_to(stream)
+            self.write_to(stream)
+        write_object(wxfilename, binary, write_all)
+
+    def read_from(self, stream):
+        """Kaldi's AmNnetSimple::Read; returns self. Like Kaldi, the stored
+        contexts are replaced by recomputed ones (when the context computation
+        is installed)."""
+        nnet = _nnet_class()()
+        start = stream.pos
+        nnet.read_from(stream)
+        self.nnet = nnet
+        stream.expect_token("<LeftContext>")
+        self.left_context = stream.read_int32()
+        stream.expect_token("<RightContext>")
+        self.right_context = stream.read_int32()
+        if not is_simple_nnet(nnet):
+            raise stream.error("AmNnetSimple is only for 'simple' networks (an input node "
+                               "'input', an output node 'output', optionally an input "
+                               "'ivector'), and this one is not", start)
+        self.left_context, self.right_context = _compute_context(nnet)
+        stream.expect_token("<Priors>")
+        at = stream.pos
+        priors = stream.read_vector(np.float32)
+        out_dim = nnet.output_dim("output")
+        if priors.shape[0] not in (0, out_dim):
+            raise stream.error("the priors have dimension %d but the network's output "
+                               "has dimension %d" % (priors.shape[0], out_dim), at)
+        self.priors = priors
+        return self
+
+    def write_to(self, stream):
+        """Kaldi's AmNnetSimple::Write."""
+        self.nnet.write_to(stream)
+        stream.write_token("<LeftContext>")
+        stream.write_int32(self.left_context)
+        stream.write_token("<RightContext>")
+        stream.write_int32(self.right_context)
+        stream.write_token("<Priors>")
+        stream.write_vector(self.priors)
+
+    # -- Kaldi's accessors -------------------------------------------------------
+    def num_pdfs(self):
+        ans = self.nnet.output_dim("output")
+        if ans <= 0:
+            raise NnetError("the acoustic model's network has no output node 'output'")
+        return ans
+
+    def set_nnet(self, nnet):
+        """Replaces the network (Kaldi's SetNnet): recomputes the context and
+        drops the priors if their dimension no longer matches."""
+        self.nnet = nnet
+        self.set_context()
+        if self.priors.shape[0] not in (0, nnet.output_dim("output")):
+            import logging
+            logging.getLogger(__name__).warning(
+                "Removing priors since there is a dimension mismatch after changing the "
+                "nnet: %d vs. %d", self.priors.shape[0], nnet.output_dim("output"))
+            self.priors = np.zeros(0, dtype=np.float32)
+
+    def set_priors(self, priors):
+        priors = np.asarray(priors, dtype=np.float32)
+        if priors.shape[0] not in (0, self.nnet.output_dim("output")):
+            raise NnetError("dimension mismatch when setting priors: priors have dim %d, "
+                            "model expects %d" % (priors.shape[0],
+                                                  self.nnet.output_dim("output")))
+        self.priors = priors
+
+    def set_context(self):
+        """Recomputes left/right context from the network (Kaldi's SetContext);
+        the network must be a 'simple' one (an 'input' node and an 'output'
+        node, optionally an 'ivector' input)."""
+        if not is_simple_nnet(self.nnet):
+            raise NnetError("AmNnetSimple is only for 'simple' networks (an input node "
+                            "'input', an output node 'output', optionally an input "
+                            "'ivector'), and this one is not")
+        self.left_context, self.right_context = _compute_context(self.nnet)
+
+    def info(self):
+        """Kaldi's AmNnetSimple::Info() followed by the network's Info()."""
+        lines = ["input-dim: %d" % self.nnet.input_dim("input"),
+                 "ivector-dim: %d" % self.nnet.input_dim("ivector"),
+                 "num-pdfs: %d" % self.nnet.output_dim("output"),
+                 "prior-dimension: %d" % self.priors.shape[0]]
+        if self.priors.shape[0]:
+            p = self.priors
+            lines.append("prior-sum: " + kaldi_str(np.float32(p.astype(np.float64).sum())))
+            lines.append("prior-min: " + kaldi_str(p.min()))
+            lines.append("prior-max: " + kaldi_str(p.max()))
+        lines.append("# Nnet info follows.")
+        # Kaldi's Nnet::Info() recomputes the context from the network
+        return "\n".join(lines) + "\n" + nnet_info(self.nnet)
+
+
+def read_mdl_from(stream):
+    """(TransitionModel, AmNnetSimple) from a stream at the start of a .mdl."""
+    trans_model = TransitionModel().read_from(stream)
+    am_nnet = AmNnetSimple(transition_model=trans_model).read_from(stream)
+    return trans_model, am_nnet
+
+
+def read_mdl(rxfilename):
+    """(TransitionModel, AmNnetSimple) from an nnet3 ``.mdl`` rxfilename."""
+    return read_mdl_from(open_input(rxfilename))
+
+
+def write_mdl_to(stream, trans_model, am_nnet):
+    trans_model.write_to(stream)
+    am_nnet.write_to(stream)
+
+
+def write_mdl(wxfilename, trans_model, am_nnet, binary=True):
+    """Writes a .mdl as Kaldi's nnet3-am-copy does (atomic for files)."""
+    write_object(wxfilename, binary,
+                 lambda stream: write_mdl_to(stream, trans_model, am_nnet))
+
+
+def mdl_to_bytes(trans_model, am_nnet, binary=True):
+    """The bytes :func:`write_mdl` would write."""
+    stream = OutputStream(binary)
+    stream.write_header()
+    write_mdl_to(stream, trans_model, am_nnet)
+    return stream.getvalue()
