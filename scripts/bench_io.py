@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from pynnet3.model.am import read_mdl, write_mdl  # noqa: E402
 from pynnet3.nnet.nnet import Nnet  # noqa: E402
-from pynnet3.nnet.utils import num_parameters  # noqa: E402
+from pynnet3.nnet.component_ops import num_parameters  # noqa: E402
 
 DEFAULT_CONFIG = REPO.parent / "shared" / "kaldi-ref" / "bench" / "models" / "tdnnf_full" / \
     "final.config"

@@ -29,8 +29,8 @@ from pynnet3.errors import NnetError
 from pynnet3.nnet.collapse import CollapseModelConfig, collapse_model
 from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import (num_parameters, set_batchnorm_test_mode,
-                                set_dropout_test_mode, unvectorize_nnet)
+from pynnet3.nnet.component_ops import (num_parameters, set_batchnorm_test_mode,
+                                        set_dropout_test_mode, unvectorize_nnet)
 
 DATA = TEST_DATA / "collapse"
 MDL_DATA = TEST_DATA / "mdl" / "tdnn_lda"

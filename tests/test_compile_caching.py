@@ -35,7 +35,7 @@ from pynnet3.io.table import read_table
 from pynnet3.nnet.collapse import collapse_model
 from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import set_batchnorm_test_mode, set_dropout_test_mode
+from pynnet3.nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
 from pynnet3.optimize.options import NnetOptimizeOptions
 
 XVECTOR = TEST_DATA / "xvector_cache"

@@ -14,7 +14,7 @@ from pynnet3.compiler.compiler import create_computation
 from pynnet3.compiler.computation import CommandType
 from pynnet3.compiler.computation_io import print_computation
 from pynnet3.model.context import compute_simple_nnet_context
-from pynnet3.nnet.utils import is_simple_nnet
+from pynnet3.nnet.nnet import is_simple_nnet
 from pynnet3.compiler.request import ComputationRequest
 from pynnet3.errors import NnetError
 from pynnet3.nnet.nnet import Nnet

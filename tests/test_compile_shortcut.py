@@ -30,7 +30,7 @@ from pynnet3.errors import ComputationError
 from pynnet3.io.stream import InputStream
 from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_dropout_test_mode, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_dropout_test_mode, set_nnet_as_gradient
 from pynnet3.optimize.checker import check_computation
 from test_computer_kaldi import assert_close, case_dirs, case_id, run_and_check
 

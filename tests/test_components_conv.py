@@ -315,7 +315,7 @@ def test_kaldi_computation_end_to_end(d):
     from pynnet3.compiler.computation_io import read_computation_file
     from pynnet3.compute.computer import NnetComputer
     from pynnet3.nnet.nnet import Nnet
-    from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+    from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
     nnet = Nnet.read(str(d / "model.raw"))
     comp = read_computation_file(str(d / "computation.opt.kaldi"))
     grad = None

@@ -12,7 +12,7 @@ from pynnet3.compute.backend import get_backend
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.compute.plan import ExecutionPlan
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
 
 from test_computer_kaldi import assert_close, case_dirs, case_id, read_ark
 

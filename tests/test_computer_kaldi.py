@@ -24,7 +24,7 @@ from pynnet3.compute.computer import NnetComputer
 from pynnet3.errors import ComputationError
 from pynnet3.io.table import read_table
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
 
 
 def case_dirs():

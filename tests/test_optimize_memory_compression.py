@@ -112,7 +112,7 @@ def _run(case, computation, nnet):
     derivatives and parameter gradients."""
     from pynnet3.components import kaldi_random
     from pynnet3.compute.computer import NnetComputer
-    from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+    from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
     from test_computer_kaldi import read_ark
     # Training-mode random components (self-repair, stats sampling) draw the
     # same numbers in both runs, so the runs differ only by compression.

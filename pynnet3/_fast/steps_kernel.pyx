@@ -29,7 +29,7 @@ from pynnet3._fast.cindex cimport (
 from pynnet3._fast.computation_graph_kernel cimport FastGraph, NetInfo
 from pynnet3._fast.split_locations_kernel cimport hash_order_c
 
-from ..compiler.steps import compute_nnet_computation_epochs
+from ..nnet.graph import compute_nnet_computation_epochs
 from ..errors import ComputationError
 from ..common.index import Index
 from .computation_graph_kernel import pack_cindex, range_error, unpack_cindex

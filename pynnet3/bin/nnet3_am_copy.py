@@ -19,8 +19,8 @@ from ..model.am import read_mdl, write_mdl
 from ..nnet.collapse import CollapseModelConfig, collapse_model
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet
-from ..nnet.utils import (scale_nnet, set_batchnorm_test_mode, set_dropout_test_mode,
-                          set_learning_rate)
+from ..nnet.component_ops import (scale_nnet, set_batchnorm_test_mode, set_dropout_test_mode,
+                                  set_learning_rate)
 from ._cli import ToolParser, kaldi_tool
 
 log = logging.getLogger(__name__)

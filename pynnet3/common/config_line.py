@@ -156,3 +156,9 @@ class ConfigLine:
         if unused:
             raise self.error("unknown or unused config value(s): "
                              + " ".join("%s=%s" % (k, self._data[k]) for k in unused))
+
+
+def name_matches_pattern(name, pattern):
+    """Kaldi's NameMatchesPattern: ``*`` matches any sequence; nothing else is special."""
+    regex = "".join(".*" if c == "*" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, name, re.DOTALL) is not None

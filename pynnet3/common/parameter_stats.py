@@ -43,10 +43,6 @@ def get_verbose_level():
     return _verbose_level
 
 
-def _f32(x):
-    return np.float32(x)
-
-
 def _host(array):
     """A NumPy view or copy of a NumPy or CuPy array."""
     if type(array).__module__.startswith("cupy"):
@@ -67,7 +63,7 @@ def format_float_succinctly(f):
     """Kaldi's PrintFloatSuccinctly: 0 decimals for 10 <= |f| < 10000,
     1 decimal for |f| >= 0.995 otherwise, 2 decimals for |f| >= 0.01,
     one significant digit below that."""
-    f = float(_f32(f))
+    f = float(np.float32(f))
     a = abs(f)
     if math.isnan(f):
         return _general(f, 1)
@@ -170,17 +166,17 @@ def _trace_mat_mat_self(mat):
 
 def _mean_stddev(total, sumsq, count):
     """Kaldi's float32 ``mean = sum/n; stddev = sqrt(sumsq/n - mean^2)``."""
-    n = _f32(count)
+    n = np.float32(count)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = _f32(_f32(total) / n)
-        var = _f32(_f32(_f32(sumsq) / n) - _f32(mean * mean))
-        stddev = np.sqrt(var) if var >= 0 else _f32(-np.nan)
+        mean = np.float32(np.float32(total) / n)
+        var = np.float32(np.float32(np.float32(sumsq) / n) - np.float32(mean * mean))
+        stddev = np.sqrt(var) if var >= 0 else np.float32(-np.nan)
     return mean, stddev
 
 
 def _rms(sumsq, count):
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sqrt(_f32(_f32(sumsq) / _f32(count)))
+        return np.sqrt(np.float32(np.float32(sumsq) / np.float32(count)))
 
 
 def summarize_vector(vec):

@@ -29,6 +29,7 @@ outputs and the input Cindexes that were missing.
 from ..errors import ComputationError
 from ..common.index import Index
 from ..common.index_io import print_cindex
+from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
 
 kUnknown = 0
 kComputable = 1
@@ -38,8 +39,6 @@ kWillNotCompute = 3
 COMPUTABLE_NAMES = {kUnknown: "kUnknown", kComputable: "kComputable",
                     kNotComputable: "kNotComputable", kWillNotCompute: "kWillNotCompute"}
 
-# Kaldi's NodeType values (nnet-nnet.h); nnet.NodeType is an IntEnum with these.
-kInput, kDescriptor, kComponent, kDimRange = 0, 1, 2, 3
 
 # Kaldi gives up after this many breadth-first levels (a loop in the topology).
 MAX_DISTANCE = 10000

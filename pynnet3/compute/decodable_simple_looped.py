@@ -37,7 +37,7 @@ from ..driver.compile_looped import (NnetSimpleLoopedComputationOptions, compile
                               create_looped_computation_request, get_chunk_size,
                               modify_nnet_ivector_period)
 from ..errors import NnetError, UsageError
-from ..nnet.utils import is_simple_nnet
+from ..nnet.nnet import is_simple_nnet
 from ..numerics import kaldi_cpu
 from .computer import NnetComputer
 

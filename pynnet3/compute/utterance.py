@@ -58,7 +58,8 @@ from ..model.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..common.index import Index
-from ..nnet.utils import is_simple_nnet, set_batchnorm_test_mode, set_dropout_test_mode
+from ..nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
+from ..nnet.nnet import is_simple_nnet
 from .compilation import make_compiler
 from ..numerics import kaldi_cpu
 from .backend import get_backend

@@ -16,27 +16,20 @@ the same content; :meth:`AmNnetSimple.info` is Kaldi's ``AmNnetSimple::Info()``
 (what ``nnet3-am-info`` prints).
 """
 
+import logging
+
 import numpy as np
 
+from ..common.floats import kaldi_str
 from ..errors import NnetError
+from ..hmm.transition import TransitionModel
 from ..io.files import open_input, write_object
 from ..io.stream import OutputStream
-from ..common.floats import kaldi_str
+from ..nnet.nnet import Nnet, is_simple_nnet, read_am_nnet_simple
+from .context import compute_simple_nnet_context
 from .info import nnet_info
-from ..hmm.transition import TransitionModel
-from ..nnet.utils import is_simple_nnet
 
-
-def _compute_context(nnet):
-    """Kaldi's ComputeSimpleNnetContext (imported here: the compiler package
-    imports this one)."""
-    from .context import compute_simple_nnet_context
-    return compute_simple_nnet_context(nnet)
-
-
-def _nnet_class():
-    from ..nnet.nnet import Nnet
-    return Nnet
+logger = logging.getLogger(__name__)
 
 
 class AmNnetSimple:
@@ -49,7 +42,7 @@ class AmNnetSimple:
 
     def __init__(self, nnet=None, priors=None, transition_model=None):
         self.transition_model = transition_model
-        self.nnet = _nnet_class()() if nnet is None else nnet
+        self.nnet = Nnet() if nnet is None else nnet
         self.left_context = 0
         self.right_context = 0
         self.priors = (np.zeros(0, dtype=np.float32) if priors is None
@@ -81,28 +74,10 @@ class AmNnetSimple:
 
     def read_from(self, stream):
         """Kaldi's AmNnetSimple::Read; returns self. Like Kaldi, the stored
-        contexts are replaced by recomputed ones (when the context computation
-        is installed)."""
-        nnet = _nnet_class()()
-        start = stream.pos
-        nnet.read_from(stream)
+        contexts are replaced by recomputed ones."""
+        nnet, _, _, priors = read_am_nnet_simple(stream)
         self.nnet = nnet
-        stream.expect_token("<LeftContext>")
-        self.left_context = stream.read_int32()
-        stream.expect_token("<RightContext>")
-        self.right_context = stream.read_int32()
-        if not is_simple_nnet(nnet):
-            raise stream.error("AmNnetSimple is only for 'simple' networks (an input node "
-                               "'input', an output node 'output', optionally an input "
-                               "'ivector'), and this one is not", start)
-        self.left_context, self.right_context = _compute_context(nnet)
-        stream.expect_token("<Priors>")
-        at = stream.pos
-        priors = stream.read_vector(np.float32)
-        out_dim = nnet.output_dim("output")
-        if priors.shape[0] not in (0, out_dim):
-            raise stream.error("the priors have dimension %d but the network's output "
-                               "has dimension %d" % (priors.shape[0], out_dim), at)
+        self.left_context, self.right_context = compute_simple_nnet_context(nnet)
         self.priors = priors
         return self
 
@@ -129,8 +104,7 @@ class AmNnetSimple:
         self.nnet = nnet
         self.set_context()
         if self.priors.shape[0] not in (0, nnet.output_dim("output")):
-            import logging
-            logging.getLogger(__name__).warning(
+            logger.warning(
                 "Removing priors since there is a dimension mismatch after changing the "
                 "nnet: %d vs. %d", self.priors.shape[0], nnet.output_dim("output"))
             self.priors = np.zeros(0, dtype=np.float32)
@@ -151,7 +125,7 @@ class AmNnetSimple:
             raise NnetError("AmNnetSimple is only for 'simple' networks (an input node "
                             "'input', an output node 'output', optionally an input "
                             "'ivector'), and this one is not")
-        self.left_context, self.right_context = _compute_context(self.nnet)
+        self.left_context, self.right_context = compute_simple_nnet_context(self.nnet)
 
     def info(self):
         """Kaldi's AmNnetSimple::Info() followed by the network's Info()."""

@@ -17,7 +17,7 @@ for a network that is not simple or whose context exceeds the largest window.
 from .. import _fast
 from ..errors import NnetError
 from ..common.index import Index
-from ..nnet.utils import is_simple_nnet
+from ..nnet.nnet import is_simple_nnet
 from ..compiler.request import ComputationRequest, IoSpecification
 
 _START_WINDOW = 40

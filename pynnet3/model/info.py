@@ -13,7 +13,9 @@ The context lines come from the computation-graph machinery
 (``pynnet3.model.context.compute_simple_nnet_context``).
 """
 
-from ..nnet.utils import is_simple_nnet, num_parameters
+from ..nnet.component_ops import num_parameters
+from ..nnet.nnet import is_simple_nnet
+from .context import compute_simple_nnet_context
 
 
 def nnet_info(nnet, context=None):
@@ -22,8 +24,6 @@ def nnet_info(nnet, context=None):
     lines = []
     if is_simple_nnet(nnet):
         if context is None:
-            # imported here: the compiler package imports this one
-            from .context import compute_simple_nnet_context
             context = compute_simple_nnet_context(nnet)
         lines.append("left-context: %d" % context[0])
         lines.append("right-context: %d" % context[1])

@@ -62,10 +62,10 @@ from ..components.tdnn import TdnnComponent
 from ..components.time_height_convolution import TimeHeightConvolutionComponent
 from ..errors import NnetError
 from ..numerics.openblas import sgemm, sgemv_add
-from .descriptor import (OffsetForwardingDescriptor, SimpleForwardingDescriptor,
-                         SimpleSumDescriptor, parse_descriptor)
-from .nnet import kComponent, kDescriptor
-from .utils import remove_orphan_components, remove_orphan_nodes
+from .descriptor import OffsetForwardingDescriptor, SimpleForwardingDescriptor, SimpleSumDescriptor
+from .descriptor_parser import parse_descriptor
+from .node import kComponent, kDescriptor
+from .nnet import remove_orphan_components, remove_orphan_nodes
 
 logger = logging.getLogger("pynnet3")
 
