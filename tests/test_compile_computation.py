@@ -39,8 +39,8 @@ def test_plain_computation_prints_like_kaldi(case):
 def test_python_pipeline_equals_cython_pipeline(case):
     pytest.importorskip("pynnet3._fast.compiler_kernel")
     nnet, request = _load(case)
-    fast = create_computation(nnet, request, use_fast=True)
-    slow = create_computation(nnet, request, use_fast=False)
+    fast = create_computation(nnet, request, use_kernel=True)
+    slow = create_computation(nnet, request, use_kernel=False)
     assert fast.commands == slow.commands
     assert fast.matrices == slow.matrices
     assert fast.submatrices == slow.submatrices
@@ -54,7 +54,7 @@ def test_python_pipeline_equals_cython_pipeline(case):
 def test_without_debug_info():
     nnet, request = _load(TEST_DATA / "compile" / "case0")
     for fast in (True, False):
-        computation = create_computation(nnet, request, output_debug_info=False, use_fast=fast)
+        computation = create_computation(nnet, request, output_debug_info=False, use_kernel=fast)
         assert computation.matrix_debug_info == []
 
 
@@ -91,8 +91,8 @@ def test_multi_segment_computation(name):
     segments = [ComputationRequest([spec(s, dt) for s in request.inputs],
                                    [spec(s, dt) for s in request.outputs])
                 for dt in (0, shift)]
-    fast = create_computation(nnet, segments, use_fast=True)
-    slow = create_computation(nnet, segments, use_fast=False)
+    fast = create_computation(nnet, segments, use_kernel=True)
+    slow = create_computation(nnet, segments, use_kernel=False)
     assert print_computation(fast, nnet) == print_computation(slow, nnet)
     markers = [c for c in fast.commands if c.command_type == CommandType.kNoOperationMarker]
     assert len(markers) == 2

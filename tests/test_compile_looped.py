@@ -36,7 +36,7 @@ from pynnet3.compute.decodable_simple_looped import (DecodableNnetLoopedOnline, 
 from pynnet3.compute.utterance import prepare_nnet_for_compute
 from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.optimize.looped_optimizer import fix_goto_label
+from pynnet3.optimize.computation_edit import fix_goto_label
 from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import assert_close, read_ark
 

@@ -32,8 +32,8 @@ import pytest
 from conftest import KALDI_REF, REPO, TEST_DATA
 import pynnet3.examples as example
 from pynnet3.compute.utterance import (ChunkPlan, SimpleComputationOptions, SimpleNnetComputer,
-                                       apply_exp, compute_simple_nnet_context,
-                                       compute_utterance, prepare_nnet_for_compute)
+                                       apply_exp, compute_utterance, prepare_nnet_for_compute)
+from pynnet3.model.context import compute_simple_nnet_context
 from pynnet3.errors import ComputationError, UsageError
 from pynnet3.io.table import read_table
 from pynnet3.model.am import read_mdl

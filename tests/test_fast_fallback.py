@@ -35,7 +35,7 @@ _SCRIPT = textwrap.dedent("""
         from pynnet3.compiler.request import ComputationRequest
         from pynnet3.components import statistics
         from pynnet3.nnet.nnet import Nnet
-        from pynnet3.optimize import analysis, analysis_py
+        from pynnet3.optimize import analysis
         case = sys.argv[1]
         nnet = Nnet.read(case + "/model.raw")
         request = ComputationRequest.read(case + "/request.txt")
@@ -48,8 +48,8 @@ _SCRIPT = textwrap.dedent("""
     print(json.dumps({
         "warnings": slow,
         "same": texts[0] == texts[1] == open(case + "/computation.plain.txt").read(),
-        "compiled_compiler": compiler._fast is not None,
-        "compiled_analysis": analysis.Analyzer is not analysis_py.Analyzer,
+        "compiled_compiler": compiler.kernel is not None,
+        "compiled_analysis": analysis.Analyzer is not analysis.AnalyzerPy,
         "compiled_indexes": statistics._fast_indexes is not None,
         "failed": sorted(_fast.failed_modules()),
     }))

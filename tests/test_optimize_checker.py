@@ -193,7 +193,7 @@ def test_checker_on_the_python_analysis(case, monkeypatch):
     """The checker gives the same verdicts over the Python twin of the
     analysis: on the reference computations, and on each computation made by
     dropping one zeroing command."""
-    from pynnet3.optimize import analysis_py, checker
+    from pynnet3.optimize import analysis, checker
     nnet, request = _load(case)
     comp = create_computation(nnet, request)
     broken = []
@@ -207,7 +207,8 @@ def test_checker_on_the_python_analysis(case, monkeypatch):
     assert any(v is not None for v in compiled)
     for name in ("Analyzer", "matrix_access_summary", "undefined_variable_candidates",
                  "rewritten_variable_candidates"):
-        monkeypatch.setattr(checker, name, getattr(analysis_py, name))
+        twin = name + ("Py" if name[0].isupper() else "_py")
+        monkeypatch.setattr(checker, name, getattr(analysis, twin))
     check_computation(nnet, comp, check_rewrite=True)
     check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
     assert [_verdict(nnet, b) for b in broken] == compiled

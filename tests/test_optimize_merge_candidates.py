@@ -31,7 +31,7 @@ def test_candidates_match_twin(case):
             a = fast.merge_candidates(computation.commands, props, *flags, *bits)
             b = merge_candidates_py(computation.commands, props, *flags, *bits)
             assert a == b, flags
-            if analysis._impl is not analysis._py:
+            if analysis.Analyzer is not analysis.AnalyzerPy:
                 analyzer = analysis.Analyzer().init(nnet, computation)
                 c = fast.merge_candidates_of_analysis(analyzer, props, *flags, *bits)
                 assert c == b, flags

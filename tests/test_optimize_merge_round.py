@@ -19,7 +19,7 @@ from pynnet3.optimize.variable_merging import VariableMergingOptimizer
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
 fast = pytest.importorskip("pynnet3._fast.variable_merging_kernel")
-if analysis._impl is analysis._py:
+if analysis.Analyzer is analysis.AnalyzerPy:
     pytest.skip("the compiled analysis is not in use", allow_module_level=True)
 
 

@@ -5,11 +5,14 @@
 
 from libcpp.vector cimport vector
 
-# The access kinds stored in AccessLists.kind (AccessType's values).
+from pynnet3._fast.constants cimport kReadAccess, kReadWriteAccess, kWriteAccess
+
+# The access kinds stored in AccessLists.kind (short names of AccessType's
+# values, constants.pxd).
 cdef enum:
-    R = 0
-    W = 1
-    RW = 2
+    R = kReadAccess
+    W = kWriteAccess
+    RW = kReadWriteAccess
 
 # indexes of the six lists of a command's attributes in CommandAttributesList
 cdef enum:

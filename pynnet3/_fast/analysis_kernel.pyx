@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, auto_pickle=False
 # distutils: language = c++
-"""Analysis of a computation in C (twin of pynnet3/optimize/analysis_py.py).
+"""Analysis of a computation in C (its owner and twin: pynnet3/optimize/analysis.py).
 
 Same API and results as the Python twin; the difference is storage. Split
 points, per-submatrix variable ranges, command attributes and accesses live in
@@ -16,11 +16,11 @@ from libcpp.algorithm cimport sort, unique
 from libcpp.vector cimport vector
 
 from pynnet3.compiler.computation import Command, MatrixInfo, SubMatrixInfo
-from pynnet3.optimize.analysis_py import (Access, AccessType, AnalysisError,
-                                          CommandAttributes, MatrixAccesses,
-                                          MatrixAccessSummary)
+from pynnet3.optimize.analysis_types import (Access, AccessType, AnalysisError,
+                                             CommandAttributes, MatrixAccesses,
+                                             MatrixAccessSummary)
 
-from pynnet3._fast.command_types cimport *
+from pynnet3._fast.constants cimport *
 from pynnet3._fast.slots cimport Slots, get_slot, slots_init
 
 # direct slot reads of the records (see slots.pxd)
@@ -29,11 +29,6 @@ slots_init(&_CMD, Command, ("command_type", "arg1", "arg2", "arg3", "arg4", "arg
 slots_init(&_SUB, SubMatrixInfo, ("matrix_index", "row_offset", "num_rows", "col_offset",
                                   "num_cols"))
 slots_init(&_MAT, MatrixInfo, ("num_rows", "num_cols"))
-
-# ComponentProperty bits
-DEF kUpdatableComponent = 0x002
-DEF kPropagateAdds = 0x008
-DEF kBackpropAdds = 0x020
 
 _tuple_new = tuple.__new__
 _ACCESS_TYPES = (AccessType.kReadAccess, AccessType.kWriteAccess,
@@ -61,7 +56,7 @@ cdef inline int find_index(const vector[int]& sp, int begin, int end, int value)
 
 
 cdef class ComputationVariables:
-    """Kaldi's ComputationVariables (see analysis_py.ComputationVariables)."""
+    """Kaldi's ComputationVariables (see analysis.ComputationVariables)."""
 
     def init(self, computation):
         if self._initialized:
@@ -295,7 +290,7 @@ cdef class ComputationVariables:
 cdef class CommandAttributesList:
     """The CommandAttributes of every command (Kaldi's
     std::vector<CommandAttributes>), stored as six CSR arrays; indexing
-    gives a (cached) analysis_py.CommandAttributes."""
+    gives a (cached) analysis.CommandAttributes."""
 
     def __len__(self):
         return self.num_commands
@@ -562,7 +557,7 @@ def compute_variable_accesses(ComputationVariables variables,
 
 cdef class MatrixAccessesList:
     """Kaldi's std::vector<MatrixAccesses>; indexing gives a cached
-    analysis_py.MatrixAccesses."""
+    analysis.MatrixAccesses."""
 
     def __len__(self):
         return self.num_matrices
@@ -655,7 +650,7 @@ def compute_matrix_accesses(nnet, computation, ComputationVariables variables,
 
 def matrix_access_summary(MatrixAccessesList matrix_accesses):
     """The MatrixAccessSummary of ``matrix_accesses``, read from the C arrays
-    (no Access object is made); see the twin in analysis_py."""
+    (no Access object is made); see the twin in analysis."""
     cdef int n = matrix_accesses.num_matrices, m, b, e
     cdef AccessLists acc = matrix_accesses.accesses
     cdef list first = [-1] * n, second = [-1] * n, last = [-1] * n
@@ -681,7 +676,7 @@ def undefined_variable_candidates(AccessLists variable_accesses, bytes command_t
                                   int compress_type):
     """The variables the checker's undefined-data check has to look at
     (never accessed, or first accessed other than by a pure write and not by
-    a command of type ``compress_type``); see the twin in analysis_py."""
+    a command of type ``compress_type``); see the twin in analysis."""
     cdef AccessLists va = variable_accesses
     cdef const unsigned char* types = command_types
     cdef Py_ssize_t num_types = len(command_types)
@@ -700,7 +695,7 @@ def undefined_variable_candidates(AccessLists variable_accesses, bytes command_t
 
 def rewritten_variable_candidates(AccessLists variable_accesses):
     """The variables the checker's rewrite check has to look at (never
-    accessed, or written after a pure read); see the twin in analysis_py."""
+    accessed, or written after a pure read); see the twin in analysis."""
     cdef AccessLists va = variable_accesses
     cdef int v, p
     cdef bint read
@@ -721,7 +716,7 @@ def rewritten_variable_candidates(AccessLists variable_accesses):
 
 def compute_matrix_to_submatrix(computation):
     """Kaldi's ComputeMatrixToSubmatrix: per matrix, the submatrices of it in
-    increasing order ([0] is empty); see the twin in analysis_py."""
+    increasing order ([0] is empty); see the twin in analysis."""
     cdef list submatrices = computation.submatrices
     cdef Py_ssize_t num_matrices = len(computation.matrices), s
     cdef list result = [[] for _ in range(num_matrices)]

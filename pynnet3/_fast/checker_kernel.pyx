@@ -1,67 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: language = c++
-"""The ComputationChecker's view of the command list in C (twin:
-``command_type_bytes_py`` in ``pynnet3.optimize.checker``), and its index
-check as a yes/no question (``indexes_look_valid``; twin:
-``ComputationChecker.check_computation_indexes``, which runs only when this
-says no, to name the fault).
-
-Several checks only ask where commands of some type are (the last
-forward/backward marker, any compression at all); with the types as one
-bytes object, those questions are ``bytes.find`` calls instead of
-interpreted loops over every command.
+"""The ComputationChecker's index check as a yes/no question in C
+(``indexes_look_valid``; twin: ``ComputationChecker.check_computation_indexes``
+in ``pynnet3.optimize.checker``, which runs only when this says no, to name
+the fault).
 """
 
-
-from cpython.long cimport PyLong_AsLongAndOverflow
-
-from pynnet3._fast.command_types cimport *
-from pynnet3._fast.slots cimport Slots, get_slot, slots_init
-
-from pynnet3.compiler.computation import Command
-
-cdef Slots _CMD     # direct slot reads of the commands (see slots.pxd)
-slots_init(&_CMD, Command, ("command_type",))
-
-
-def command_type_bytes(list commands):
-    """bytes with one byte per command: its command type when that is an int
-    in [0, 255), else 255 (a type no valid computation has)."""
-    cdef Py_ssize_t n = len(commands), i
-    cdef bytearray out = bytearray(n)
-    cdef unsigned char* p = out
-    cdef object t
-    cdef long v
-    cdef int overflow
-    for i in range(n):
-        t = get_slot(&_CMD, commands[i], 0, "command_type")
-        p[i] = 255
-        # (CommandType members are ints; read as C longs, not compared as
-        # Python objects)
-        if isinstance(t, int):
-            v = PyLong_AsLongAndOverflow(t, &overflow)
-            if overflow == 0 and 0 <= v < 255:
-                p[i] = <unsigned char>v
-    return bytes(out)
-
-
-# ---------------------------------------------------------------------------
-# check_computation_indexes, as a yes/no question
-# ---------------------------------------------------------------------------
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
-from pynnet3.compiler.computation import MatrixInfo, SubMatrixInfo
+from pynnet3._fast.constants cimport *
+from pynnet3._fast.slots cimport Slots, get_slot, slots_init
 
-# ComponentProperty bits
-cdef enum:
-    kSimpleComponent = 0x001
-    kUpdatableComponent = 0x002
-    kPropagateInPlace = 0x004
-    kBackpropNeedsInput = 0x040
-    kBackpropNeedsOutput = 0x080
-    kBackpropInPlace = 0x100
-    kUsesMemo = 0x1000
+from pynnet3.compiler.computation import Command, MatrixInfo, SubMatrixInfo
 
 cdef Slots _FIELDS, _SUB, _MAT
 slots_init(&_FIELDS, Command, ("command_type", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6",

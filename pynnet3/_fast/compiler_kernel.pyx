@@ -22,7 +22,8 @@ from libcpp.vector cimport vector
 
 import numpy as np
 
-from pynnet3._fast.cindex cimport key_node
+from pynnet3._fast.cindex_keys cimport key_node
+from pynnet3._fast.constants cimport *
 from pynnet3._fast.computation_graph_kernel cimport FastGraph, NetInfo
 from pynnet3._fast.split_locations_kernel cimport (
     Pair, contiguous_ranges_c, convert_to_indexes_c, split_locations_backward_c,
@@ -35,7 +36,10 @@ from ..compiler.computation import (Command, CommandType, LazyMatrixDebugInfo,
                                    SubMatrixInfo)
 from ..components.base import Component
 from ..errors import ComputationError
-from .steps_kernel import cindexes_from_keys
+# The Compiler takes the whole pipeline from this kernel: the graph builder and
+# the steps come from the kernels cimported above.
+from .computation_graph_kernel import FastComputationGraphBuilder  # noqa: F401
+from .steps_kernel import cindexes_from_keys, compute_steps  # noqa: F401
 
 
 cdef extern from "Python.h":
@@ -44,36 +48,6 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
     object PyType_GenericAlloc(PyTypeObject *type, Py_ssize_t nitems)
-
-
-cdef enum:
-    NT_INPUT = 0
-    NT_DESCRIPTOR = 1
-    NT_COMPONENT = 2
-    NT_DIM_RANGE = 3
-    # ComponentProperties bits
-    kUpdatableComponent = 0x002
-    kBackpropNeedsInput = 0x040
-    kBackpropNeedsOutput = 0x080
-    kStoresStats = 0x200
-    kInputContiguous = 0x400
-    kOutputContiguous = 0x800
-    kUsesMemo = 0x1000
-    # command types (Kaldi's order, as CommandType)
-    C_ALLOC = 0
-    C_DEALLOC = 1
-    C_SET_CONST = 3
-    C_PROPAGATE = 4
-    C_BACKPROP = 5
-    C_MATRIX_ADD = 8
-    C_ADD_ROWS = 10
-    C_ADD_ROWS_MULTI = 13
-    C_ADD_TO_ROWS_MULTI = 14
-    C_ADD_ROW_RANGES = 15
-    C_ACCEPT_INPUT = 18
-    C_PROVIDE_OUTPUT = 19
-    C_NO_OP_PERMANENT = 21
-    C_MARKER = 22
 
 
 cdef struct Cmd:
@@ -270,7 +244,7 @@ cdef class _Core:
         self.part_start.resize(num_nodes, -1)
         self.part_count.resize(num_nodes, 0)
         for n in range(num_nodes):
-            if net.node_type[n] == NT_COMPONENT:
+            if net.node_type[n] == kComponent:
                 ci = nnet.nodes[n].component_index
                 comp = nnet.get_component(ci)
                 self.component_index[n] = ci
@@ -428,7 +402,7 @@ cdef class _Core:
             node = key_node(graph.cindexes[c])
             seg = data.step_to_segment[s]
             needed = False
-            if self.net.node_type[node] == NT_COMPONENT:
+            if self.net.node_type[node] == kComponent:
                 if self.deriv_needed[s - 1]:
                     needed = True
             else:
@@ -456,7 +430,7 @@ cdef class _Core:
                                            % self.nnet.node_names[node])
                 if self.output_deriv[seg][node] == 1:
                     needed = True
-            if self.net.node_type[node] == NT_COMPONENT and self.need_model_derivative[seg]:
+            if self.net.node_type[node] == kComponent and self.need_model_derivative[seg]:
                 if (self.props[node] & kUpdatableComponent) and self.lr_nonzero[node]:
                     needed = True
             self.deriv_needed[s] = needed
@@ -465,7 +439,7 @@ cdef class _Core:
     cdef int32_t stride_type(self, int node) noexcept:
         if self.net.is_component_input[node]:
             return 1 if self.props[node + 1] & kInputContiguous else 0
-        if self.net.node_type[node] == NT_COMPONENT:
+        if self.net.node_type[node] == kComponent:
             return 1 if self.props[node] & kOutputContiguous else 0
         return 0
 
@@ -497,7 +471,7 @@ cdef class _Core:
             info.node = node
             nt = self.net.node_type[node]
             num_cols = self.dim_of(node)
-            if nt != NT_DIM_RANGE:
+            if nt != kDimRange:
                 info.value = self.new_matrix(info.num_rows, num_cols, self.stride_type(node))
                 if self.deriv_needed[s]:
                     info.deriv = self.new_matrix(info.num_rows, num_cols, self.stride_type(node))
@@ -518,7 +492,7 @@ cdef class _Core:
                 if self.deriv_needed[s]:
                     info.deriv = self.new_submatrix(self.steps[input_step].deriv,
                                                     py_node.dim_offset, py_node.dim)
-            if nt == NT_DESCRIPTOR:
+            if nt == kDescriptor:
                 first_part = self.ensure_parts(node)
                 num_parts = self.part_count[node]
                 self.locations[s].resize(num_parts)
@@ -557,8 +531,8 @@ cdef class _Core:
         for s in range(num_steps):
             self.compile_forward(s)
             if s + 1 < num_steps and self.steps[s + 1].segment != self.steps[s].segment:
-                self.cmd(C_MARKER, -1, -1, -1, -1, -1, -1, -1, 1.0)
-        self.cmd(C_MARKER, -1, -1, -1, -1, -1, -1, -1, 1.0)
+                self.cmd(kNoOperationMarker, -1, -1, -1, -1, -1, -1, -1, 1.0)
+        self.cmd(kNoOperationMarker, -1, -1, -1, -1, -1, -1, -1, 1.0)
         for s in range(num_steps - 1, -1, -1):
             if self.deriv_needed[s]:
                 self.compile_backward(s)
@@ -585,8 +559,8 @@ cdef class _Core:
                 skip[self.subs[self.steps[s].deriv].matrix] = 1
         for m in range(1, self.matrices.size()):
             if not skip[m]:
-                self.cmd(C_ALLOC, whole[m], -1, -1, -1, -1, -1, -1, 1.0)
-                self.cmd(C_SET_CONST, whole[m], -1, -1, -1, -1, -1, -1, 0.0)
+                self.cmd(kAllocMatrix, whole[m], -1, -1, -1, -1, -1, -1, 1.0)
+                self.cmd(kSetConst, whole[m], -1, -1, -1, -1, -1, -1, 0.0)
         return 0
 
     cdef int set_up_precomputed_indexes(self) except -1:
@@ -595,7 +569,7 @@ cdef class _Core:
         need_derivs_of = {}
         for s in range(self.steps.size()):
             node = self.steps[s].node
-            if self.net.node_type[node] != NT_COMPONENT:
+            if self.net.node_type[node] != kComponent:
                 continue
             if self.steps[s - 1].node != node - 1:
                 raise ComputationError("internal error: component step not preceded by its "
@@ -627,27 +601,27 @@ cdef class _Core:
     cdef bint is_input_step(self, int32_t s) noexcept:
         if s >= <int32_t>self.steps.size():
             return False
-        return self.net.node_type[self.steps[s].node] == NT_INPUT
+        return self.net.node_type[self.steps[s].node] == kInput
 
     cdef int compile_forward(self, int32_t s) except -1:
         cdef Step info = self.steps[s]
         cdef int node = info.node, nt = self.net.node_type[node]
         cdef size_t p
         cdef int32_t memo, stats
-        if nt == NT_INPUT:
-            self.cmd(C_ACCEPT_INPUT, info.value, node, -1, -1, -1, -1, -1, 1.0)
+        if nt == kInput:
+            self.cmd(kAcceptInput, info.value, node, -1, -1, -1, -1, -1, 1.0)
             if not self.is_input_step(s + 1):
-                self.cmd(C_NO_OP_PERMANENT, -1, -1, -1, -1, -1, -1, -1, 1.0)
-        elif nt == NT_COMPONENT:
+                self.cmd(kNoOperationPermanent, -1, -1, -1, -1, -1, -1, -1, 1.0)
+        elif nt == kComponent:
             memo = s if (info.deriv > 0 and self.props[node] & kUsesMemo) else 0
             stats = 1 if (self.store_stats and self.props[node] & kStoresStats) else 0
-            self.cmd(C_PROPAGATE, self.component_index[node], info.precomputed,
+            self.cmd(kPropagate, self.component_index[node], info.precomputed,
                      self.steps[s - 1].value, info.value, memo, stats, -1, 1.0)
-        elif nt == NT_DESCRIPTOR:
+        elif nt == kDescriptor:
             for p in range(self.value_parts[s].size()):
                 self.forward_part(s, <int>p)
             if self.net.is_output[node]:
-                self.cmd(C_PROVIDE_OUTPUT, info.value, node, -1, -1, -1, -1, -1, 1.0)
+                self.cmd(kProvideOutput, info.value, node, -1, -1, -1, -1, -1, 1.0)
         return 0
 
     cdef int split_by_scale(self, int32_t s, int p, bint backward,
@@ -701,7 +675,7 @@ cdef class _Core:
         cdef double alpha
         cdef int pid = self.ensure_parts(self.steps[s].node) + p
         if self.part_offset[pid] != 0.0:
-            self.cmd(C_SET_CONST, value_sub, -1, -1, -1, -1, -1, -1, self.part_offset[pid])
+            self.cmd(kSetConst, value_sub, -1, -1, -1, -1, -1, -1, self.part_offset[pid])
         self.split_by_scale(s, p, False, pieces[0])
         for g in range(pieces.size()):
             alpha = self.part_alphas[pid][g]
@@ -714,7 +688,7 @@ cdef class _Core:
                     self.forward_from_indexes(value_sub, first, alpha, rows[0])
                 else:
                     self.indexes_multi.append(_pair_list(split[0][i]))
-                    self.cmd(C_ADD_ROWS_MULTI, value_sub, len(self.indexes_multi) - 1,
+                    self.cmd(kAddRowsMulti, value_sub, len(self.indexes_multi) - 1,
                              -1, -1, -1, -1, -1, alpha)
         return 0
 
@@ -728,10 +702,10 @@ cdef class _Core:
                     identity = False
                     break
         if identity:
-            self.cmd(C_MATRIX_ADD, value_sub, input_sub, -1, -1, -1, -1, -1, alpha)
+            self.cmd(kMatrixAdd, value_sub, input_sub, -1, -1, -1, -1, -1, alpha)
             return 0
         self.indexes.append(_int_list(rows))
-        self.cmd(C_ADD_ROWS, value_sub, input_sub, len(self.indexes) - 1, -1, -1, -1, -1, alpha)
+        self.cmd(kAddRows, value_sub, input_sub, len(self.indexes) - 1, -1, -1, -1, -1, alpha)
         return 0
 
     cdef int compile_backward(self, int32_t s) except -1:
@@ -740,12 +714,12 @@ cdef class _Core:
         cdef int node = info.node, nt = self.net.node_type[node]
         cdef int32_t props, in_sub, out_sub, memo
         cdef size_t p
-        if nt == NT_INPUT:
+        if nt == kInput:
             if info.deriv != 0:
-                self.cmd(C_PROVIDE_OUTPUT, info.deriv, node, -1, -1, -1, -1, -1, 1.0)
+                self.cmd(kProvideOutput, info.deriv, node, -1, -1, -1, -1, -1, 1.0)
             if not self.is_input_step(s + 1):
-                self.cmd(C_NO_OP_PERMANENT, -1, -1, -1, -1, -1, -1, -1, 1.0)
-        elif nt == NT_COMPONENT:
+                self.cmd(kNoOperationPermanent, -1, -1, -1, -1, -1, -1, -1, 1.0)
+        elif nt == kComponent:
             in_info = self.steps[s - 1]
             props = self.props[node]
             in_sub = in_info.value if props & kBackpropNeedsInput else 0
@@ -754,11 +728,11 @@ cdef class _Core:
             if not (info.deriv > 0 and (in_info.deriv > 0 or props & kUpdatableComponent)):
                 raise ComputationError("internal error: backprop for component %s without "
                                        "derivatives" % self.nnet.node_names[node])
-            self.cmd(C_BACKPROP, self.component_index[node], info.precomputed, in_sub, out_sub,
+            self.cmd(kBackprop, self.component_index[node], info.precomputed, in_sub, out_sub,
                      info.deriv, in_info.deriv, memo, 1.0)
-        elif nt == NT_DESCRIPTOR:
+        elif nt == kDescriptor:
             if self.net.is_output[node] and info.deriv > 0:
-                self.cmd(C_ACCEPT_INPUT, info.deriv, node, -1, -1, -1, -1, -1, 1.0)
+                self.cmd(kAcceptInput, info.deriv, node, -1, -1, -1, -1, -1, 1.0)
             for p in range(self.value_parts[s].size()):
                 self.backward_part(s, <int>p)
         return 0
@@ -783,7 +757,7 @@ cdef class _Core:
                     self.backward_from_indexes(deriv_sub, first, alpha, rows[0])
                 else:
                     self.indexes_multi.append(_pair_list(split[0][i]))
-                    self.cmd(C_ADD_TO_ROWS_MULTI, deriv_sub, len(self.indexes_multi) - 1,
+                    self.cmd(kAddToRowsMulti, deriv_sub, len(self.indexes_multi) - 1,
                              -1, -1, -1, -1, -1, alpha)
         return 0
 
@@ -805,7 +779,7 @@ cdef class _Core:
                     identity = False
                     break
         if identity:
-            self.cmd(C_MATRIX_ADD, input_deriv_sub, deriv_sub, -1, -1, -1, -1, -1, alpha)
+            self.cmd(kMatrixAdd, input_deriv_sub, deriv_sub, -1, -1, -1, -1, -1, alpha)
             return 0
         if input_rows >= num_rows:
             reverse.assign(input_rows, -1)
@@ -822,7 +796,7 @@ cdef class _Core:
                         break
             if ok:
                 self.indexes.append(_int_list(reverse))
-                self.cmd(C_ADD_ROWS, input_deriv_sub, deriv_sub, len(self.indexes) - 1,
+                self.cmd(kAddRows, input_deriv_sub, deriv_sub, len(self.indexes) - 1,
                          -1, -1, -1, -1, alpha)
                 return 0
         if contiguous_ranges_c(rows, ranges):
@@ -833,7 +807,7 @@ cdef class _Core:
                 empty.second = -1
                 ranges.resize(input_rows, empty)
             self.indexes_ranges.append(_pair_list(ranges))
-            self.cmd(C_ADD_ROW_RANGES, input_deriv_sub, deriv_sub, len(self.indexes_ranges) - 1,
+            self.cmd(kAddRowRanges, input_deriv_sub, deriv_sub, len(self.indexes_ranges) - 1,
                      -1, -1, -1, -1, alpha)
             return 0
         raise ComputationError("this backprop case is not implemented (as in Kaldi): a "
@@ -849,7 +823,7 @@ cdef class _Core:
             seg = self.steps[s].segment
             if self.net.is_output[node]:
                 keep[self.subs[self.steps[s].value].matrix] = 1
-            elif self.net.node_type[node] == NT_INPUT:
+            elif self.net.node_type[node] == kInput:
                 if self.input_deriv[seg][node] < 0:
                     raise ComputationError("internal error: input %s not in request"
                                            % self.nnet.node_names[node])
@@ -857,7 +831,7 @@ cdef class _Core:
                     keep[self.subs[self.steps[s].deriv].matrix] = 1
         for m in range(1, self.matrices.size()):
             if not keep[m]:
-                self.cmd(C_DEALLOC, whole[m], -1, -1, -1, -1, -1, -1, 1.0)
+                self.cmd(kDeallocMatrix, whole[m], -1, -1, -1, -1, -1, -1, 1.0)
         return 0
 
     cdef void consolidate_io(self) noexcept:
@@ -867,16 +841,16 @@ cdef class _Core:
         out.reserve(n)
         while start <= n:
             end = start
-            while end < n and self.cmds[end].type != C_MARKER:
+            while end < n and self.cmds[end].type != kNoOperationMarker:
                 end += 1
             for c in range(start, end):
-                if self.cmds[c].type == C_ACCEPT_INPUT:
+                if self.cmds[c].type == kAcceptInput:
                     out.push_back(self.cmds[c])
             for c in range(start, end):
-                if self.cmds[c].type != C_ACCEPT_INPUT and self.cmds[c].type != C_PROVIDE_OUTPUT:
+                if self.cmds[c].type != kAcceptInput and self.cmds[c].type != kProvideOutput:
                     out.push_back(self.cmds[c])
             for c in range(start, end):
-                if self.cmds[c].type == C_PROVIDE_OUTPUT:
+                if self.cmds[c].type == kProvideOutput:
                     out.push_back(self.cmds[c])
             if end < n:
                 out.push_back(self.cmds[end])

@@ -33,7 +33,7 @@ from libcpp.vector cimport vector
 import numpy as np
 cimport numpy as cnp
 
-from pynnet3._fast.cindex cimport (
+from pynnet3._fast.cindex_keys cimport (
     CindexTable, K_NO_TIME, pack, table_find, table_free, table_get_or_insert, table_init,
     table_slot)
 

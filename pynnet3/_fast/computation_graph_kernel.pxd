@@ -4,7 +4,8 @@
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
 
-from pynnet3._fast.cindex cimport CindexTable, Predicate
+from pynnet3._fast.cindex_keys cimport CindexTable
+from pynnet3._fast.descriptor_interpreter cimport Predicate
 
 
 cdef class NetInfo:

@@ -16,15 +16,16 @@ from libcpp.vector cimport vector
 
 import numpy as np
 
-from pynnet3._fast.cindex cimport (
-    CindexTable, Predicate, K_COMPUTABLE, K_NOT_COMPUTABLE, K_UNKNOWN, K_WILL_NOT_COMPUTE,
-    MODE_COMPUTABLE,
-    MODE_COMPUTABLE_OR_UNKNOWN, MODE_EXISTS, desc_dependencies, desc_is_computable, key_n,
-    key_node, key_t, key_x, pack, pred_holds, table_find, table_free, table_get_or_insert,
-    table_init, with_node)
+from pynnet3._fast.cindex_keys cimport (
+    CindexTable, key_n, key_node, key_t, key_x, pack, table_find, table_free,
+    table_get_or_insert, table_init, with_node)
+from pynnet3._fast.constants cimport *
+from pynnet3._fast.descriptor_interpreter cimport (
+    MODE_COMPUTABLE, MODE_COMPUTABLE_OR_UNKNOWN, MODE_EXISTS, Predicate, desc_dependencies,
+    desc_is_computable, pred_holds)
 
 from ..compiler.descriptor_program import compile_descriptor_cached, component_index_program
-from ..compiler.computation_graph import (MAX_DISTANCE, COMPUTABLE_NAMES, not_computable_error)
+from ..compiler.computability import COMPUTABLE_NAMES, MAX_DISTANCE, not_computable_error
 from ..errors import ComputationError
 from ..common.index import Index
 
@@ -34,10 +35,6 @@ cdef enum:
     KIND_OFFSETS = 2
     KIND_PYTHON = 3
     KIND_WINDOW = 4
-    NT_INPUT = 0
-    NT_DESCRIPTOR = 1
-    NT_COMPONENT = 2
-    NT_DIM_RANGE = 3
 
 
 def pack_cindex(node, index):
@@ -88,14 +85,14 @@ cdef class NetInfo:
             t = int(node.node_type)
             self.node_type[i] = t
             nxt = int(nnet.nodes[i + 1].node_type) if i + 1 < self.num_nodes else -1
-            self.is_output[i] = t == NT_DESCRIPTOR and nxt != NT_COMPONENT
-            self.is_component_input[i] = t == NT_DESCRIPTOR and nxt == NT_COMPONENT
-            if t == NT_DESCRIPTOR:
+            self.is_output[i] = t == kDescriptor and nxt != kComponent
+            self.is_component_input[i] = t == kDescriptor and nxt == kComponent
+            if t == kDescriptor:
                 prog, starts, optional = compile_descriptor_cached(node.descriptor)
                 self.programs[i] = prog
                 self.part_starts[i] = starts
                 self.all_required[i] = not optional
-            elif t == NT_COMPONENT:
+            elif t == kComponent:
                 comp = nnet.get_component(node.component_index)
                 self.components[i] = comp
                 self.props[i] = int(comp.properties())
@@ -112,7 +109,7 @@ cdef class NetInfo:
                     self.comp_window[i] = list(kind[1:])
                 else:
                     self.comp_kind[i] = KIND_PYTHON
-            elif t == NT_DIM_RANGE:
+            elif t == kDimRange:
                 self.dim_range_source[i] = node.node_index
 
 
@@ -236,7 +233,7 @@ cdef class FastComputationGraphBuilder:
     cdef void _add_cindex_id(self) noexcept:
         cdef CindexInfo fresh
         fresh.usable_count = 0
-        fresh.computable = K_UNKNOWN
+        fresh.computable = kUnknown
         fresh.queued = False
         fresh.deps_computed = False
         self.dot_head.push_back(-1)
@@ -251,7 +248,7 @@ cdef class FastComputationGraphBuilder:
             n = self.nnet.get_node_index(spec.name)
             if n == -1:
                 raise ComputationError("Network has no input with name %s" % spec.name)
-            if self.net.node_type[n] != NT_INPUT and self.net.node_type[n] != NT_COMPONENT:
+            if self.net.node_type[n] != kInput and self.net.node_type[n] != kComponent:
                 raise ComputationError("request input '%s' is not an input or component node;"
                                        " inputs to the graph are only allowed for those"
                                        % spec.name)
@@ -261,7 +258,7 @@ cdef class FastComputationGraphBuilder:
                     raise ComputationError("request input '%s' lists index %s more than once"
                                            % (spec.name, tuple(index)))
                 self._add_cindex_id()
-                self.info[cid].computable = K_COMPUTABLE
+                self.info[cid].computable = kComputable
                 num_added += 1
         if num_added == 0:
             raise ComputationError("computation request has no input indexes")
@@ -337,7 +334,7 @@ cdef class FastComputationGraphBuilder:
                 if not self.info[cid].queued:
                     self.info[cid].queued = True
                     self.next_queue.push_back(cid)
-            elif self.info[cid].computable == K_UNKNOWN:
+            elif self.info[cid].computable == kUnknown:
                 self._update_computable_info(cid)
         self.current_queue.swap(self.next_queue)
         self.next_queue.clear()
@@ -354,12 +351,12 @@ cdef class FastComputationGraphBuilder:
         cdef size_t i
         cdef int64_t k2, lo, hi, step
         out.clear()
-        if nt == NT_DESCRIPTOR:
+        if nt == kDescriptor:
             if desc_dependencies(self.net.programs[node].data(),
                                  self.net.part_starts[node].data(),
                                  <int>self.net.part_starts[node].size(), n, t, x, out) < 0:
                 raise range_error(node, (n, t, x), "an input of Cindex")
-        elif nt == NT_COMPONENT:
+        elif nt == kComponent:
             kind = self.net.comp_kind[node]
             if kind == KIND_SIMPLE:
                 out.push_back(with_node(key, node - 1))
@@ -383,7 +380,7 @@ cdef class FastComputationGraphBuilder:
                 comp = self.net.components[node]
                 for index in comp.get_input_indexes(self.request.misc_info, Index(n, t, x)):
                     out.push_back(pack_cindex(node - 1, index))
-        elif nt == NT_DIM_RANGE:
+        elif nt == kDimRange:
             out.push_back(with_node(key, self.net.dim_range_source[node]))
         return 0
 
@@ -508,28 +505,28 @@ cdef class FastComputationGraphBuilder:
             all_computable = True
             for i in range(self.graph.dep_count[cid]):
                 c = self.info[self.graph.dep_pool[self.graph.dep_start[cid] + i]].computable
-                if c == K_NOT_COMPUTABLE or c == K_WILL_NOT_COMPUTE:
-                    return K_NOT_COMPUTABLE
-                if c != K_COMPUTABLE:
+                if c == kNotComputable or c == kWillNotCompute:
+                    return kNotComputable
+                if c != kComputable:
                     all_computable = False
-            return K_COMPUTABLE if all_computable else K_UNKNOWN
-        if nt == NT_DESCRIPTOR:
+            return kComputable if all_computable else kUnknown
+        if nt == kDescriptor:
             if self._descriptor_computable(cid, MODE_COMPUTABLE, NULL):
-                return K_COMPUTABLE
+                return kComputable
             if not self._descriptor_computable(cid, MODE_COMPUTABLE_OR_UNKNOWN, NULL):
-                return K_NOT_COMPUTABLE
-            return K_UNKNOWN
-        if nt == NT_COMPONENT:
+                return kNotComputable
+            return kUnknown
+        if nt == kComponent:
             if self._component_computable(cid, MODE_COMPUTABLE):
-                return K_COMPUTABLE
+                return kComputable
             if not self._component_computable(cid, MODE_COMPUTABLE_OR_UNKNOWN):
-                return K_NOT_COMPUTABLE
-            return K_UNKNOWN
-        if nt == NT_DIM_RANGE:
+                return kNotComputable
+            return kUnknown
+        if nt == kDimRange:
             input_cid = self.graph.find(with_node(key, self.net.dim_range_source[node]))
-            return self.info[input_cid].computable if input_cid != -1 else K_UNKNOWN
-        if nt == NT_INPUT:
-            return K_COMPUTABLE if self.graph.is_input[cid] else K_NOT_COMPUTABLE
+            return self.info[input_cid].computable if input_cid != -1 else kUnknown
+        if nt == kInput:
+            return kComputable if self.graph.is_input[cid] else kNotComputable
         raise ComputationError("invalid node type for node %d" % node)
 
     cdef int _update_computable_info(self, int32_t cid) except -1:
@@ -540,15 +537,15 @@ cdef class FastComputationGraphBuilder:
             return 0
         output = self._compute_computable_info(cid)
         self.info[cid].computable = output
-        if output != K_UNKNOWN:
+        if output != kUnknown:
             entry = self.dot_head[cid]
             while entry != -1:
                 other = self.dot_value[entry]
                 entry = self.dot_next[entry]
-                if self.info[other].computable == K_UNKNOWN and not self.info[other].queued:
+                if self.info[other].computable == kUnknown and not self.info[other].queued:
                     self.info[other].queued = True
                     self.next_queue.push_back(other)
-            if output == K_NOT_COMPUTABLE and self.info[cid].usable_count != 0:
+            if output == kNotComputable and self.info[cid].usable_count != 0:
                 for i in range(self.graph.dep_count[cid]):
                     self._decrement_usable_count(self.graph.dep_pool[self.graph.dep_start[cid] + i])
         return 0
@@ -558,7 +555,7 @@ cdef class FastComputationGraphBuilder:
         cdef int32_t c, d, pos
         cdef bint descended
         self.info[cid].usable_count += 1
-        if self.info[cid].usable_count != 1 or self.info[cid].computable == K_NOT_COMPUTABLE:
+        if self.info[cid].usable_count != 1 or self.info[cid].computable == kNotComputable:
             return
         self.stack_ids.clear()
         self.stack_pos.clear()
@@ -572,7 +569,7 @@ cdef class FastComputationGraphBuilder:
                 d = self.graph.dep_pool[self.graph.dep_start[c] + pos]
                 pos += 1
                 self.info[d].usable_count += 1
-                if self.info[d].usable_count == 1 and self.info[d].computable != K_NOT_COMPUTABLE:
+                if self.info[d].usable_count == 1 and self.info[d].computable != kNotComputable:
                     self.stack_pos[self.stack_pos.size() - 1] = pos
                     self.stack_ids.push_back(d)
                     self.stack_pos.push_back(0)
@@ -582,7 +579,7 @@ cdef class FastComputationGraphBuilder:
                 continue
             self.stack_ids.pop_back()
             self.stack_pos.pop_back()
-            if self.info[c].computable == K_UNKNOWN and not self.info[c].queued:
+            if self.info[c].computable == kUnknown and not self.info[c].queued:
                 self.info[c].queued = True
                 self.next_queue.push_back(c)
 
@@ -598,7 +595,7 @@ cdef class FastComputationGraphBuilder:
             c = stack.back()
             stack.pop_back()
             self.info[c].usable_count -= 1
-            if self.info[c].usable_count == 0 and self.info[c].computable != K_NOT_COMPUTABLE:
+            if self.info[c].usable_count == 0 and self.info[c].computable != kNotComputable:
                 for i in range(self.graph.dep_count[c]):
                     stack.push_back(self.graph.dep_pool[self.graph.dep_start[c] + i])
 
@@ -606,7 +603,7 @@ cdef class FastComputationGraphBuilder:
     def all_outputs_are_computable(self):
         cdef size_t cid
         for cid in range(self.info.size()):
-            if self.info[cid].computable != K_COMPUTABLE and \
+            if self.info[cid].computable != kComputable and \
                     self.net.is_output[key_node(self.graph.cindexes[cid])]:
                 return False
         return True
@@ -615,7 +612,7 @@ cdef class FastComputationGraphBuilder:
         ans = []
         for spec in self.request.outputs:
             n = self.nnet.get_node_index(spec.name)
-            ans.append([self.info[self.graph.find(pack_cindex(n, i))].computable == K_COMPUTABLE
+            ans.append([self.info[self.graph.find(pack_cindex(n, i))].computable == kComputable
                         for i in spec.indexes])
         return ans
 
@@ -642,22 +639,22 @@ cdef class FastComputationGraphBuilder:
         cdef int kind
         cdef int ok = 1
         cdef Predicate pred
-        if c == K_UNKNOWN and usable != 0:
+        if c == kUnknown and usable != 0:
             raise ComputationError("internal error: usable cindex with unknown computable "
                                    "state after building the graph")
-        if c == K_NOT_COMPUTABLE or usable == 0:
+        if c == kNotComputable or usable == 0:
             graph.dep_count[cid] = 0
             return 0
         if num_deps > 1:
             sort(deps, deps + num_deps)
-        if nt == NT_DIM_RANGE or nt == NT_INPUT or self.net.all_required[node]:
+        if nt == kDimRange or nt == kInput or self.net.all_required[node]:
             # all inputs are used (the dependencies are already sorted and unique)
             return 0
         used.clear()
         used_ids.clear()
-        if nt == NT_DESCRIPTOR:
+        if nt == kDescriptor:
             ok = self._descriptor_computable(cid, MODE_COMPUTABLE, used)
-        elif nt == NT_COMPONENT:
+        elif nt == kComponent:
             kind = self.net.comp_kind[node]
             if kind == KIND_WINDOW:
                 pred.table = &self.graph.table
@@ -725,7 +722,7 @@ cdef class FastComputationGraphBuilder:
                     queue.push_back(d)
         for c in range(start, num):
             if required[c - start] or graph.is_input[c]:
-                if self.info[c].computable != K_COMPUTABLE:
+                if self.info[c].computable != kComputable:
                     raise ComputationError("prune() called when not all outputs are "
                                            "computable")
                 required[c - start] = 1
@@ -739,7 +736,7 @@ cdef class FastComputationGraphBuilder:
             self.dot_next.clear()
         for j in range(start, new_num):
             self._add_cindex_id()
-            self.info[j].computable = K_COMPUTABLE
+            self.info[j].computable = kComputable
             self.info[j].usable_count = 1
         graph.segment_ends.push_back(new_num)
 
@@ -761,13 +758,13 @@ cdef class FastComputationGraphBuilder:
             cid = queue[head]
             head += 1
             node = key_node(self.graph.cindexes[cid])
-            if self.net.node_type[node] == NT_INPUT and not self.graph.is_input[cid]:
+            if self.net.node_type[node] == kInput and not self.graph.is_input[cid]:
                 missing.append(cid)
             parts = []
             for dep in self.graph.dependencies_of(cid):
                 parts.append("%s[%s]" % (self._cindex_text(dep),
                                          COMPUTABLE_NAMES[self.info[dep].computable]))
-                if self.info[dep].computable != K_COMPUTABLE and dep not in added:
+                if self.info[dep].computable != kComputable and dep not in added:
                     added.add(dep)
                     queue.append(dep)
             lines.append("%s is %s, dependencies: %s"
@@ -775,7 +772,7 @@ cdef class FastComputationGraphBuilder:
                             ", ".join(parts)))
         for cid in queue[head:]:
             node = key_node(self.graph.cindexes[cid])
-            if self.net.node_type[node] == NT_INPUT and not self.graph.is_input[cid]:
+            if self.net.node_type[node] == kInput and not self.graph.is_input[cid]:
                 missing.append(cid)
         return "\n".join(lines), missing
 

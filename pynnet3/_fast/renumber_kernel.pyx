@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: language = c++
 """The per-command loops of RenumberComputation in C (twin:
-``pynnet3.optimize.renumber_py``).
+the ``*_py`` functions of ``pynnet3.optimize.renumber``).
 
 Renumbering runs after every variable-merging round and after the row-op
 passes; on large computations (a quarter million commands) its loops over the
@@ -19,7 +19,7 @@ from libcpp.vector cimport vector
 
 from pynnet3.compiler.computation import Command, SubMatrixInfo
 
-from pynnet3._fast.command_types cimport *
+from pynnet3._fast.constants cimport *
 from pynnet3._fast.slots cimport Slots, get_slot, slots_init
 
 # direct slot reads of the records (see slots.pxd)
@@ -189,7 +189,7 @@ cdef inline uint64_t _hash5(const int* k):
 def renumber_submatrices(list submatrices, bytearray used, int num_matrices):
     """Steps 2 to 4 of renumbering for the submatrix and matrix lists: the
     surviving submatrices, each old submatrix's new number and which matrices
-    are used (see the twin in renumber_py). Identical submatrices are found
+    are used (see the twin in renumber.py). Identical submatrices are found
     with an open-addressing hash table over their five fields. A surviving
     record whose matrix number changes and that only ``submatrices`` refers
     to is renumbered in place (the caller replaces the list); any other gets

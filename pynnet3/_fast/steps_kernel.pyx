@@ -22,10 +22,12 @@ from libcpp.vector cimport vector
 
 import numpy as np
 
-from pynnet3._fast.cindex cimport (
-    Predicate, MODE_EXISTS, K_NO_TIME, N_BIAS, N_MASK, NODE_SHIFT, T_BIAS, T_MASK, T_SHIFT,
-    X_BIAS, X_MASK, X_SHIFT, key_n, key_node, key_t, key_x, pack, pred_holds,
-    sum_is_computable, with_node)
+from pynnet3._fast.cindex_keys cimport (
+    K_NO_TIME, N_BIAS, N_MASK, NODE_SHIFT, T_BIAS, T_MASK, T_SHIFT, X_BIAS, X_MASK, X_SHIFT,
+    key_n, key_node, key_t, key_x, pack, with_node)
+from pynnet3._fast.constants cimport *
+from pynnet3._fast.descriptor_interpreter cimport (MODE_EXISTS, Predicate, pred_holds,
+                                                   sum_is_computable)
 from pynnet3._fast.computation_graph_kernel cimport FastGraph, NetInfo
 from pynnet3._fast.split_locations_kernel cimport hash_order_c
 
@@ -33,14 +35,6 @@ from ..nnet.graph import compute_nnet_computation_epochs
 from ..errors import ComputationError
 from ..common.index import Index
 from .computation_graph_kernel import pack_cindex, range_error, unpack_cindex
-
-cdef enum:
-    NT_INPUT = 0
-    NT_DESCRIPTOR = 1
-    NT_COMPONENT = 2
-    NT_DIM_RANGE = 3
-    kSimpleComponent = 0x001
-    kReordersIndexes = 0x010
 
 
 cdef class FastStepsData:
@@ -207,13 +201,13 @@ cdef class FastStepsData:
                     end += 1
                 sub_phase.assign(keys.begin() + begin, keys.begin() + end)
                 nt = self.net.node_type[node]
-                if nt == NT_COMPONENT:
+                if nt == kComponent:
                     self.process_component_step(sub_phase[0])
-                elif nt == NT_INPUT:
+                elif nt == kInput:
                     self.process_io_step(request, False, sub_phase[0])
                 elif self.net.is_output[node]:
                     self.process_io_step(request, True, sub_phase[0])
-                elif nt == NT_DIM_RANGE:
+                elif nt == kDimRange:
                     self.process_dim_range(sub_phase[0])
                 elif not self.net.is_component_input[node]:
                     raise ComputationError("unknown node type for node %s"

@@ -22,7 +22,7 @@ from libcpp.vector cimport vector
 from pynnet3._fast.analysis_kernel cimport (AccessLists, Analyzer, CommandAttributesList,
                                      ComputationAnalysis, ComputationVariables,
                                      MatrixAccessesList)
-from pynnet3._fast.command_types cimport *
+from pynnet3._fast.constants cimport *
 
 from pynnet3.compiler.computation import CommandType, MatrixStrideType, SubMatrixInfo
 

@@ -19,6 +19,7 @@ from ..compute.xvector import XvectorComputer, XvectorSkipped
 from ..io.table import SequentialTableReader, TableWriter
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
+from ._option_groups import options_from, register_options
 from ._progress import ProgressBar
 from .nnet3_compute import (_Summary, compute_backend, log_summary, optimize_options,
                             register_arithmetic_options, register_simple_computation_options)
@@ -63,7 +64,7 @@ def main(argv=None):
                         "specified file path.")
     parser.register_str("cached-compiler-out", "", "If set, write the cached compiler to the "
                         "specified file path.")
-    CachingOptimizingCompilerOptions.register(parser, "")
+    register_options(parser, "", CachingOptimizingCompilerOptions())
     register_arithmetic_options(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, vector_wspecifier = args
@@ -73,7 +74,7 @@ def main(argv=None):
     nnet = Nnet.read(nnet_rxfilename)
     prepare_nnet_for_compute(nnet)
     compiler = make_compiler(nnet, optimize_options(opts),
-                             CachingOptimizingCompilerOptions.from_options(opts, ""))
+                             options_from(opts, "", CachingOptimizingCompilerOptions()))
     if opts.cached_compiler_in:
         log.info("Reading cache from %s", opts.cached_compiler_in)
         compiler.read_cache_file(opts.cached_compiler_in)

@@ -25,11 +25,11 @@ an Append, then emit commands:
   segment) and matrix debug info.
 
 Two implementations produce the same computation: this module's Compiler run
-with ``use_fast=False`` (the readable specification: Python graph builder,
-PyStepsData, the Python SplitLocations twin) and, by default, the Cython
-pipeline (``pynnet3/_fast``: graph.pyx, steps.pyx, split_locations.pyx and
-compiler_core.pyx, which mirrors the methods below on C arrays). A test
-compares the two on the reference cases.
+with ``use_kernel=False`` or without the kernel built (the readable
+specification: the Python graph builder, PyStepsData, SplitLocations) and, by
+default, its kernel ``pynnet3/_fast/compiler_kernel.pyx`` (which mirrors the
+methods below on C arrays, over the graph and steps kernels it cimports). A
+test compares the two on the reference cases.
 
 Guarantees: for any request Kaldi can compile, the computation equals
 Kaldi's unoptimized one (same matrices, submatrices, index tables, commands,
@@ -42,24 +42,29 @@ import gc
 import numpy as np
 
 from .. import _fast
-from ..components.base import Component
+from ..components.base import Component, ComponentProperty as P
 from ..errors import ComputationError
+from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
+from . import split_locations
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixStrideType,
                           NnetComputation, PrecomputedIndexesInfo)
-from .computation_graph import kComponent, kDescriptor, kDimRange, kInput
-from . import split_locations as _split_py
+from .computation_graph import ComputationGraphBuilder
+from .steps import PyStepsData
 
 CT = CommandType
-kNoTime = -2 ** 31
 
-# ComponentProperties bits used here (values as Kaldi's).
-kUpdatableComponent = 0x002
-kBackpropNeedsInput = 0x040
-kBackpropNeedsOutput = 0x080
-kStoresStats = 0x200
-kInputContiguous = 0x400
-kOutputContiguous = 0x800
-kUsesMemo = 0x1000
+# ComponentProperties bits used here.
+kUpdatableComponent = P.kUpdatableComponent
+kBackpropNeedsInput = P.kBackpropNeedsInput
+kBackpropNeedsOutput = P.kBackpropNeedsOutput
+kStoresStats = P.kStoresStats
+kInputContiguous = P.kInputContiguous
+kOutputContiguous = P.kOutputContiguous
+kUsesMemo = P.kUsesMemo
+
+# The compiler's kernel (graph building, steps and commands in C), unless the
+# user chose the twins or it is not built (then pynnet3._fast warns once).
+_kernel = _fast.load("compiler_kernel")
 
 _INF = float("inf")
 
@@ -143,11 +148,11 @@ def consolidate_io_operations(computation):
 
 class Compiler:
     """Kaldi's Compiler. ``requests`` is one ComputationRequest or a list (one
-    per segment, for online computations). ``use_fast`` selects the Cython
-    graph builder, steps and SplitLocations kernels (when built); with False
-    the readable Python twins run instead. Both give the same computation."""
+    per segment, for online computations). ``use_kernel`` runs the kernel
+    (when it is loaded); with False the readable Python twins run instead.
+    Both give the same computation."""
 
-    def __init__(self, requests, nnet, use_fast=True):
+    def __init__(self, requests, nnet, use_kernel=True):
         if not isinstance(requests, (list, tuple)):
             requests = [requests]
         if not requests:
@@ -163,17 +168,7 @@ class Compiler:
         self.nnet = nnet
         self.steps = []
         self.data = None
-        self._fast = None
-        self._kernels = _split_py
-        if use_fast:
-            # all four must be built; a missing one means the Python twins
-            # (pynnet3._fast warns once unless the user chose them)
-            core, fast_graph, fast_split, fast_steps = [
-                _fast.load(name) for name in ("compiler_kernel", "computation_graph_kernel",
-                                              "split_locations_kernel", "steps_kernel")]
-            if None not in (core, fast_graph, fast_split, fast_steps):
-                self._fast = (fast_graph, fast_steps)
-                self._kernels = fast_split
+        self.kernel = _kernel if use_kernel else None
 
     # -- driver -----------------------------------------------------------------------------
     def create_computation(self, output_debug_info=True):
@@ -190,24 +185,19 @@ class Compiler:
 
     def _create_computation(self, output_debug_info):
         nnet = self.nnet
-        if self._fast is not None:
-            fast_graph, fast_steps = self._fast
-            builder = fast_graph.FastComputationGraphBuilder(nnet)
-        else:
-            from .computation_graph import ComputationGraphBuilder
-            builder = ComputationGraphBuilder(nnet)
+        kernel = self.kernel
+        builder = (kernel.FastComputationGraphBuilder(nnet) if kernel is not None
+                   else ComputationGraphBuilder(nnet))
         for request in self.requests:
             builder.compute(request)
             if not builder.all_outputs_are_computable():
                 raise builder.not_computable_error()
             builder.prune()
-        if self._fast is not None:
-            self.data = fast_steps.compute_steps(builder.net, builder.graph, self.requests)
-            from .._fast.compiler_kernel import compile_fast
-            return compile_fast(nnet, self.requests, builder.net, self.data, output_debug_info)
-        else:
-            from .steps import PyStepsData
-            self.data = PyStepsData.compute(nnet, builder.graph, self.requests)
+        if kernel is not None:
+            self.data = kernel.compute_steps(builder.net, builder.graph, self.requests)
+            return kernel.compile_fast(nnet, self.requests, builder.net, self.data,
+                                       output_debug_info)
+        self.data = PyStepsData.compute(nnet, builder.graph, self.requests)
         step_to_segment = list(self.data.step_to_segment)
         computation = NnetComputation()
         deriv_needed = self.compute_deriv_needed(step_to_segment)
@@ -484,8 +474,8 @@ class Compiler:
         for alpha, (row_ptr, loc_steps, loc_rows) in self._split_by_scale(
                 descriptor, info.input_locations_list[part]):
             firsts = value_of_step[loc_steps]
-            for pairs in self._kernels.split_locations_csr(row_ptr, firsts, loc_rows):
-                converted = self._kernels.convert_pairs_to_indexes(pairs)
+            for pairs in split_locations.split_locations_csr(row_ptr, firsts, loc_rows):
+                converted = split_locations.convert_pairs_to_indexes(pairs)
                 if converted is not None:
                     self._forward_from_indexes(value_submatrix, int(converted[0]), alpha,
                                                np.asarray(converted[1], dtype=np.int32),
@@ -561,8 +551,8 @@ class Compiler:
                 row_ptr = _row_ptr(row_of[keep], num_rows)
                 firsts = firsts[keep]
                 loc_rows = loc_rows[keep]
-            for pairs in self._kernels.split_locations_backward_csr(row_ptr, firsts, loc_rows):
-                converted = self._kernels.convert_pairs_to_indexes(pairs)
+            for pairs in split_locations.split_locations_backward_csr(row_ptr, firsts, loc_rows):
+                converted = split_locations.convert_pairs_to_indexes(pairs)
                 if converted is not None:
                     self._backward_from_indexes(deriv_submatrix, int(converted[0]), alpha,
                                                 np.asarray(converted[1], dtype=np.int32),
@@ -593,7 +583,7 @@ class Compiler:
                                                     deriv_submatrix, len(computation.indexes) - 1,
                                                     alpha=alpha))
                 return
-        ranges = self._kernels.contiguous_ranges(indexes)
+        ranges = split_locations.contiguous_ranges(indexes)
         if ranges is not None:
             ranges = list(ranges)
             if len(ranges) != input_rows:
@@ -682,7 +672,7 @@ def _pair_list(pairs):
     return list(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
 
 
-def create_computation(nnet, request, output_debug_info=True, use_fast=True):
+def create_computation(nnet, request, output_debug_info=True, use_kernel=True):
     """Compiles ``request`` (or a list of requests, one per segment) for ``nnet``
     into an unoptimized NnetComputation."""
-    return Compiler(request, nnet, use_fast).create_computation(output_debug_info)
+    return Compiler(request, nnet, use_kernel).create_computation(output_debug_info)

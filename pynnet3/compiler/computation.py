@@ -44,6 +44,36 @@ class CommandType(IntEnum):
     kGotoLabel = 24
 
 
+# What each command's arguments are, by command type: the one table of these
+# facts (Kaldi's IdentifySubmatrixArgs, IdentifyIndexesArgs,
+# IdentifyIndexesMultiArgs and IdentifyIndexesRangesArgs, nnet-optimize-utils.cc).
+# The execution plan, renumbering, the analysis and the checker read it; what a
+# command does with an argument (reads it, writes it, adds to it) is the
+# analysis' business (Kaldi's ComputeCommandAttributes).
+_T = CommandType
+
+# The argument fields holding submatrix indexes (in Kaldi's order).
+SUBMATRIX_ARGS = {
+    _T.kAllocMatrix: ("arg1",), _T.kDeallocMatrix: ("arg1",), _T.kSwapMatrix: ("arg1", "arg2"),
+    _T.kSetConst: ("arg1",), _T.kPropagate: ("arg3", "arg4"),
+    _T.kBackprop: ("arg3", "arg4", "arg5", "arg6"),
+    _T.kBackpropNoModelUpdate: ("arg3", "arg4", "arg5", "arg6"),
+    _T.kMatrixCopy: ("arg1", "arg2"), _T.kMatrixAdd: ("arg1", "arg2"),
+    _T.kCopyRows: ("arg1", "arg2"), _T.kAddRows: ("arg1", "arg2"),
+    _T.kCopyRowsMulti: ("arg1",), _T.kCopyToRowsMulti: ("arg1",),
+    _T.kAddRowsMulti: ("arg1",), _T.kAddToRowsMulti: ("arg1",),
+    _T.kAddRowRanges: ("arg1", "arg2"), _T.kCompressMatrix: ("arg1",),
+    _T.kDecompressMatrix: ("arg1",), _T.kAcceptInput: ("arg1",), _T.kProvideOutput: ("arg1",),
+}
+# The argument naming a table of computation.indexes, .indexes_multi or
+# .indexes_ranges (whose pairs / ranges refer to submatrices or rows).
+INDEXES_ARG = {_T.kCopyRows: "arg3", _T.kAddRows: "arg3"}
+INDEXES_MULTI_ARG = {_T.kCopyRowsMulti: "arg2", _T.kCopyToRowsMulti: "arg2",
+                     _T.kAddRowsMulti: "arg2", _T.kAddToRowsMulti: "arg2"}
+INDEXES_RANGES_ARG = {_T.kAddRowRanges: "arg3"}
+del _T
+
+
 class MatrixStrideType(IntEnum):
     kDefaultStride = 0
     kStrideEqualNumCols = 1

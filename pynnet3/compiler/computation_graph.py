@@ -1,8 +1,8 @@
 """The computation graph and its builder, in plain Python (Kaldi's
 nnet-computation-graph.cc, first half).
 
-This is the readable specification of ``pynnet3/_fast/computation_graph_kernel.pyx``; both build
-the same graph (same cindex_ids, dependencies and computable flags), which a
+This is the readable specification of
+``pynnet3/_fast/computation_graph_kernel.pyx``; both build the same graph (same cindex_ids, dependencies and computable flags), which a
 test checks on every reference case.
 
 A :class:`ComputationGraph` numbers the Cindexes (node, Index) a computation
@@ -22,26 +22,23 @@ cindex_ids are assigned (queues are processed exactly as Kaldi does, LIFO within
 one distance level; the recursive usable-count updates are done with an explicit
 stack in the same order). If an output is not computable,
 :meth:`ComputationGraphBuilder.explain_why_not_computable` produces Kaldi's
-explanation and :func:`raise_not_computable` a ComputationError that names the
-outputs and the input Cindexes that were missing.
+explanation and :func:`~pynnet3.compiler.computability.not_computable_error`
+a ComputationError that names the outputs and the input Cindexes that were
+missing.
+
+:func:`computation_graph_builder` gives the kernel's builder when it is built
+(the one ``pynnet3._fast.load`` policy), else this module's.
 """
 
-from ..errors import ComputationError
+from .. import _fast
 from ..common.index import Index
 from ..common.index_io import print_cindex
+from ..errors import ComputationError
 from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
+from .computability import (COMPUTABLE_NAMES, MAX_DISTANCE, kComputable, kNotComputable,
+                            kUnknown, not_computable_error)
 
-kUnknown = 0
-kComputable = 1
-kNotComputable = 2
-kWillNotCompute = 3
-
-COMPUTABLE_NAMES = {kUnknown: "kUnknown", kComputable: "kComputable",
-                    kNotComputable: "kNotComputable", kWillNotCompute: "kWillNotCompute"}
-
-
-# Kaldi gives up after this many breadth-first levels (a loop in the topology).
-MAX_DISTANCE = 10000
+_kernel = _fast.load("computation_graph_kernel")
 
 
 class ComputationGraph:
@@ -514,45 +511,10 @@ class ComputationGraphBuilder:
         return self.graph.cindexes
 
 
-def not_computable_error(builder, max_explain=10):
-    """Builds the ComputationError for a builder (Python or Cython) whose
-    outputs are not all computable. ``builder`` must provide ``nnet``,
-    ``request``, ``computable_list()``, ``cindex_list()`` and
-    ``explain_why_not_computable(cid)``."""
-    nnet = builder.nnet
-    computable = builder.computable_list()
-    cindexes = builder.cindex_list()
-    not_computable = []
-    total = 0
-    for cid, (node, _) in enumerate(cindexes):
-        if nnet.is_output_node(node):
-            total += 1
-            if computable[cid] != kComputable:
-                not_computable.append(cid)
-    names = nnet.node_names
-    missing = []
-    seen = set()
-    explanations = []
-    for cid in not_computable[:max_explain]:
-        text, miss = builder.explain_why_not_computable(cid)
-        explanations.append(text)
-        for m in miss:
-            if m not in seen:
-                seen.add(m)
-                missing.append(m)
-    outputs = ", ".join(print_cindex(cindexes[c], names) for c in not_computable[:10])
-    if len(not_computable) > 10:
-        outputs += ", ..."
-    msg = ("Not all outputs were computable, cannot create computation: %d output cindexes "
-           "out of %d were not computable (%s)" % (len(not_computable), total, outputs))
-    if missing:
-        shown = sorted(missing, key=lambda c: (cindexes[c][0], cindexes[c][1][1],
-                                               cindexes[c][1][2], cindexes[c][1][0]))
-        text = ", ".join(print_cindex(cindexes[c], names) for c in shown[:20])
-        if len(shown) > 20:
-            text += ", ... (%d in all)" % len(shown)
-        msg += "; they need inputs the request does not supply: " + text
-    msg += ".\nComputation request was:" + builder.request.print_request()
-    msg += "\n" + "\n".join(explanations)
-    return ComputationError(msg)
-
+def computation_graph_builder(nnet):
+    """A graph builder for ``nnet``: the kernel's FastComputationGraphBuilder
+    when it is loaded, else :class:`ComputationGraphBuilder`. Both have the
+    same interface and build the same graph."""
+    if _kernel is not None:
+        return _kernel.FastComputationGraphBuilder(nnet)
+    return ComputationGraphBuilder(nnet)

@@ -13,10 +13,11 @@
 import struct
 
 
+from ..common.floats import kaldi_str
 from ..components.base import PrecomputedIndexes
 from ..errors import KaldiFormatError
-from ..io.stream import format_float
-from ..common.floats import kaldi_str
+from ..io.files import open_input
+from ..io.stream import OutputStream, format_float
 from ..common.index_io import (print_indexes, read_cindex_vector, read_index_vector,
                              write_cindex_vector, write_index_vector)
 from .computation import (Command, CommandType, MatrixDebugInfo, MatrixInfo, MatrixStrideType,
@@ -636,13 +637,11 @@ def write_computation(computation, stream):
 
 def read_computation_file(rxfilename):
     """Reads a lone NnetComputation file (with or without the binary header)."""
-    from ..io.files import open_input
     return read_computation(open_input(rxfilename))
 
 
 def computation_to_bytes(computation, binary=True):
     """The file bytes Kaldi writes for ``computation`` (with ``\\0B`` if binary)."""
-    from ..io.stream import OutputStream
     out = OutputStream(binary)
     out.write_header()
     write_computation(computation, out)

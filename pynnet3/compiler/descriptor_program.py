@@ -36,6 +36,7 @@ a virtual call.
 
 import numpy as np
 
+from ..components.base import Component, ComponentProperty
 from ..errors import ComputationError
 from ..nnet import descriptor as D
 
@@ -51,7 +52,7 @@ S_CONST = 12
 S_SUM = 13
 S_FAILOVER = 14
 
-kSimpleComponent = 0x001
+kSimpleComponent = ComponentProperty.kSimpleComponent
 
 
 def _emit_forwarding(fwd, prog):
@@ -176,13 +177,6 @@ def program_has_optional_inputs(prog):
     return found
 
 
-def compile_sum_descriptor(part):
-    """The program of one SumDescriptor (its start is 0)."""
-    prog = []
-    _emit_sum(part, prog)
-    return np.asarray(prog, dtype=np.int32)
-
-
 def component_index_program(component, properties=None):
     """How the C graph builder evaluates a component's index hooks
     (``properties``: the component's properties() if already known)."""
@@ -190,7 +184,6 @@ def component_index_program(component, properties=None):
         properties = int(component.properties())
     if properties & kSimpleComponent:
         return ("simple",)
-    from ..components.base import Component
     cls = type(component)
     if (cls.get_input_indexes is Component.get_input_indexes
             and cls.is_computable is Component.is_computable):

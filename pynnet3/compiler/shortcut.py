@@ -31,11 +31,13 @@ from itertools import chain
 import numpy as np
 
 from .. import _fast
-from ..errors import ComputationError
 from ..common.index import Index, kNoTime
+from ..errors import ComputationError
 from .computation import (Command, CommandType, LazyMatrixDebugInfo, MatrixDebugInfo,
                           MatrixInfo, NnetComputation, PrecomputedIndexesInfo, SubMatrixInfo)
+from .computation_io import print_computation, submatrix_strings
 from .request import ComputationRequest, IoSpecification
+from .steps import cindexes_from_keys as _cindexes_from_keys, unpack_keys as _unpack_keys
 
 __all__ = ["find_n_stride", "request_is_decomposable", "expand_computation",
            "compile_via_shortcut"]
@@ -399,7 +401,6 @@ class ComputationExpander:
             first, last = info.row_offset, info.row_offset + info.num_rows - 1
             start = matrix_start[m]
             if not (n_list[start + first] == 0 and n_list[start + last] == 1):
-                from .computation_io import print_computation, submatrix_strings
                 raise ComputationError(
                     "Submatrix s%d = %s has strange dimensions.  Computation is: %s"
                     % (s, submatrix_strings(comp)[s], print_computation(comp, self.nnet)))
@@ -619,9 +620,9 @@ def make_submatrices_py(matrix_index, row_offset, num_rows, col_offset, num_cols
     return list(map(SubMatrixInfo, matrix_index, row_offset, num_rows, col_offset, num_cols))
 
 
-_records = _fast.load("shortcut_kernel")
-_copy_commands = _records.copy_commands if _records is not None else copy_commands_py
-_make_submatrices = (_records.make_submatrices if _records is not None
+_kernel = _fast.load("shortcut_kernel")
+_copy_commands = _kernel.copy_commands if _kernel is not None else copy_commands_py
+_make_submatrices = (_kernel.make_submatrices if _kernel is not None
                      else make_submatrices_py)
 
 
@@ -681,13 +682,6 @@ def _debug_row_arrays(infos, sizes):
         n_all[~from_keys] = n
         key_all[~from_keys] = key
     return n_all, key_all
-
-
-try:    # the compiled compiler's debug info (see _debug_row_arrays)
-    from .._fast.steps_kernel import cindexes_from_keys as _cindexes_from_keys
-    from .._fast.steps_kernel import unpack_keys as _unpack_keys
-except ImportError:
-    _cindexes_from_keys = _unpack_keys = None
 
 
 class _ExpandedDebugInfo(LazyMatrixDebugInfo):

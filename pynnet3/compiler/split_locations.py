@@ -17,6 +17,9 @@ counts, insertion at the front of the bucket or of the whole list, Kaldi's
 build: GCC 12 libstdc++) so our command order is Kaldi's.
 """
 
+import numpy as np
+
+from .. import _fast
 from ..errors import ComputationError
 
 # Bucket counts libstdc++ (GCC 12) moves through as an unordered container of
@@ -305,26 +308,40 @@ def _csr_to_lists(row_ptr, firsts, seconds):
 
 
 def _as_array(pairs):
-    import numpy as np
     return np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
 
 
-def split_locations_csr(row_ptr, firsts, seconds):
+def split_locations_csr_py(row_ptr, firsts, seconds):
     """split_locations over CSR input, as (num_rows, 2) arrays."""
     return [_as_array(v) for v in split_locations(_csr_to_lists(row_ptr, firsts, seconds))]
 
 
-def split_locations_backward_csr(row_ptr, firsts, seconds):
+def split_locations_backward_csr_py(row_ptr, firsts, seconds):
     """split_locations_backward over CSR input, as (num_rows, 2) arrays."""
     return [_as_array(v) for v in
             split_locations_backward(_csr_to_lists(row_ptr, firsts, seconds))]
 
 
-def convert_pairs_to_indexes(pairs):
+def convert_pairs_to_indexes_py(pairs):
     """convert_to_indexes of a (num_rows, 2) array: (submatrix, rows list) or None."""
     return convert_to_indexes([(int(a), int(b)) for a, b in pairs])
 
 
-def contiguous_ranges(indexes):
+def contiguous_ranges_py(indexes):
     """has_contiguous_property of a sequence of ints: list of (begin, end) or None."""
     return has_contiguous_property([int(i) for i in indexes])
+
+
+# The kernel's versions of the array API when it is loaded (the one
+# pynnet3._fast.load policy), else the twins above.
+_kernel = _fast.load("split_locations_kernel")
+if _kernel is not None:
+    split_locations_csr = _kernel.split_locations_csr
+    split_locations_backward_csr = _kernel.split_locations_backward_csr
+    convert_pairs_to_indexes = _kernel.convert_pairs_to_indexes
+    contiguous_ranges = _kernel.contiguous_ranges
+else:
+    split_locations_csr = split_locations_csr_py
+    split_locations_backward_csr = split_locations_backward_csr_py
+    convert_pairs_to_indexes = convert_pairs_to_indexes_py
+    contiguous_ranges = contiguous_ranges_py

@@ -21,6 +21,9 @@ the order of dim-range steps, which Kaldi takes from iterating a
 ``std::unordered_set`` (reproduced by StdUnorderedIntSet).
 """
 
+import numpy as np
+
+from .. import _fast
 from ..common.index import Index, kNoTime
 from ..common.index_io import print_cindex
 from ..components.base import ComponentProperty
@@ -359,7 +362,6 @@ class PyStepsData:
         """For each row of step s, the sorted (step, row) locations of the
         inputs that part ``part_index`` of its Descriptor sums, as CSR arrays
         (row_ptr int64, loc_steps int32, loc_rows int32)."""
-        import numpy as np
         node = self.step_node(s)
         descriptor = self.nnet.nodes[node].descriptor.part(part_index)
         ids = self.graph._ids
@@ -388,3 +390,13 @@ class PyStepsData:
             row_ptr.append(len(loc_steps))
         return (np.asarray(row_ptr, dtype=np.int64), np.asarray(loc_steps, dtype=np.int32),
                 np.asarray(loc_rows, dtype=np.int32))
+
+
+# The kernel (pynnet3/_fast/steps_kernel.pyx): the compiler's kernel builds its
+# FastStepsData. Compiled debug info keeps a step's Cindexes as packed keys
+# until they are read (a LazyMatrixDebugInfo whose builder is the kernel's
+# cindexes_from_keys); unpack_keys reads such keys as arrays. Both are None
+# without the kernel, when no debug info is packed.
+_kernel = _fast.load("steps_kernel")
+cindexes_from_keys = _kernel.cindexes_from_keys if _kernel is not None else None
+unpack_keys = _kernel.unpack_keys if _kernel is not None else None

@@ -6,7 +6,7 @@ optionally an input node ``ivector`` (Kaldi's IsSimpleNnet). Its output is
 computed in *chunks* of output frames; for each chunk Kaldi
 
 - takes the network's own left/right context (Kaldi's ComputeSimpleNnetContext,
-  :func:`compute_simple_nnet_context`) plus ``extra_left_context`` /
+  which the CachingOptimizingCompiler computes once) plus ``extra_left_context`` /
   ``extra_right_context`` (``extra_left_context_initial`` replaces the former
   for the chunk that starts at frame 0, ``extra_right_context_final`` the latter
   for the chunk that ends at the last output frame, when they are >= 0);
@@ -54,7 +54,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compiler.request import ComputationRequest, IoSpecification
-from ..model.context import compute_simple_nnet_context
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
 from ..common.index import Index
@@ -69,7 +68,7 @@ from .plan import ExecutionPlan
 logger = logging.getLogger("pynnet3")
 
 __all__ = ["SimpleComputationOptions", "ChunkPlan", "SimpleNnetComputer",
-           "compute_simple_nnet_context", "prepare_nnet_for_compute", "apply_exp",
+           "prepare_nnet_for_compute", "apply_exp",
            "compute_utterance"]
 
 # Kaldi gives up on an i-vector matrix that ends more than this many frames
@@ -198,9 +197,11 @@ class SimpleNnetComputer:
             # the C library's logf, as Kaldi's ApplyLog (NumPy's float32 log
             # differs in the last bit now and then)
             self.log_priors = kaldi_cpu.apply_log(priors)
-        left, right = context if context is not None else compute_simple_nnet_context(nnet)
-        self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
+        # Kaldi's DecodableNnetSimple asks its compiler (which computes it once)
+        left, right = (context if context is not None
+                       else self.compiler.get_simple_nnet_context())
+        self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.debug_computation = debug_computation
         self.debug = debug
         modulus = nnet.modulus()

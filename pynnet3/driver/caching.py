@@ -27,10 +27,19 @@ import gc
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-from ..errors import ComputationError
+from ..compiler.computation_io import read_computation, write_computation
 from ..compiler.request import ComputationRequest, IoSpecification
+from ..compiler.shortcut import expand_computation, request_is_decomposable
+from ..errors import ComputationError
+from ..io.files import open_input, write_object
+from ..model.context import compute_simple_nnet_context
+from ..optimize.checker import CheckComputationOptions, ComputationChecker
+from ..optimize.optimizer import max_output_time_in_request, optimize
+from ..optimize.options import (NnetOptimizeOptions, optimize_options_equal,
+                                read_optimize_options, write_optimize_options)
+from .compile_and_optimize import compile as compile_
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +60,7 @@ class CachingOptimizingCompilerOptions:
     Kaldi's x-vector tools register these without a prefix
     (``--use-shortcut``, ``--cache-capacity``); its training and diagnostic
     tools under ``compiler`` (``--compiler.use-shortcut``, ...); its decoders
-    not at all. :meth:`register` takes the prefix ("" for none)."""
+    not at all (tools register them with ``pynnet3.bin._option_groups``)."""
 
     use_shortcut: bool = _opt(
         True, "If true, use the 'shortcut' in compilation whereby computation requests with "
@@ -61,30 +70,6 @@ class CachingOptimizingCompilerOptions:
     cache_capacity: int = _opt(
         64, "Determines how many computations the computation-cache will store "
         "(most-recently-used).")
-
-    @staticmethod
-    def register(parser, prefix="", defaults=None):
-        """Registers the options on a ToolParser, as ``--PREFIX.NAME`` or, with
-        an empty prefix, ``--NAME``."""
-        defaults = defaults or CachingOptimizingCompilerOptions()
-        for f in fields(defaults):
-            name = f.name.replace("_", "-")
-            if prefix:
-                name = "%s.%s" % (prefix, name)
-            kind = "bool" if f.type in (bool, "bool") else "int"
-            getattr(parser, "register_" + kind)(name, getattr(defaults, f.name),
-                                                f.metadata["doc"])
-
-    @classmethod
-    def from_options(cls, opts, prefix=""):
-        """The options a ToolParser parsed (after :meth:`register`)."""
-        parsed = vars(opts)
-        values = {}
-        for f in fields(cls):
-            key = "%s.%s" % (prefix, f.name) if prefix else f.name
-            if key in parsed:
-                values[f.name] = parsed[key]
-        return cls(**values)
 
 
 # -- Kaldi's request hash ----------------------------------------------------------------
@@ -260,7 +245,6 @@ class ComputationCache:
         """Kaldi's ComputationCache::Read: replaces the contents with the
         entries in ``stream`` (inserted in file order, so a file with more
         entries than the capacity keeps the last ones)."""
-        from ..compiler.computation_io import read_computation
         stream.expect_token("<ComputationCacheSize>")
         start = stream.pos
         size = stream.read_int32()
@@ -277,79 +261,12 @@ class ComputationCache:
 
     def write(self, stream):
         """Kaldi's ComputationCache::Write, entries in Kaldi's map order."""
-        from ..compiler.computation_io import write_computation
         stream.write_token("<ComputationCacheSize>")
         stream.write_int32(len(self._entries))
         stream.write_token("<ComputationCache>")
         for key in self._order.order:
             key.request.write_to(stream)
             write_computation(self._entries[key], stream)
-
-
-# -- NnetOptimizeOptions in the cache file ------------------------------------------------
-
-# (token, field, kind, optional-on-read) in Kaldi's order; optional tokens are
-# absent from files older Kaldis wrote.
-_OPTIONS_LAYOUT = (
-    ("<Optimize>", "optimize", "bool", False),
-    ("<ConsolidateModelUpdate>", "consolidate_model_update", "bool", False),
-    ("<PropagateInPlace>", "propagate_in_place", "bool", False),
-    ("<BackpropInPlace>", "backprop_in_place", "bool", False),
-    ("<OptimizeRowOps>", "optimize_row_ops", "bool", True),
-    ("<SplitRowOps>", "split_row_ops", "bool", True),
-    ("<ExtendMatrices>", "extend_matrices", "bool", True),
-    ("<ConvertAddition>", "convert_addition", "bool", False),
-    ("<RemoveAssignments>", "remove_assignments", "bool", False),
-    ("<AllowLeftMerge>", "allow_left_merge", "bool", False),
-    ("<AllowRightMerge>", "allow_right_merge", "bool", False),
-    ("<InitializeUndefined>", "initialize_undefined", "bool", False),
-    ("<MoveSizingCommands>", "move_sizing_commands", "bool", False),
-    ("<AllocateFromOther>", "allocate_from_other", "bool", False),
-    ("<MinDerivTime>", "min_deriv_time", "int", False),
-    ("<MaxDerivTime>", "max_deriv_time", "int", False),
-    ("<MaxDerivTimeRelative>", "max_deriv_time_relative", "int", True),
-    ("<SnipRowOps>", "snip_row_ops", "bool", True),
-    ("<MemoryCompressionLevel>", "memory_compression_level", "int", True),
-)
-
-# Kaldi's NnetOptimizeOptions::operator== ignores these two.
-_IGNORED_IN_EQUALITY = ("extend_matrices", "optimize_looped_computation")
-
-
-def read_optimize_options(stream):
-    """Kaldi's NnetOptimizeOptions::Read (fields a file lacks keep their
-    defaults)."""
-    from ..optimize.options import NnetOptimizeOptions
-    opts = NnetOptimizeOptions()
-    stream.expect_token("<NnetOptimizeOptions>")
-    for token, name, kind, optional in _OPTIONS_LAYOUT:
-        if optional:
-            if not stream.read_optional_token(token):
-                continue
-        else:
-            stream.expect_token(token)
-        setattr(opts, name, stream.read_bool() if kind == "bool" else stream.read_int32())
-    stream.expect_token("</NnetOptimizeOptions>")
-    return opts
-
-
-def write_optimize_options(stream, opts):
-    """Kaldi's NnetOptimizeOptions::Write."""
-    stream.write_token("<NnetOptimizeOptions>")
-    for token, name, kind, _ in _OPTIONS_LAYOUT:
-        stream.write_token(token)
-        value = getattr(opts, name)
-        if kind == "bool":
-            stream.write_bool(value)
-        else:
-            stream.write_int32(value)
-    stream.write_token("</NnetOptimizeOptions>")
-
-
-def optimize_options_equal(a, b):
-    """Kaldi's NnetOptimizeOptions::operator==."""
-    return all(getattr(a, f.name) == getattr(b, f.name) for f in fields(a)
-               if f.name not in _IGNORED_IN_EQUALITY)
 
 
 # -- the compiler ------------------------------------------------------------------------
@@ -360,7 +277,6 @@ class CachingOptimizingCompiler:
     network must not change while the compiler is in use."""
 
     def __init__(self, nnet, optimize_options=None, compiler_options=None):
-        from ..optimize.options import NnetOptimizeOptions
         self.nnet = nnet
         self.optimize_options = (optimize_options if optimize_options is not None
                                  else NnetOptimizeOptions())
@@ -403,9 +319,6 @@ class CachingOptimizingCompiler:
         """Compile, check, optimize, check again: Kaldi checks every
         computation it caches (the first check includes the rewrite check,
         valid only before optimization)."""
-        from ..optimize.checker import (CheckComputationOptions, ComputationChecker)
-        from ..optimize.optimizer import max_output_time_in_request, optimize
-        from .compile_and_optimize import compile as compile_
         t0 = time.perf_counter()
         computation = compile_(self.nnet, request, optimize=False)
         t1 = time.perf_counter()
@@ -423,7 +336,6 @@ class CachingOptimizingCompiler:
         return computation
 
     def _compile_via_shortcut(self, request):
-        from ..compiler.shortcut import expand_computation, request_is_decomposable
         ans = request_is_decomposable(request)
         if ans is None:
             return None
@@ -439,7 +351,6 @@ class CachingOptimizingCompiler:
         """(left_context, right_context) of the (simple) network, computed
         once: Kaldi keeps it here because the decoders ask for every chunk."""
         if self._simple_context is None:
-            from ..model.context import compute_simple_nnet_context
             self._simple_context = compute_simple_nnet_context(self.nnet)
         return self._simple_context
 
@@ -476,9 +387,7 @@ class CachingOptimizingCompiler:
 
     def read_cache_file(self, rxfilename):
         """Reads a cache file (binary or text, as Kaldi's Input detects)."""
-        from ..io.files import open_input
         self.read_cache(open_input(rxfilename))
 
     def write_cache_file(self, wxfilename, binary=True):
-        from ..io.files import write_object
         write_object(wxfilename, binary, self.write_cache)

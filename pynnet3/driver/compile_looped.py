@@ -22,18 +22,17 @@ import copy
 import logging
 from dataclasses import dataclass, field
 
-from ..errors import ComputationError, UsageError
 from ..common.config_line import ConfigLine
 from ..common.index import Index
+from ..compiler.compiler import Compiler
+from ..compiler.computation import CommandType
 from ..compiler.request import ComputationRequest, IoSpecification
+from ..errors import ComputationError, UsageError
+from ..model.context import compute_simple_nnet_context
+from ..optimize.optimizer import max_output_time_in_request, optimize
+from ..optimize.options import NnetOptimizeOptions
 
 log = logging.getLogger("pynnet3")
-
-
-def _default_optimize_options():
-    # The optimizer sits above the compiler; import it only when needed.
-    from ..optimize.options import NnetOptimizeOptions
-    return NnetOptimizeOptions()
 
 
 @dataclass
@@ -46,7 +45,7 @@ class NnetSimpleLoopedComputationOptions:
     frames_per_chunk: int = 24
     acoustic_scale: float = 0.1
     debug_computation: bool = False
-    optimize_config: object = field(default_factory=_default_optimize_options)  # NnetOptimizeOptions
+    optimize_config: object = field(default_factory=NnetOptimizeOptions)  # NnetOptimizeOptions
 
     def check(self):
         if not (self.extra_left_context_initial >= 0 and self.frame_subsampling_factor > 0
@@ -159,7 +158,6 @@ def create_looped_computation_request_simple(nnet, chunk_size, frame_subsampling
                                              extra_right_context, num_sequences):
     """Like :func:`create_looped_computation_request`, with the network's own
     context (Kaldi's ComputeSimpleNnetContext) added to the extra context."""
-    from ..model.context import compute_simple_nnet_context
     left, right = compute_simple_nnet_context(nnet)
     return create_looped_computation_request(
         nnet, chunk_size, frame_subsampling_factor, ivector_period,
@@ -190,9 +188,6 @@ def extrapolate_computation_request(request1, request2):
 
 def _compile_looped_internal(nnet, optimize_opts, request1, request2, request3, num_requests,
                              check):
-    from ..optimize.optimizer import max_output_time_in_request, optimize
-    from ..compiler.compiler import Compiler
-    from ..compiler.computation import CommandType
     requests = [request1, request2, request3]
     while len(requests) < num_requests:
         nxt = extrapolate_computation_request(requests[-2], requests[-1])

@@ -14,11 +14,11 @@ Guarantees: the same numbers as Kaldi for every simple network; NnetError
 for a network that is not simple or whose context exceeds the largest window.
 """
 
-from .. import _fast
-from ..errors import NnetError
 from ..common.index import Index
-from ..nnet.nnet import is_simple_nnet
+from ..compiler.computation_graph import computation_graph_builder
 from ..compiler.request import ComputationRequest, IoSpecification
+from ..errors import NnetError
+from ..nnet.nnet import is_simple_nnet
 
 _START_WINDOW = 40
 _MAX_WINDOW = 800
@@ -27,12 +27,7 @@ _MAX_WINDOW = 800
 def evaluate_computation_request(nnet, request):
     """Kaldi's EvaluateComputationRequest: for each output of ``request``, a
     list saying which of its Indexes are computable (graph building only)."""
-    fast_graph = _fast.load("computation_graph_kernel")   # None: the Python twin (see pynnet3._fast)
-    if fast_graph is not None:
-        Builder = fast_graph.FastComputationGraphBuilder
-    else:
-        from ..compiler.computation_graph import ComputationGraphBuilder as Builder
-    builder = Builder(nnet)
+    builder = computation_graph_builder(nnet)
     builder.compute(request)
     return builder.get_computable_info()
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..compiler.computation import CommandType as C, LazyMatrixDebugInfo, SubMatrixInfo
 from ..common.index import kNoTime
-from .computation_edit import commands_of_types, get_whole_submatrices
+from .command_types import commands_of_types
+from .computation_edit import get_whole_submatrices
 from .renumber import renumber_computation
 
 # Kaldi's threshold is a BaseFloat; the comparison is done in float32.

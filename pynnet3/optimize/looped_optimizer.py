@@ -28,12 +28,11 @@ is left unchanged and :func:`optimize_looped_computation` returns False (the
 caller compiles again with more segments).
 """
 
-from ..compiler.computation import Command
-from ..compiler.computation import CommandType as C
-from ..errors import ComputationError
 from ..common.index import kNoTime
+from ..compiler.computation import Command, CommandType as C
+from ..errors import ComputationError
 from .analysis import Analyzer, ComputationAnalysis
-from .computation_edit import get_whole_submatrices
+from .computation_edit import fix_goto_label, get_whole_submatrices
 from .renumber import renumber_computation
 
 
@@ -242,23 +241,3 @@ def optimize_looped_computation(nnet, computation):
     return True
 
 
-def fix_goto_label(computation):
-    """Points the final kGotoLabel (possibly followed by kProvideOutput
-    commands) at the computation's kNoOperationLabel again, after passes have
-    moved commands (Kaldi's FixGotoLabel). Does nothing if there is no goto."""
-    commands = computation.commands
-    num = len(commands)
-    for c in range(num - 1, -1, -1):
-        command = commands[c]
-        if command.command_type == C.kGotoLabel:
-            dest = command.arg1
-            if 0 <= dest < num and commands[dest].command_type == C.kNoOperationLabel:
-                return
-            for d in range(num - 1):
-                if commands[d].command_type == C.kNoOperationLabel:
-                    command.arg1 = d
-                    return
-            raise ComputationError("command c%d: kGotoLabel, but the computation has no "
-                                   "kNoOperationLabel" % c)
-        if command.command_type != C.kProvideOutput:
-            return

@@ -14,7 +14,7 @@ Components with memos are left alone.
 from ..compiler.computation import (Command, CommandType as C, MatrixDebugInfo,
                                    MatrixStrideType)
 from ..components.base import ComponentProperty as P
-from .computation_edit import commands_of_types
+from .command_types import commands_of_types
 
 
 class ModelUpdateConsolidator:

@@ -23,7 +23,8 @@ from .analysis import get_max_memory_use
 from .checker import check_computation
 from .consolidate_io import consolidate_io_operations
 from .deriv_times import limit_derivative_times
-from .looped_optimizer import fix_goto_label, optimize_looped_computation
+from .computation_edit import fix_goto_label
+from .looped_optimizer import optimize_looped_computation
 from .memory_compression import optimize_memory_compression
 from .options import INT32_MAX, INT32_MIN, NnetOptimizeOptions
 

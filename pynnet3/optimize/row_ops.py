@@ -28,7 +28,8 @@ from .. import _fast
 from ..compiler.computation import Command
 from ..compiler.computation import CommandType as C
 from ..errors import ComputationError
-from .computation_edit import commands_of_types, insert_commands, new_sub_matrix
+from .command_types import commands_of_types
+from .computation_edit import insert_commands, new_sub_matrix
 
 # How much larger than the number of rows a split source block may be (a
 # command over mostly-unused source rows would waste a kernel launch).
@@ -128,10 +129,10 @@ def consecutive_block_py(indexes):
 
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
-_fast_module = _fast.load("row_ops_kernel")
-_consecutive_block = (_fast_module.consecutive_block if _fast_module is not None
+_kernel = _fast.load("row_ops_kernel")
+_consecutive_block = (_kernel.consecutive_block if _kernel is not None
                       else consecutive_block_py)
-_leading_trailing_counts = (_fast_module.leading_trailing_counts if _fast_module is not None
+_leading_trailing_counts = (_kernel.leading_trailing_counts if _kernel is not None
                             else leading_trailing_counts_py)
 
 

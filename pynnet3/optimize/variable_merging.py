@@ -71,14 +71,13 @@ _EQUAL_COLS = int(MatrixStrideType.kStrideEqualNumCols)
 _COPY = int(C.kMatrixCopy)
 
 
-# Compiled unless the user chose the twins (or it is not built: then
-# pynnet3._fast warns once).
-_fast_module = _fast.load("variable_merging_kernel")
-_merge_candidates = (_fast_module.merge_candidates if _fast_module is not None
-                     else merge_candidates_py)
-_merge_round = _fast_module.merge_round if _fast_module is not None else None
-# The compiled round reads the compiled analysis' arrays.
-_compiled_analysis = _analysis._impl is not _analysis._py
+# The kernel's when it is loaded (the one pynnet3._fast.load policy), else
+# the twins. The compiled round reads the compiled analysis' arrays (so it runs
+# only on the kernel's Analyzer).
+_kernel = _fast.load("variable_merging_kernel")
+_merge_candidates = _kernel.merge_candidates if _kernel is not None else merge_candidates_py
+_merge_round = _kernel.merge_round if _kernel is not None else None
+_compiled_analysis = _analysis.Analyzer is not _analysis.AnalyzerPy
 
 
 class VariableMergingOptimizer:
@@ -130,7 +129,7 @@ class VariableMergingOptimizer:
             use_kernel = _merge_round is not None and _compiled_analysis
         if use_kernel:
             # (the analysis kept the arguments: the commands are not read again)
-            candidates = _fast_module.merge_candidates_of_analysis(self.analyzer, props, *flags)
+            candidates = _kernel.merge_candidates_of_analysis(self.analyzer, props, *flags)
         else:
             candidates = _merge_candidates(comp.commands, props, *flags)
         if use_kernel:

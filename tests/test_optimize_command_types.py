@@ -1,5 +1,5 @@
-"""The checker's command-type view: the compiled kernel
-(pynnet3/_fast/checker_kernel.pyx) gives the same bytes as the Python twin on every
+"""The command list as bytes (pynnet3.optimize.command_types): the kernel
+(pynnet3/_fast/command_types_kernel.pyx) gives the same bytes as the Python twin on every
 reference computation (ours unoptimized and optimized, Kaldi's optimized) and
 on commands whose type is out of range or not an int."""
 
@@ -9,10 +9,10 @@ from test_optimize_renumber_fast import _computations, _id
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.compiler.computation import Command, CommandType as CT
-from pynnet3.optimize.checker import command_type_bytes_py
+from pynnet3.optimize.command_types import command_type_bytes_py
 from reference_cases import COMPILE_CASES as CASES
 
-fast = pytest.importorskip("pynnet3._fast.checker_kernel")
+fast = pytest.importorskip("pynnet3._fast.command_types_kernel")
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
