@@ -97,9 +97,8 @@ def _same_lattices(ours_path, kaldi_path, kind):
     """'N/M': how many of Kaldi's utterances have our lattice byte for byte
     (compared as binary archive entries); ``kind``: "compact_lattice" or
     "lattice" (raw, --determinize-lattice=false)."""
-    from pynnet3.decoding.lattice import register_lattice_holder
+    from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
     from pynnet3.io.table import SequentialTableReader
-    register_lattice_holder()
 
     def entries(path):
         return {k: v.write_binary() for k, v in SequentialTableReader("ark:" + path, kind)}
@@ -128,7 +127,7 @@ def profile(ref, names, num_utts, kaldi_exact=False):
     from pynnet3.decoding.config import LatticeFasterDecoderConfig
     from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                           transition_id_to_pdf_table)
-    from pynnet3.decoding.decoder_fast import LatticeFasterDecoder
+    from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
     from pynnet3.decoding.determinize_lattice import determinize_lattice_phone_pruned_wrapper
     from pynnet3.decoding.fst import read_fst
     from pynnet3.decoding.token_lattice import best_path, get_raw_lattice

@@ -29,9 +29,10 @@ from kaldi_component_cases import (KaldiCaseTests, case_params, component_from_l
                                    max_rel_diff, read_ark, to_bytes)
 import pynnet3.components  # noqa: F401  (registers every component type)
 from pynnet3.components.base import Component, PrecomputedIndexes
-from pynnet3.components.convolution_model import (ConvolutionComputationIo, ConvolutionModel,
-                                                  compile_convolution_computation,
-                                                  get_computation_io)
+from pynnet3.components.convolution_computation import (ConvolutionComputationIo,
+                                                        compile_convolution_computation,
+                                                        get_computation_io)
+from pynnet3.components.convolution_model import ConvolutionModel
 from pynnet3.errors import ComputationError, ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.common.config_line import ConfigLine, read_config_lines

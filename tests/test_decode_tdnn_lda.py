@@ -14,10 +14,10 @@ from pynnet3.bin import nnet3_latgen_faster
 from pynnet3.decoding.config import LatticeFasterDecoderConfig
 from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                       transition_id_to_pdf_table)
-from pynnet3.decoding.decoder_fast import LatticeFasterDecoder
+from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
 from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoderPy
 from pynnet3.decoding.fst import StdFst, read_fst
-from pynnet3.decoding.lattice import register_lattice_holder
+from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader, read_table
 from pynnet3.model.am import read_mdl
 
@@ -129,7 +129,6 @@ def test_words_and_alignments_equal_kaldi(variant, tmp_path):
 
 
 def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
-    register_lattice_holder()
     status, log = _run_tool(_command("nodet", tmp_path))
     assert status == 0, log
     ours = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
@@ -151,7 +150,6 @@ def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
 
 def test_raw_lattices_with_blas_arithmetic(kaldi_ref, tmp_path):
     """The BLAS arithmetic agrees with Kaldi's costs within float rounding."""
-    register_lattice_holder()
     status, log = _run_tool(_command("nodet", tmp_path, exact=False))
     assert status == 0, log
     ours = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
@@ -167,7 +165,6 @@ def test_raw_lattices_with_blas_arithmetic(kaldi_ref, tmp_path):
 
 
 def test_lattice_text_and_binary_round_trip(setup, tmp_path):
-    register_lattice_holder()
     status, log = _run_tool(_command("nodet", tmp_path))
     assert status == 0, log
     lats = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
@@ -205,7 +202,6 @@ def _compare_lattice_texts(ours, kaldi):
 @pytest.mark.parametrize("exact", [True, False], ids=["kaldi-exact", "blas"])
 @pytest.mark.parametrize("variant", ["default", "narrow"])
 def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, exact, tmp_path):
-    register_lattice_holder()
     status, log = _run_tool(_command(variant, tmp_path, exact))
     assert status == 0, log
     from pynnet3.io.table import TableWriter
@@ -227,7 +223,6 @@ def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, exact, tmp_path):
 def test_kaldi_lattice_archives_round_trip(kaldi_ref, tmp_path):
     """Kaldi's binary lattice archives read and written again are the same
     bytes; their text form is lattice-copy's."""
-    register_lattice_holder()
     from pynnet3.io.table import TableWriter
     base = kaldi_ref / "decode/tdnn_lda"
     for kind, name in (("compact_lattice", "default"), ("lattice", "nodet")):
@@ -351,8 +346,8 @@ def test_cython_determinizer_equals_python_twin(setup, options):
         for phone in (True, False):
             opts = DeterminizeLatticePhonePrunedOptions(phone_determinize=phone)
             a, ok_a = determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, fast=True)
+                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, use_kernel=True)
             b, ok_b = determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, fast=False)
+                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, use_kernel=False)
             assert ok_a and ok_b
             assert a.write_text() == b.write_text()

@@ -50,7 +50,7 @@ _SCRIPT = textwrap.dedent("""
         "same": texts[0] == texts[1] == open(case + "/computation.plain.txt").read(),
         "compiled_compiler": compiler.kernel is not None,
         "compiled_analysis": analysis.Analyzer is not analysis.AnalyzerPy,
-        "compiled_indexes": statistics._fast_indexes is not None,
+        "compiled_indexes": statistics._kernel is not None,
         "failed": sorted(_fast.failed_modules()),
     }))
 """)
@@ -112,3 +112,74 @@ def test_use_pure_python_switch():
     finally:
         _fast.use_pure_python(False)
     assert _fast.load("analysis_kernel") is not None
+
+
+# A tree without any built kernel: decoding one utterance (compiling,
+# optimizing and computing the network, the search, determinization) and
+# compiling a request, in a process where every pynnet3._fast kernel fails to
+# import; the same run with the kernels gives the same results.
+_WHOLE_TREE_SCRIPT = textwrap.dedent("""
+    import hashlib, json, sys, warnings
+    BLOCK_ALL = sys.argv[1] == "block"
+
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if BLOCK_ALL and name.startswith("pynnet3._fast."):
+                raise ImportError("simulated: %s was not built" % name)
+            return None
+
+    sys.meta_path.insert(0, Block())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import pynnet3
+        from pynnet3 import _fast
+        from pynnet3.compiler.computation_io import print_computation
+        from pynnet3.compiler.request import ComputationRequest
+        from pynnet3.io.table import read_table
+        from pynnet3.nnet.nnet import Nnet
+        data, case = sys.argv[2], sys.argv[3]
+        feats = dict(read_table("ark:" + data + "/feats.ark"))
+        ivectors = dict(read_table("ark:" + data + "/online-ivectors.ark"))
+        result = pynnet3.decode(data + "/final.mdl", data + "/HCLG.fst", feats["utt2"],
+                                online_ivectors=ivectors["utt2"], online_ivector_period=10,
+                                beam=8, lattice_beam=4, max_active=200, backend="numpy")
+        nnet = Nnet.read(case + "/model.raw")
+        request = ComputationRequest.read(case + "/request.txt")
+        text = print_computation(pynnet3.compile(nnet, request, optimize=False), nnet)
+        optimized = print_computation(pynnet3.compile(nnet, request), nnet)
+    slow = [str(w.message) for w in caught if issubclass(w.category, _fast.SlowPathWarning)]
+    print(json.dumps({
+        "warnings": slow,
+        "failed": sorted(_fast.failed_modules()),
+        "words": result.words,
+        "alignment": result.alignment,
+        "lattice": hashlib.sha256(result.lattice.write_binary()).hexdigest(),
+        "likelihood": result.likelihood,
+        "compiled": text == open(case + "/computation.plain.txt").read(),
+        "optimized": hashlib.sha256(optimized.encode()).hexdigest(),
+    }))
+""")
+
+
+def _run_whole_tree(mode):
+    env = dict(os.environ)
+    env.pop(_fast.PURE_PYTHON_ENV, None)
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run([sys.executable, "-c", _WHOLE_TREE_SCRIPT, mode,
+                          str(TEST_DATA / "decode" / "tdnn_lda"),
+                          str(TEST_DATA / "compile" / "case17")],
+                         cwd=str(REPO), env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_tree_without_kernels_decodes_compiles_and_computes_the_same():
+    built = _run_whole_tree("built")
+    assert built["warnings"] == [] and built["failed"] == []
+    bare = _run_whole_tree("block")
+    assert len(bare["warnings"]) == 1, bare["warnings"]
+    assert "could not be imported" in bare["warnings"][0]
+    assert "compiler_kernel" in bare["failed"] and "lattice_faster_decoder_kernel" in \
+        bare["failed"] and "determinize_lattice_kernel" in bare["failed"]
+    assert built["compiled"] and bare["compiled"]
+    for key in ("words", "alignment", "lattice", "likelihood", "optimized"):
+        assert bare[key] == built[key], key

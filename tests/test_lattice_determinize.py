@@ -135,7 +135,7 @@ def raw_lattices():
     from pynnet3.decoding.config import LatticeFasterDecoderConfig
     from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                           transition_id_to_pdf_table)
-    from pynnet3.decoding.decoder_fast import LatticeFasterDecoder
+    from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
     from pynnet3.decoding.fst import read_fst
     from pynnet3.decoding.token_lattice import get_raw_lattice
     from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader
@@ -175,7 +175,7 @@ def test_max_mem_c_equals_twin(raw_lattices, caplog, max_mem):
 
     def run(fast):
         clat, ok = D.determinize_lattice_phone_pruned_wrapper(
-            trans_model, copy.deepcopy(lats["utt2"]), 10.0, opts, fast=fast)
+            trans_model, copy.deepcopy(lats["utt2"]), 10.0, opts, use_kernel=fast)
         return clat.write_text(), ok
 
     (fast, fast_log), (twin, twin_log) = _run_both(caplog, run)
@@ -211,7 +211,7 @@ def test_word_pass_limits_c_equals_twin(raw_lattices, caplog, limits):
     opts = D.DeterminizeLatticePrunedOptions(**limits)
 
     def run(fast):
-        clat, ok = D.determinize_lattice_pruned(lat, 10.0, True, opts, fast=fast)
+        clat, ok = D.determinize_lattice_pruned(lat, 10.0, True, opts, use_kernel=fast)
         return clat.write_text(), ok
 
     (fast, fast_log), (twin, twin_log) = _run_both(caplog, run)
@@ -231,9 +231,9 @@ def test_max_loop(raw_lattices):
         with pytest.raises(PynnetError, match="Lattice determinization aborted since looped "
                                               "more than 1 times during epsilon closure."):
             D.determinize_lattice_pruned(lat, 10.0, True,
-                                         D.DeterminizeLatticePrunedOptions(max_loop=1), fast=fast)
+                                         D.DeterminizeLatticePrunedOptions(max_loop=1), use_kernel=fast)
         clat, ok = D.determinize_lattice_pruned(
-            lat, 10.0, True, D.DeterminizeLatticePrunedOptions(max_loop=100000), fast=fast)
+            lat, 10.0, True, D.DeterminizeLatticePrunedOptions(max_loop=100000), use_kernel=fast)
         assert ok
 
 
@@ -253,7 +253,7 @@ def test_utt6_stops_at_kaldis_memory_limit(kaldi_ref, tmp_path):
     stops where Kaldi's did (the same byte counts in the same WARNING) and
     the lattice has Kaldi's states, arcs and labels."""
     from pynnet3.bin import nnet3_latgen_faster
-    from pynnet3.decoding.lattice import register_lattice_holder
+    from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
     from pynnet3.io.table import TableWriter, read_table
     ref = kaldi_ref / "decode" / "large"
     with TableWriter("ark:" + str(tmp_path / "feats.ark"), "matrix") as w:
@@ -284,7 +284,6 @@ def test_utt6_stops_at_kaldis_memory_limit(kaldi_ref, tmp_path):
     for severity in ("LOG", "WARNING"):
         assert messages(log, severity) == messages(kaldi_utt6, severity), log
     assert len(messages(log, "WARNING")) == 2
-    register_lattice_holder()
     with TableWriter("ark,t:" + str(tmp_path / "lat.txt"), "compact_lattice") as w:
         for key, clat in read_table("ark:" + str(tmp_path / "lat.ark"), "compact_lattice"):
             w.write(key, clat)
@@ -327,7 +326,7 @@ def _parse_compact_text(text):
 
 @pytest.mark.parametrize("case", _det_cases(), ids=lambda c: c[0])
 def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
-    from pynnet3.decoding.lattice import register_lattice_holder
+    from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
     from pynnet3.io.table import read_table
     from pynnet3.model.am import read_mdl
     name, options, status = case
@@ -336,7 +335,6 @@ def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
         max_mem=int(flags["max-mem"]), word_determinize=flags["word-determinize"] == "true",
         phone_determinize=flags["phone-determinize"] == "true",
         minimize=flags["minimize"] == "true")
-    register_lattice_holder()
     (_, raw), = read_table("ark:" + os.path.join(DET_DATA, "raw.utt2.ark"), "lattice")
     trans_model, _ = read_mdl(os.path.join(DATA, "final.mdl"))
     with open(os.path.join(DET_DATA, "kaldi.%s.txt" % name)) as f:
@@ -347,7 +345,7 @@ def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="pynnet3.decoding.determinize_lattice"):
             clat, ok = D.determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(raw), 10.0, opts, fast=fast)
+                trans_model, copy.deepcopy(raw), 10.0, opts, use_kernel=fast)
         assert ok == (status == "ok=1")
         assert [r.getMessage() for r in caplog.records] == kaldi_log
         structure, weights = _parse_compact_text(clat.write_text().decode())

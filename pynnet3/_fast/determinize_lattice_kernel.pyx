@@ -27,6 +27,7 @@ from libcpp.algorithm cimport sort as csort
 from libcpp.queue cimport priority_queue
 from cython.operator cimport dereference as deref
 
+from ..decoding.lattice import CompactLattice, Lattice
 from ..errors import PynnetError
 
 cnp.import_array()
@@ -144,7 +145,6 @@ cdef class CLattice:
         return c
 
     def to_lattice(self):
-        from ..decoding.lattice import Lattice
         lat = Lattice()
         cdef size_t s, i
         cdef Arc a
@@ -1113,7 +1113,6 @@ cdef class LatticeDeterminizerCore:
 
     def output_compact(self):
         """The twin's output_compact (a CompactLattice)."""
-        from ..decoding.lattice import CompactLattice
         cdef vector[int] seq
         cdef size_t n = self.o_arcs.size(), s, i
         cdef TempArc ta

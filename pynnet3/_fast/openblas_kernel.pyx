@@ -1,7 +1,7 @@
 # cython: boundscheck=False, wraparound=False
 """The oracle's OpenBLAS sgemm arithmetic, compiled (openblas_sgemm_kernel.h).
 
-Twin: :func:`pynnet3.numerics.openblas_py.sgemm`; the plan (k blocks, which
+Twin: :func:`pynnet3.numerics.openblas.sgemm_py` (its owner, :mod:`pynnet3.numerics.openblas`); the plan (k blocks, which
 elements are paired) comes from :func:`pynnet3.numerics.openblas_plan.gemm_plan`.
 Callers validate shapes; :func:`sgemm_blocks` only checks what would make it
 read or write out of bounds.

@@ -15,8 +15,8 @@ from ..nnet import component_ops
 from ..nnet.collapse import CollapseModelConfig, collapse_model
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet
+from ..nnet.nnet_config import read_config_file
 from ._cli import ToolParser, kaldi_tool
-from .nnet3_init import read_config_text
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,13 @@ def main(argv=None):
     opts, (nnet_in, nnet_out) = parser.parse(argv, num_args=2)
     nnet = Nnet.read(nnet_in)
     if opts.nnet_config:
-        nnet.read_config(read_config_text(opts.nnet_config), opts.nnet_config)
+        nnet.read_config(read_config_file(opts.nnet_config), opts.nnet_config)
     if opts.learning_rate >= 0:
         component_ops.set_learning_rate(nnet, opts.learning_rate)
     if opts.scale != 1.0:
         component_ops.scale_nnet(nnet, opts.scale)
     if opts.edits_config:
-        read_edit_config(nnet, read_config_text(opts.edits_config), opts.edits_config)
+        read_edit_config(nnet, read_config_file(opts.edits_config), opts.edits_config)
     if opts.edits:
         apply_edits_string(nnet, opts.edits)
     if opts.prepare_for_test:

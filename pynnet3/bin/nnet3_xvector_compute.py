@@ -12,17 +12,18 @@ compiled-computation cache file (:mod:`pynnet3.driver.caching`).
 import logging
 import sys
 
-from ..driver.caching import CachingOptimizingCompilerOptions
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer, XvectorSkipped
+from ..driver.caching import CachingOptimizingCompilerOptions
 from ..io.table import SequentialTableReader, TableWriter
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
-from ._option_groups import options_from, register_options
+from ._option_groups import (compute_backend, optimize_options, options_from,
+                             register_arithmetic_options, register_options,
+                             register_simple_computation_options)
 from ._progress import ProgressBar
-from .nnet3_compute import (_Summary, compute_backend, log_summary, optimize_options,
-                            register_arithmetic_options, register_simple_computation_options)
+from ._run_summary import RunSummary, log_summary
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def main(argv=None):
     register_arithmetic_options(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, vector_wspecifier = args
-    summary = _Summary()
+    summary = RunSummary()
     backend = compute_backend(opts, opts.use_gpu)
 
     nnet = Nnet.read(nnet_rxfilename)

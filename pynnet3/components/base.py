@@ -23,6 +23,7 @@ import copy
 
 import numpy as np
 
+from ..common.floats import kaldi_str
 from ..errors import ConfigError, KaldiFormatError
 from ..io.files import open_input, write_object
 
@@ -58,6 +59,13 @@ def array_module(array):
         import cupy
         return cupy
     return np
+
+
+def to_host(array):
+    """A NumPy array of a CuPy array (a copy); anything else as it is."""
+    if type(array).__module__.startswith("cupy"):
+        return array.get()
+    return array
 
 
 class Field:
@@ -419,7 +427,6 @@ class UpdatableComponent(Component):
 
     def updatable_info(self):
         """The prefix of Kaldi's UpdatableComponent::Info()."""
-        from ..common.floats import kaldi_str
         s = "%s, input-dim=%d, output-dim=%d, learning-rate=%s" % (
             self.type_name, self.input_dim(), self.output_dim(), kaldi_str(self.learning_rate))
         if self.is_gradient:

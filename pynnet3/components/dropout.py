@@ -1,9 +1,9 @@
-"""Input-free and mask-style general components.
-
-Kaldi's ConstantComponent and DropoutMaskComponent (outputs that need no
-input), GeneralDropoutComponent (dropout masks shared across time or
-blocks, and SpecAugment's frequency masking) and SpecAugmentTimeMaskComponent
-(SpecAugment's time masking), with their precomputed indexes.
+"""Dropout and masking components (Kaldi's nnet-general-component.h):
+DropoutMaskComponent (a mask that needs no input), GeneralDropoutComponent
+(dropout masks shared across time or blocks, and SpecAugment's frequency
+masking) and SpecAugmentTimeMaskComponent (SpecAugment's time masking), with
+their precomputed indexes. (The simple DropoutComponent is in
+:mod:`.parameter_free`.)
 
 Guarantees: serialization (including the optional ``<TestMode>``,
 ``<Continuous>`` and SpecAugment tokens) is byte-identical to Kaldi's;
@@ -16,27 +16,15 @@ Kaldi's.
 
 import numpy as np
 
-from .. import _fast
-from ..errors import ComputationError
-from ..common.floats import kaldi_str
-from ..common.parameter_stats import vector_stats
 from . import kaldi_random
-from .base import (Component, Field, P, PrecomputedIndexes, UpdatableComponent,
-                   array_module, read_layout, write_layout)
+from .. import _fast
+from ..common.floats import f32, kaldi_str
+from ..errors import ComputationError
+from .base import Component, Field, P, PrecomputedIndexes, array_module
 
-# the C twins of index helpers (pynnet3/_fast/component_indexes.pyx), or None when the
-# user chose the Python versions or it is not built (pynnet3._fast then warns once)
-_fast_indexes = _fast.load("component_indexes")
-
-
-def _f32(value):
-    return float(np.float32(value))
-
-
-def _to_host(arr):
-    if type(arr).__module__.startswith("cupy"):
-        return arr.get()
-    return arr
+# The kernel of the Index-list loops below when it is loaded (the one
+# pynnet3._fast.load policy); else the Python twins run.
+_kernel = _fast.load("dropout_kernel")
 
 
 def _rand_int(low, high):
@@ -58,129 +46,6 @@ class RandomMixin:
     def set_test_mode(self, test_mode):
         """Kaldi's SetTestMode (what --prepare-for-test / nnet3-compute use)."""
         self.test_mode = bool(test_mode)
-
-
-# ---------------------------------------------------------------------------
-# ConstantComponent
-# ---------------------------------------------------------------------------
-
-class ConstantComponent(UpdatableComponent):
-    """Outputs the same vector ``output`` for every requested Index; needs no
-    input. Optionally updatable (``updatable``, Kaldi's is_updatable_); ``use_natural_gradient``
-    is stored but the update here is always a plain learning-rate step."""
-
-    type_name = "ConstantComponent"
-
-    # Kaldi's propagate copies (rows, or a vector into every row): so does ours.
-    kaldi_exact = True
-
-    def properties(self):
-        return P.kUpdatableComponent if self.updatable else 0
-
-    def input_dim(self):
-        # No input is ever used; Kaldi reports the output dim.
-        return int(self.output.shape[0])
-
-    def output_dim(self):
-        return int(self.output.shape[0])
-
-    def init_from_config(self, cfl):
-        self.init_updatable_common(cfl)
-        output_dim = cfl.get_int("output-dim", 0)
-        self.updatable = cfl.get_bool("is-updatable", True)
-        self.use_natural_gradient = cfl.get_bool("use-natural-gradient", True)
-        mean = _f32(cfl.get_float("output-mean", 0.0))
-        stddev = _f32(cfl.get_float("output-stddev", 0.0))
-        if not cfl.has("output-dim") or output_dim <= 0:
-            raise cfl.error("Bad initializer: ConstantComponent needs output-dim > 0")
-        output = kaldi_random.normal_vector(output_dim).astype(np.float32)
-        self.output = output * np.float32(stddev) + np.float32(mean)
-
-    def read_body(self, stream):
-        # Kaldi reads the common header by hand here (without
-        # <L2Regularize>); accepting it too is harmless.
-        read_layout(self, stream, self.UPDATABLE_COMMON)
-        stream.expect_token("<Output>")
-        self.output = stream.read_vector()
-        stream.expect_token("<IsUpdatable>")
-        self.updatable = stream.read_bool()
-        stream.expect_token("<UseNaturalGradient>")
-        self.use_natural_gradient = stream.read_bool()
-        stream.expect_token("</ConstantComponent>")
-
-    def write_body(self, stream):
-        write_layout(self, stream, self.UPDATABLE_COMMON)
-        stream.write_token("<Output>")
-        stream.write_vector(_to_host(self.output))
-        stream.write_token("<IsUpdatable>")
-        stream.write_bool(self.updatable)
-        stream.write_token("<UseNaturalGradient>")
-        stream.write_bool(self.use_natural_gradient)
-
-    def info(self):
-        return (self.updatable_info()
-                + ", ConstantComponent, output-dim=%d, is-updatable=%s, "
-                  "use-natural-gradient=%s" % (self.output_dim(),
-                                               kaldi_str(bool(self.updatable)),
-                                               kaldi_str(bool(self.use_natural_gradient)))
-                + vector_stats("output", self.output, include_mean=True))
-
-    # -- index hooks: no inputs at all ---------------------------------------------
-    def get_input_indexes(self, misc_info, output_index):
-        return []
-
-    def is_computable(self, misc_info, output_index, input_index_set, used_inputs=None):
-        return True
-
-    # -- computation --------------------------------------------------------------
-    def propagate(self, indexes, in_value, out):
-        xp = array_module(out)
-        out[...] = xp.asarray(self.output)[None, :]
-        return None
-
-    def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
-                 to_update, in_deriv):
-        # The output does not depend on the input: no input derivative.
-        if to_update is not None and to_update.updatable:
-            delta = out_deriv.sum(axis=0, dtype=np.float32)
-            xp = array_module(to_update.output)
-            if array_module(delta) is not xp:
-                delta = delta.get() if xp is np else xp.asarray(delta)
-            to_update.output += np.float32(to_update.learning_rate) * delta
-
-    # -- parameters ---------------------------------------------------------------
-    def scale(self, alpha):
-        if self.updatable:
-            if alpha == 0.0:
-                self.output[...] = 0.0
-            else:
-                self.output *= np.float32(alpha)
-
-    def add(self, alpha, other):
-        if self.updatable:
-            self.output += np.float32(alpha) * other.output
-
-    def num_parameters(self):
-        return self.output_dim()
-
-    def vectorize(self):
-        return np.asarray(_to_host(self.output), dtype=np.float32).copy()
-
-    def unvectorize(self, params):
-        params = np.asarray(params, dtype=np.float32)
-        if params.shape != self.output.shape:
-            raise ValueError("ConstantComponent: expected %d parameters, got %d"
-                             % (self.output.shape[0], params.shape[0]))
-        self.output[...] = array_module(self.output).asarray(params)
-
-    def dot_product(self, other):
-        return float(np.dot(np.asarray(_to_host(self.output), np.float64),
-                            np.asarray(_to_host(other.output), np.float64)))
-
-    def perturb_params(self, stddev):
-        xp = array_module(self.output)
-        noise = kaldi_random.normal_vector(self.output.shape[0]).astype(np.float32)
-        self.output += xp.asarray(noise) * np.float32(stddev)
 
 
 # ---------------------------------------------------------------------------
@@ -220,7 +85,7 @@ class DropoutMaskComponent(RandomMixin, Component):
         self.output_dim_ = cfl.get_int("output-dim", 0)
         if not cfl.has("output-dim") or self.output_dim_ <= 0:
             raise cfl.error("DropoutMaskComponent needs output-dim > 0")
-        self.dropout_proportion = _f32(cfl.get_float("dropout-proportion", 0.5))
+        self.dropout_proportion = f32(cfl.get_float("dropout-proportion", 0.5))
         self.continuous = cfl.get_bool("continuous", False)
         self.test_mode = cfl.get_bool("test-mode", False)
 
@@ -233,7 +98,7 @@ class DropoutMaskComponent(RandomMixin, Component):
 
     def set_dropout_proportion(self, proportion):
         """Kaldi's SetDropoutProportion (nnet3-copy --edits)."""
-        self.dropout_proportion = _f32(proportion)
+        self.dropout_proportion = f32(proportion)
 
     def get_input_indexes(self, misc_info, output_index):
         return []
@@ -349,8 +214,8 @@ class GeneralDropoutComponent(RandomMixin, Component):
             raise cfl.error("Invalid configuration dim=%d, block-dim=%d"
                             % (self.dim, self.block_dim))
         self.time_period = cfl.get_int("time-period", 0)
-        self.dropout_proportion = _f32(cfl.get_float("dropout-proportion", 0.5))
-        self.specaugment_max_proportion = _f32(cfl.get_float("specaugment-max-proportion", 0.0))
+        self.dropout_proportion = f32(cfl.get_float("dropout-proportion", 0.5))
+        self.specaugment_max_proportion = f32(cfl.get_float("specaugment-max-proportion", 0.0))
         self.specaugment_max_regions = cfl.get_int("specaugment-max-regions", 1)
         self.continuous = cfl.get_bool("continuous", False)
         self.test_mode = cfl.get_bool("test-mode", False)
@@ -418,7 +283,7 @@ class GeneralDropoutComponent(RandomMixin, Component):
 
     def set_dropout_proportion(self, proportion):
         """Kaldi's SetDropoutProportion (nnet3-copy --edits)."""
-        self.dropout_proportion = _f32(proportion)
+        self.dropout_proportion = f32(proportion)
 
     def _is_identity(self):
         return self.test_mode or (self.dropout_proportion == 0.0
@@ -428,8 +293,8 @@ class GeneralDropoutComponent(RandomMixin, Component):
         if list(input_indexes) != list(output_indexes):
             raise ComputationError("GeneralDropoutComponent: input and output indexes differ")
         numbered = None
-        if _fast_indexes is not None and type(input_indexes) is list:
-            numbered = _fast_indexes.dropout_mask_rows(input_indexes, self.time_period)
+        if _kernel is not None and type(input_indexes) is list:
+            numbered = _kernel.dropout_mask_rows(input_indexes, self.time_period)
         indexes, num_rows = (numbered if numbered is not None
                              else dropout_mask_rows(input_indexes, self.time_period))
         multiple = self.dim // self.block_dim
@@ -574,7 +439,7 @@ class SpecAugmentTimeMaskComponent(RandomMixin, Component):
         self.dim = cfl.get_int("dim", 0)
         if not cfl.has("dim") or self.dim <= 0:
             raise cfl.error("SpecAugmentTimeMaskComponent needs dim > 0")
-        self.zeroed_proportion = _f32(cfl.get_float("zeroed-proportion", 0.25))
+        self.zeroed_proportion = f32(cfl.get_float("zeroed-proportion", 0.25))
         self.time_mask_max_frames = cfl.get_int("time-mask-max-frames", 10)
         if self.time_mask_max_frames <= 1:
             raise cfl.error("time-mask-max-frames must be > 1")

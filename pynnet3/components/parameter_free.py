@@ -15,12 +15,12 @@ import logging
 
 import numpy as np
 
-from ..errors import NnetError
-from ..common.floats import kaldi_str
 from . import kaldi_random
+from ..common.floats import f32, kaldi_str
+from ..errors import NnetError
 from .affine import ReadSteps
 from .base import Component, Field, P, read_layout
-from .nonlinear import array_module_of, f32, heaviside, invalid_initializer
+from .nonlinear import array_module_of, heaviside, invalid_initializer
 
 _F32 = np.float32
 _log = logging.getLogger(__name__)

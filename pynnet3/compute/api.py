@@ -26,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import UsageError
+from ..nnet.nnet import Nnet
 from .utterance import SimpleComputationOptions, SimpleNnetComputer
 from .utterance import apply_exp as _exp
 from .utterance import prepare_nnet_for_compute
@@ -42,7 +43,6 @@ _MAX_CACHED = 8
 
 def _network(nnet):
     if isinstance(nnet, str):
-        from ..nnet.nnet import Nnet
         return Nnet.read(nnet)
     return nnet
 

@@ -32,11 +32,11 @@ right context has arrived.
 
 import numpy as np
 
-from ..model.context import compute_simple_nnet_context
 from ..driver.compile_looped import (NnetSimpleLoopedComputationOptions, compile_looped,
-                              create_looped_computation_request, get_chunk_size,
-                              modify_nnet_ivector_period)
+                                     create_looped_computation_request, get_chunk_size,
+                                     modify_nnet_ivector_period)
 from ..errors import NnetError, UsageError
+from ..model.context import compute_simple_nnet_context
 from ..nnet.nnet import is_simple_nnet
 from ..numerics import kaldi_cpu
 from .computer import NnetComputer

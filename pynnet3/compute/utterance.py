@@ -47,21 +47,22 @@ i-vector dimensions and missing i-vectors raise :class:`UsageError` with
 Kaldi's wording.
 """
 
+from dataclasses import dataclass
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.index import Index
+from ..compiler.computation_io import print_computation
 from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
 from ..nnet.collapse import collapse_model
-from ..common.index import Index
 from ..nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
 from ..nnet.nnet import is_simple_nnet
-from .compilation import make_compiler
 from ..numerics import kaldi_cpu
 from .backend import get_backend
+from .compilation import make_compiler
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 
@@ -336,7 +337,6 @@ class SimpleNnetComputer:
                            for i in range(plan.num_subsampled_frames)])]
             computation = self.compiler.compile(request)
             if self.debug_computation:
-                from ..compiler.computation_io import print_computation
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
             cached = self._cache[key] = (computation, ExecutionPlan(

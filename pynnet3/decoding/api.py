@@ -9,15 +9,20 @@ fails unless ``allow_partial`` (then the best partial path is used, as
 Kaldi's).
 """
 
-import logging
 from dataclasses import dataclass
+import logging
 
 import numpy as np
 
+from ..compute.utterance import SimpleComputationOptions
 from ..errors import PynnetError, UsageError
+from ..model.am import read_mdl
 from .config import LatticeFasterDecoderConfig
+from .decodable import DecodableAmNnetSimple, decodable_nnet_computer, transition_id_to_pdf_table
 from .determinize_lattice import (DeterminizeLatticePhonePrunedOptions,
-                          determinize_lattice_phone_pruned_wrapper)
+                                  determinize_lattice_phone_pruned_wrapper)
+from .fst import read_fst
+from .lattice_faster_decoder import make_decoder
 from .token_lattice import best_path, get_raw_lattice
 
 __all__ = ["DecodeResult", "Decoder", "decode", "decode_utterance", "make_decoder",
@@ -39,15 +44,6 @@ class DecodeResult:
     likelihood: float
     num_frames: int
     reached_final: bool
-
-
-def make_decoder(fst, config=None, fast=True):
-    """The Cython decoder (``fast``) or its plain-Python twin over ``fst``."""
-    if fast:
-        from .decoder_fast import LatticeFasterDecoder
-        return LatticeFasterDecoder(fst, config)
-    from .lattice_faster_decoder import LatticeFasterDecoderPy
-    return LatticeFasterDecoderPy(fst, config)
 
 
 def check_graph_labels(fst, tid_to_pdf, source="the decoding graph"):
@@ -116,24 +112,22 @@ class Decoder:
     frames_per_chunk, extra_left_context, ..., frame_subsampling_factor),
     plus ``allow_partial``, the determinization options
     (:class:`DeterminizeLatticePhonePrunedOptions` fields: ``delta``,
-    ``max_mem``, ...), ``fast`` (Cython search, default True) and ``backend``
+    ``max_mem``, ...), ``use_kernel`` (the compiled search and determinization
+    when built, default True) and ``backend``
     (the network's backend: "kaldi-exact" (the default, as nnet3-latgen-faster)
     for Kaldi's CPU arithmetic bit for bit, "numpy" for BLAS arithmetic, a
     :class:`pynnet3.compute.backend.KaldiExactBackend` to choose its OpenBLAS
-    thread count). With ``determinize_lattice`` (default True, as Kaldi's) the lattice is a determinized CompactLattice."""
+    thread count). With ``determinize_lattice`` (default True, as Kaldi's) the
+    lattice is a determinized CompactLattice."""
 
     def __init__(self, model, hclg, **options):
-        from ..compute.utterance import SimpleComputationOptions
-        from ..model.am import read_mdl
-        from .decodable import decodable_nnet_computer, transition_id_to_pdf_table
-        from .fst import read_fst
         dec_fields = set(LatticeFasterDecoderConfig.__slots__)
         comp_fields = set(SimpleComputationOptions.__slots__)
         self.allow_partial = bool(options.pop("allow_partial", False))
         det_fields = set(DeterminizeLatticePhonePrunedOptions.__slots__)
         self.det_opts = DeterminizeLatticePhonePrunedOptions(
             **{k: options.pop(k) for k in list(options) if k in det_fields})
-        fast = bool(options.pop("fast", True))
+        self.use_kernel = bool(options.pop("use_kernel", True))
         backend = options.pop("backend", "kaldi-exact")
         unknown = set(options) - dec_fields - comp_fields
         if unknown:
@@ -148,11 +142,10 @@ class Decoder:
         check_graph_labels(self.fst, self.tid_to_pdf)
         self.computer = decodable_nnet_computer(self.am_nnet, copts, backend=backend)
         self.acoustic_scale = copts.acoustic_scale
-        self.decoder = make_decoder(self.fst, config, fast)
+        self.decoder = make_decoder(self.fst, config, self.use_kernel)
 
     def __call__(self, feats, ivector=None, online_ivectors=None, online_ivector_period=0,
                  utt="utterance"):
-        from .decodable import DecodableAmNnetSimple
         decodable = DecodableAmNnetSimple(self.computer, self.tid_to_pdf, feats, ivector,
                                           online_ivectors, online_ivector_period)
         return decode_utterance(self.decoder, decodable, utt, self.acoustic_scale,

@@ -22,17 +22,19 @@ Weights are held as Python floats that are float32 values.
 
 import math
 import struct
-from array import array
 
-
+# Sums and differences of float32 values computed in double and rounded once
+# to float32 equal C's float arithmetic (double has more than 2 * 24 + 2 bits,
+# so the double rounding is harmless).
+from ..common.floats import f32 as _f32
 from ..errors import KaldiFormatError
 
 __all__ = ["Lattice", "CompactLattice", "read_compact_lattice_text",
            "read_compact_lattice_binary", "format_weight_value", "LATTICE_ARC_TYPE",
-           "read_lattice_text", "register_lattice_holder"]
+           "read_lattice_text", "read_fst_header", "FST_MAGIC"]
 
 LATTICE_ARC_TYPE = "lattice4"
-_FST_MAGIC = 2125659606
+FST_MAGIC = 2125659606
 # OpenFst property bits (fst/properties.h) that Kaldi's written lattices carry:
 # raw lattices from nnet3-latgen-faster have kExpanded|kMutable plus the
 # "has" bits their arcs justify; compact lattices the acceptor and
@@ -87,18 +89,6 @@ def format_weight_value(x):
     if x != x:
         return "BadNumber"
     return "%g" % x
-
-
-# A double rounded to float32 through a one-element buffer (cheaper than a
-# NumPy scalar). Sums and differences of float32 values computed in double and
-# rounded once equal C's float arithmetic (double has more than 2 * 24 + 2
-# bits, so the double rounding is harmless).
-_BUF = array("f", [0.0])
-
-
-def _f32(x):
-    _BUF[0] = x
-    return _BUF[0]
 
 
 class Lattice:
@@ -189,7 +179,7 @@ class Lattice:
     @classmethod
     def read_binary(cls, data, pos, source):
         """(lattice, position after it) from binary data at ``pos``."""
-        fst_type, arc_type, start, num_states, pos = _read_fst_header(data, pos, source)
+        fst_type, arc_type, start, num_states, pos = read_fst_header(data, pos, source)
         if fst_type != "vector" or arc_type != LATTICE_ARC_TYPE:
             raise KaldiFormatError("expected a lattice (vector FST of arc type %s), got %s/%s"
                                    % (LATTICE_ARC_TYPE, fst_type, arc_type), source, pos)
@@ -225,14 +215,14 @@ def _fst_header(fst_type, arc_type, start, num_states, properties):
     def string(s):
         b = s.encode()
         return struct.pack("<i", len(b)) + b
-    return (struct.pack("<i", _FST_MAGIC) + string(fst_type) + string(arc_type)
+    return (struct.pack("<i", FST_MAGIC) + string(fst_type) + string(arc_type)
             + struct.pack("<iiQqqq", 2, 0, properties, -1 if start is None else start,
                           num_states, 0))
 
 
-def _read_fst_header(data, pos, source):
+def read_fst_header(data, pos, source):
     (magic,) = _unpack("<i", data, pos, source)
-    if magic != _FST_MAGIC:
+    if magic != FST_MAGIC:
         raise KaldiFormatError("not a binary FST (bad magic number %d)" % magic, source, pos)
     pos += 4
     names = []
@@ -424,7 +414,6 @@ class CompactLattice:
         return ("\n" + "".join(out) + "\n").encode()
 
     def write_binary(self):
-        import struct
         parts = [_fst_header("vector", "compactlattice44", self.start, self.num_states,
                              _compact_lattice_properties(self))]
 
@@ -574,7 +563,7 @@ def read_compact_lattice_text(data, pos, source):
 
 
 def read_compact_lattice_binary(data, pos, source):
-    fst_type, arc_type, start, num_states, pos = _read_fst_header(data, pos, source)
+    fst_type, arc_type, start, num_states, pos = read_fst_header(data, pos, source)
     if fst_type != "vector" or arc_type != "compactlattice44":
         raise KaldiFormatError("expected a compact lattice (vector FST of arc type "
                                "compactlattice44), got %s/%s" % (fst_type, arc_type),
@@ -617,67 +606,3 @@ def _parse_float(text):
     return float(text)
 
 
-def read_lattice_either(stream, want_compact):
-    """A table entry read as Kaldi's lattice holders read it: a Lattice or a
-    CompactLattice, binary (by the FST header's arc type) or text (tried as
-    the wanted kind first, then as the other), converted to the wanted kind
-    with Kaldi's ConvertLattice when it is the other. Advances ``stream.pos``."""
-    # lattice_ops builds on this module, so its conversions are imported here.
-    from .lattice_ops import convert_compact_lattice, convert_lattice
-    data, pos = stream.data, stream.pos
-    if bytes(data[pos:pos + 4]) == struct.pack("<i", _FST_MAGIC):
-        arc_type = _read_fst_header(data, pos, "archive")[1]
-        if arc_type == "compactlattice44":
-            value, stream.pos = read_compact_lattice_binary(data, pos, "archive")
-        elif arc_type == LATTICE_ARC_TYPE:
-            value, stream.pos = Lattice.read_binary(data, pos, "archive")
-        else:
-            raise KaldiFormatError("FST with arc type %s cannot be converted to %s" % (
-                arc_type, "CompactLattice" if want_compact else "Lattice"), "archive", pos)
-    else:
-        readers = [read_compact_lattice_text, read_lattice_text]
-        if not want_compact:
-            readers.reverse()
-        try:
-            value, stream.pos = readers[0](data, pos, "archive")
-        except KaldiFormatError as own_error:
-            try:
-                value, stream.pos = readers[1](data, pos, "archive")
-            except KaldiFormatError:
-                raise own_error from None
-    if want_compact and isinstance(value, Lattice):
-        return convert_lattice(value)
-    if not want_compact and isinstance(value, CompactLattice):
-        return convert_compact_lattice(value)
-    return value
-
-
-def register_lattice_holder():
-    """Makes ``kind="lattice"`` and ``kind="compact_lattice"`` known to
-    pynnet3.io.table's readers and writers (binary: the FST bytes right after
-    the key, no ``\\0B``; text: ``write_text``), by adding two holders to its
-    HOLDERS table."""
-    from ..io import table
-
-    class _LatticeHolder(table._Holder):
-        __slots__ = ()
-
-        def read_object(self, stream):
-            return read_lattice_either(stream, want_compact=False)
-
-        def object_bytes(self, value, binary):
-            return value.write_binary() if binary else value.write_text()
-
-    class _CompactLatticeHolder(table._Holder):
-        __slots__ = ()
-
-        def read_object(self, stream):
-            return read_lattice_either(stream, want_compact=True)
-
-        def object_bytes(self, value, binary):
-            return value.write_binary() if binary else value.write_text()
-
-    if "lattice" not in table.HOLDERS:
-        table.HOLDERS["lattice"] = _LatticeHolder("lattice", None, None, has_header=False)
-        table.HOLDERS["compact_lattice"] = _CompactLatticeHolder("compact_lattice", None, None,
-                                                                 has_header=False)

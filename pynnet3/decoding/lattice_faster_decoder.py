@@ -1,6 +1,8 @@
-"""Kaldi's LatticeFasterDecoder in plain Python: the reference twin of the
-Cython decoder (pynnet3/_fast/lattice_faster_decoder_kernel.pyx), used by the tests to
-cross-check it on small graphs. Too slow for real graphs.
+"""Kaldi's LatticeFasterDecoder: :func:`make_decoder` gives the kernel's
+(``pynnet3/_fast/lattice_faster_decoder_kernel.pyx``, :class:`LatticeFasterDecoder`)
+when it is loaded, else :class:`LatticeFasterDecoderPy`, the plain-Python twin
+below: the readable specification, which the tests cross-check the kernel
+against on small graphs (too slow for real graphs).
 
 The algorithm (Kaldi's decoder/lattice-faster-decoder.cc): token passing
 over the graph, one token per (frame, graph state), each holding the best
@@ -24,10 +26,48 @@ acoustic scores.
 
 import numpy as np
 
+from .. import _fast
 from .config import LatticeFasterDecoderConfig
 from .token_lattice import TokenLattice
 
-__all__ = ["LatticeFasterDecoderPy"]
+__all__ = ["LatticeFasterDecoder", "LatticeFasterDecoderPy", "make_decoder"]
+
+# The search's kernel when it is loaded (the one pynnet3._fast.load policy).
+_kernel = _fast.load("lattice_faster_decoder_kernel")
+
+
+def make_decoder(fst, config=None, use_kernel=True):
+    """A LatticeFasterDecoder over ``fst``: the kernel's when it is loaded
+    (and ``use_kernel``), else the twin. Both give the same results."""
+    if use_kernel and _kernel is not None:
+        return LatticeFasterDecoder(fst, config)
+    return LatticeFasterDecoderPy(fst, config)
+
+
+class LatticeFasterDecoder:
+    """The kernel's search with the twin's interface (see the module
+    docstring for the algorithm): ``decode(loglikes, tid_to_pdf)`` then
+    :meth:`token_lattice`, :meth:`reached_final`, ``warnings``."""
+
+    def __init__(self, fst, config=None):
+        self.fst = fst
+        self.config = config if config is not None else LatticeFasterDecoderConfig()
+        self.config.check()
+        self._core = _kernel.LatticeFasterDecoderCore(fst, self.config)
+
+    def decode(self, loglikes, tid_to_pdf):
+        return self._core.decode(np.ascontiguousarray(loglikes, dtype=np.float32),
+                                 np.ascontiguousarray(tid_to_pdf, dtype=np.int32))
+
+    @property
+    def warnings(self):
+        return self._core.warnings
+
+    def reached_final(self):
+        return self._core.reached_final()
+
+    def token_lattice(self):
+        return TokenLattice(*self._core.token_lattice_arrays())
 
 _F = np.float32
 _INF = np.float32(np.inf)

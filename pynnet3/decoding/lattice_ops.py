@@ -8,22 +8,18 @@ numbering and arc order, so what is built on them is Kaldi's text.
 
 from array import array
 
+from ..common.floats import f32
 from .lattice import CompactLattice, Lattice
 
 __all__ = ["is_top_sorted", "top_sort", "invert", "arc_sort_ilabel", "std_sort", "factor",
            "convert_lattice", "convert_compact_lattice", "f32", "times", "compare_weights", "approx_equal"]
 
 # Weights are Python floats holding float32 values. A float32 sum or
-# difference is computed in double and rounded once to float32 through this
-# one-element buffer: double rounding is harmless for + and - since double
-# has more than 2 * 24 + 2 bits, so this equals C's float arithmetic.
+# difference is computed in double and rounded once to float32 (f32, or this
+# one-element buffer where two are rounded at once): double rounding is
+# harmless for + and - since double has more than 2 * 24 + 2 bits, so this
+# equals C's float arithmetic.
 _BUF = array("f", [0.0])
-
-
-def f32(x):
-    """x rounded to float32."""
-    _BUF[0] = x
-    return _BUF[0]
 
 
 def times(a1, a2, b1, b2):

@@ -29,8 +29,8 @@ acoustic cost of each arc, in float), states taken in order.
 
 import logging
 import math
-from array import array
 
+from ..common.floats import f32
 from ..errors import PynnetError
 from .lattice_functions import compact_lattice_state_times, is_top_sorted, top_sort
 
@@ -38,16 +38,7 @@ __all__ = ["MinimumBayesRisk", "create_super_final"]
 
 logger = logging.getLogger("pynnet3")
 
-_BUF = array("f", [0.0])
-
-
-def _f32(x):
-    """``x`` rounded to float32 (C++'s float conversion)."""
-    _BUF[0] = x
-    return _BUF[0]
-
-
-_DELTA = _f32(1.0e-05)           # Kaldi's delta() is a BaseFloat
+_DELTA = f32(1.0e-05)           # Kaldi's delta() is a BaseFloat
 _INS_DEL_COST = 1.0 + _DELTA     # l(a, b, penalize=true) for a != b
 _MIN_LOG_DIFF = math.log(2.220446049250313e-16)   # log(DBL_EPSILON)
 
@@ -117,7 +108,7 @@ class MinimumBayesRisk:
 
     @property
     def bayes_risk(self):
-        return _f32(self.L)
+        return f32(self.L)
 
     @property
     def sausage_stats(self):
@@ -138,7 +129,7 @@ class MinimumBayesRisk:
         for s in range(n):
             for word, x, y, _string, t in lat.arcs[s]:
                 self.pre[t + 1].append(len(self.arcs))
-                self.arcs.append((word, s + 1, t + 1, -_f32(x + y)))
+                self.arcs.append((word, s + 1, t + 1, -f32(x + y)))
 
     @staticmethod
     def _best_path(lat):
@@ -158,11 +149,11 @@ class MinimumBayesRisk:
                 continue
             f = lat.final[s]
             if f is not None:
-                c = _f32(d + _f32(f[0] + f[1]))
+                c = f32(d + f32(f[0] + f[1]))
                 if c < best_final:
                     best_final, final_state = c, s
             for i, (_word, x, y, _string, t) in enumerate(lat.arcs[s]):
-                c = _f32(d + _f32(x + y))
+                c = f32(d + f32(x + y))
                 if c < dist[t]:
                     dist[t], back[t] = c, (s, i)
         if final_state is None:
@@ -224,11 +215,11 @@ class MinimumBayesRisk:
         prev_right = times[i - 3][1] if i > 2 else 0.0
         left = max(prev_right, min(b1, b2))
         right = max(e1, e2)
-        first_dur = _f32(e1 - b1)
-        second_dur = _f32(e2 - b2)
+        first_dur = f32(e1 - b1)
+        second_dur = f32(e2 - b2)
         if first_dur > 0:
-            mid = _f32(left + _f32(_f32(_f32(right - left) * first_dur)
-                                   / _f32(first_dur + second_dur)))
+            mid = f32(left + f32(f32(f32(right - left) * first_dur)
+                                   / f32(first_dur + second_dur)))
         else:
             mid = left
         times[i - 2] = (left, mid)
@@ -360,7 +351,7 @@ class MinimumBayesRisk:
         self.times = []
         sausage_times = []
         for q in range(1, Q + 1):
-            bins = sorted(((w, _f32(p)) for w, p in gamma[q].items()),
+            bins = sorted(((w, f32(p)) for w, p in gamma[q].items()),
                           key=lambda wp: (-wp[1], -wp[0]))
             self.gamma.append(bins)
             t_b = t_e = 0.0
@@ -369,16 +360,16 @@ class MinimumBayesRisk:
                 w_b, w_e = tau_b[q].get(word, 0.0), tau_e[q].get(word, 0.0)
                 if w_b > w_e:
                     logger.warning("Times out of order")
-                these.append((_f32(w_b / post), _f32(w_e / post)))
+                these.append((f32(w_b / post), f32(w_e / post)))
                 t_b += w_b
                 t_e += w_e
             self.times.append(these)
-            start, end = _f32(t_b), _f32(t_e)
+            start, end = f32(t_b), f32(t_e)
             if start > end:
                 logger.warning("Times out of order")
             sausage_times.append([start, end])
             if q > 1 and sausage_times[q - 2][1] > sausage_times[q - 1][0]:
-                mid = _f32(0.5 * _f32(sausage_times[q - 2][1] + sausage_times[q - 1][0]))
+                mid = f32(0.5 * f32(sausage_times[q - 2][1] + sausage_times[q - 1][0]))
                 sausage_times[q - 2][1] = sausage_times[q - 1][0] = mid
         self.sausage_times = [tuple(t) for t in sausage_times]
 

@@ -22,7 +22,8 @@ small (thousands of arcs), so these are plain Python.
 import logging
 import math
 
-from .lattice_ops import approx_equal, compare_weights, f32, std_sort, times, top_sort
+from ..common.floats import f32
+from .lattice_ops import approx_equal, compare_weights, std_sort, times, top_sort
 
 __all__ = ["push_compact_lattice_strings", "push_compact_lattice_weights",
            "minimize_compact_lattice"]

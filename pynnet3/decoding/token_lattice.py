@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lattice import Lattice, _f32
+from ..common.floats import f32 as _f32
+from .lattice import Lattice
 
 __all__ = ["TokenLattice", "get_raw_lattice", "best_path", "BestPath"]
 

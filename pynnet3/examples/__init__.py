@@ -31,13 +31,21 @@ breaks, not the hidden layers' arithmetic (pynnet3's tests check that against
 Kaldi's random networks).
 """
 
+from dataclasses import dataclass
+from importlib import resources
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
+
+from ..bin import nnet3_compute
+from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer, apply_exp,
+                                 prepare_nnet_for_compute)
+from ..errors import PynnetError
+from ..io.table import TableWriter, classify_wspecifier, read_table
+from ..model.info import nnet_info
+from ..nnet.nnet import Nnet
 
 __all__ = ["example_file", "ExampleSetup", "UtteranceResult", "load_example",
            "compute_example", "run_nnet3_compute", "main"]
@@ -67,7 +75,6 @@ def example_file(name):
     plain files, so this is a real file on disk."""
     path = resources.files(__name__).joinpath(name)
     if not path.is_file():
-        from ..errors import PynnetError
         raise PynnetError("example file %s is missing from the installed package "
                           "(expected at %s)" % (name, path))
     return str(path)
@@ -103,8 +110,6 @@ class UtteranceResult:
 
 
 def load_example():
-    from ..io.table import read_table
-    from ..nnet.nnet import Nnet
     with open(example_file(KALDI_INFO), encoding="utf-8") as f:
         kaldi_info = f.read()
     return ExampleSetup(
@@ -123,7 +128,6 @@ def _max_abs_diff(ours, kaldi):
 
 def _results(setup, outputs):
     """UtteranceResults of our outputs (a dict, archive order) against Kaldi's."""
-    from ..errors import PynnetError
     results = []
     for utt, output in outputs.items():
         kaldi = setup.kaldi_output.get(utt)
@@ -139,9 +143,6 @@ def compute_example(setup, computer=None):
     command, computed by the engine nnet3-compute runs, chunk by chunk) and
     how it compares with Kaldi's; a list of UtteranceResult.
     ``setup.nnet`` is prepared for computing (test modes) in place."""
-    from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
-                                     apply_exp, prepare_nnet_for_compute)
-    from ..errors import PynnetError
     if computer is None:
         prepare_nnet_for_compute(setup.nnet)
         computer = SimpleNnetComputer(
@@ -161,7 +162,6 @@ def run_nnet3_compute(output_wspecifier):
     """Runs our ``nnet3-compute`` tool (in this process) with the shipped
     command's options on the shipped files; returns its exit status. Its
     Kaldi-style log goes to stderr."""
-    from ..bin import nnet3_compute
     return nnet3_compute.main([
         "--print-args=false", "--online-ivectors=ark:" + example_file(ONLINE_IVECTORS),
         "--online-ivector-period=%d" % ONLINE_IVECTOR_PERIOD,
@@ -171,29 +171,22 @@ def run_nnet3_compute(output_wspecifier):
 
 def _info_header(nnet, context):
     """nnet3-info's lines before the network's config lines."""
-    from ..model.info import nnet_info
     keys = ("left-context:", "right-context:", "num-parameters:", "modulus:")
     text = nnet_info(nnet, context)
     return [line for line in text.splitlines() if line.startswith(keys)], text
 
 
 def _wspecifier(arg):
-    from ..io.table import classify_wspecifier
     return arg if classify_wspecifier(arg)[0] is not None else "ark:" + arg
 
 
 def _writes_stdout(wspecifier):
-    from ..io.table import classify_wspecifier
     kind, archive, script, _ = classify_wspecifier(wspecifier)
     return "-" in (archive, script) or (kind in ("ark", "both") and archive == "")
 
 
 def main(argv=None, out=None):
     """The example's command line; returns the exit status."""
-    from ..compute.utterance import SimpleComputationOptions, SimpleNnetComputer
-    from ..compute.utterance import prepare_nnet_for_compute
-    from ..errors import PynnetError
-    from ..io.table import TableWriter, read_table
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a in ("-h", "--help") for a in argv) or len(argv) > 1:
         sys.stderr.write(USAGE)

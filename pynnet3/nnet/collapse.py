@@ -48,24 +48,24 @@ oracle's OpenBLAS 0.3.21 with its Haswell kernels, two threads);
 element-wise scalings are single float32 roundings, as in Kaldi.
 """
 
-import logging
 from dataclasses import dataclass
+import logging
 
 import numpy as np
 
 from ..components.affine import AffineComponent, FixedAffineComponent, LinearComponent
 from ..components.dropout import GeneralDropoutComponent
 from ..components.normalize import BatchNormComponent
-from ..components.scale_offset import FixedScaleComponent
 from ..components.parameter_free import DropoutComponent
+from ..components.scale_offset import FixedScaleComponent
 from ..components.tdnn import TdnnComponent
 from ..components.time_height_convolution import TimeHeightConvolutionComponent
 from ..errors import NnetError
 from ..numerics.openblas import sgemm, sgemv_add
 from .descriptor import OffsetForwardingDescriptor, SimpleForwardingDescriptor, SimpleSumDescriptor
 from .descriptor_parser import parse_descriptor
-from .node import kComponent, kDescriptor
 from .nnet import remove_orphan_components, remove_orphan_nodes
+from .node import kComponent, kDescriptor
 
 logger = logging.getLogger("pynnet3")
 

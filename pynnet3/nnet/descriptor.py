@@ -32,9 +32,9 @@ Guarantees:
 
 import math
 
-from ..errors import DescriptorError
 from ..common.floats import f32, kaldi_str
 from ..common.index import Cindex, Index
+from ..errors import DescriptorError
 
 __all__ = [
     "Descriptor", "ForwardingDescriptor", "SimpleForwardingDescriptor",

@@ -25,12 +25,24 @@ import os
 
 from ..common.config_line import ConfigLine, is_valid_name, read_config_lines
 from ..components import Component
-from ..errors import ConfigError, DescriptorError, NnetError, PynnetError
+from ..errors import ConfigError, DescriptorError, KaldiFormatError, NnetError, PynnetError
+from ..io.files import read_bytes
 from .descriptor_parser import descriptor_name_lookup, parse_descriptor
-from .node import (NetworkNode, kComponent, kDescriptor, kDimRange, kInput, kLinear,
-                   kQuadratic)
+from .node import NetworkNode, kComponent, kDescriptor, kDimRange, kInput, kLinear, kQuadratic
 
 EXISTING = "(existing network)"
+
+
+def read_config_file(rxfilename):
+    """The text of a config rxfilename (file, '-', 'cmd |'); binary is refused."""
+    data, offset = read_bytes(rxfilename)
+    data = data[offset:]
+    if data[:2] == b"\0B":
+        raise KaldiFormatError("expected a text config file, got a binary file", rxfilename)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KaldiFormatError("config file is not valid text: %s" % e, rxfilename) from None
 
 
 def read_config_source(text_or_path, source=None):

@@ -1,13 +1,14 @@
-"""Kaldi's element-wise float loops that call the C library: the readable twin.
+"""Kaldi's element-wise float loops that call the C library.
 
 Kaldi's ``Exp(float)`` and ``Log(float)`` are the C library's ``expf`` and
 ``logf`` (base/kaldi-math.h), and its vectors' ``Pow`` calls the C
 library's double ``pow`` on float arguments; NumPy's float32 exp, log and
 power are its own vectorized approximations, which differ from glibc's in
-the last bit now and then (for power, in about one element in five). This module calls the C library's functions through ctypes, one
+the last bit now and then (for power, in about one element in five). The
+readable twins (``*_py``) call the C library's functions through ctypes, one
 element at a time, in Kaldi's order; the Cython kernel
-``pynnet3._fast.kaldi_libm_kernel`` does the same compiled and is tested against
-it.
+``pynnet3._fast.kaldi_libm_kernel`` does the same compiled and is tested
+against them. The names without ``_py`` are the kernel's when it is loaded.
 """
 
 import ctypes
@@ -15,6 +16,7 @@ import ctypes.util
 
 import numpy as np
 
+from .. import _fast
 from ..errors import PynnetError
 
 __all__ = ["expf", "logf", "exp_rows", "log_vector", "pow_vector", "sigmoid_rows",
@@ -54,14 +56,14 @@ def logf(x):
     return _F32(_LOGF(_F32(x)))
 
 
-def exp_rows(src, dest):
+def exp_rows_py(src, dest):
     """dest = expf(src) element by element (Kaldi's MatrixBase::Exp)."""
     for i in range(src.shape[0]):
         for j in range(src.shape[1]):
             dest[i, j] = expf(src[i, j])
 
 
-def sigmoid_rows(src, dest):
+def sigmoid_rows_py(src, dest):
     """Kaldi's VectorBase::Sigmoid: 1.0 / (1.0 + expf(-x)) for x > 0, else
     e / (e + 1.0) with e = expf(x); sum and division in double, then float."""
     for i in range(src.shape[0]):
@@ -74,7 +76,7 @@ def sigmoid_rows(src, dest):
                 dest[i, j] = _F32(e / (e + 1.0))
 
 
-def tanh_rows(src, dest):
+def tanh_rows_py(src, dest):
     """Kaldi's VectorBase::Tanh: e = expf(-|x|), e * e in float, then
     -1.0 + 2.0 / (1.0 + e*e) (x > 0) or 1.0 - 2.0 / (1.0 + e*e) in double,
     then float."""
@@ -89,7 +91,7 @@ def tanh_rows(src, dest):
                 dest[i, j] = _F32(1.0 - 2.0 / (1.0 + float(_F32(e * e))))
 
 
-def scalar_sigmoid_rows(src, dest):
+def scalar_sigmoid_rows_py(src, dest):
     """cu-math.cc's ScalarSigmoid, in float32 throughout."""
     one = _F32(1.0)
     for i in range(src.shape[0]):
@@ -102,7 +104,7 @@ def scalar_sigmoid_rows(src, dest):
                 dest[i, j] = e / (e + one)
 
 
-def scalar_tanh_rows(src, dest):
+def scalar_tanh_rows_py(src, dest):
     """cu-math.cc's ScalarTanh, in float32 throughout."""
     one, two = _F32(1.0), _F32(2.0)
     for i in range(src.shape[0]):
@@ -116,13 +118,13 @@ def scalar_tanh_rows(src, dest):
                 dest[i, j] = one - two / (one + e * e)
 
 
-def log_vector(src, dest):
+def log_vector_py(src, dest):
     """dest = logf(src) element by element (Kaldi's VectorBase::ApplyLog)."""
     for i in range(src.shape[0]):
         dest[i] = logf(src[i])
 
 
-def pow_vector(src, power, dest):
+def pow_vector_py(src, power, dest):
     """dest = float(pow(double(src), double(power))) element by element
     (Kaldi's VectorBase::Pow)."""
     for i in range(src.shape[0]):
@@ -152,7 +154,7 @@ def _kaldi_max(row):
     return best
 
 
-def log_softmax_rows(src, dest):
+def log_softmax_rows_py(src, dest):
     """Kaldi's LogSoftMaxPerRow on the CPU (VectorBase::ApplyLogSoftMax per
     row): x - max, the float32 sum of expf in order, logf of it, subtracted."""
     for i in range(src.shape[0]):
@@ -164,7 +166,7 @@ def log_softmax_rows(src, dest):
         dest[i] = shifted - logf(total)
 
 
-def softmax_rows(src, dest):
+def softmax_rows_py(src, dest):
     """Kaldi's SoftMaxPerRow on the CPU (VectorBase::ApplySoftMax per row):
     expf(x - max), their float32 sum in order, then times float(1.0 / sum)."""
     for i in range(src.shape[0]):
@@ -175,3 +177,18 @@ def softmax_rows(src, dest):
         for value in exps:
             total = _F32(total + value)
         dest[i] = exps * _F32(1.0 / float(total))
+
+
+# The kernel's loops when it is loaded (the one pynnet3._fast.load policy),
+# else the twins above: the same library calls in the same order.
+_kernel = _fast.load("kaldi_libm_kernel")
+exp_rows = _kernel.exp_rows if _kernel is not None else exp_rows_py
+sigmoid_rows = _kernel.sigmoid_rows if _kernel is not None else sigmoid_rows_py
+tanh_rows = _kernel.tanh_rows if _kernel is not None else tanh_rows_py
+scalar_sigmoid_rows = (_kernel.scalar_sigmoid_rows if _kernel is not None
+                       else scalar_sigmoid_rows_py)
+scalar_tanh_rows = _kernel.scalar_tanh_rows if _kernel is not None else scalar_tanh_rows_py
+log_vector = _kernel.log_vector if _kernel is not None else log_vector_py
+pow_vector = _kernel.pow_vector if _kernel is not None else pow_vector_py
+log_softmax_rows = _kernel.log_softmax_rows if _kernel is not None else log_softmax_rows_py
+softmax_rows = _kernel.softmax_rows if _kernel is not None else softmax_rows_py

@@ -1,6 +1,8 @@
-"""The C index hooks (pynnet3/_fast/component_indexes.pyx) equal their Python
-twins on random inputs: the convolution/TDNN grid helpers of
-convolution_model.py, the (n, x, t) sort, the statistics components'
+"""The C index hooks of non-simple components (the kernels
+convolution_computation_kernel, statistics_kernel, dropout_kernel and
+backprop_truncation_kernel in pynnet3/_fast) equal their Python twins on
+random inputs: the convolution/TDNN grid helpers of
+convolution_computation.py, the (n, x, t) sort, the statistics components'
 precompute_indexes, GeneralDropout's mask rows and BackpropTruncation's
 zeroing rows. Each kernel either gives the twin's exact result or
 declines (None) exactly where the twin raises, and it does not decline on
@@ -11,7 +13,7 @@ import random
 import numpy as np
 import pytest
 
-from pynnet3.components import convolution_model as cm
+from pynnet3.components import convolution_computation as cm
 from pynnet3.components.backprop_truncation import zeroing_rows
 from pynnet3.components.dropout import dropout_mask_rows
 from pynnet3.components.statistics import (StatisticsExtractionComponent,
@@ -20,7 +22,10 @@ from pynnet3.components.tdnn import _modify_computation_io
 from pynnet3.errors import ComputationError
 from pynnet3.common.index import Index, kNoTime
 
-fast = pytest.importorskip("pynnet3._fast.component_indexes")
+conv_kernel = pytest.importorskip("pynnet3._fast.convolution_computation_kernel")
+stats_kernel = pytest.importorskip("pynnet3._fast.statistics_kernel")
+dropout_kernel = pytest.importorskip("pynnet3._fast.dropout_kernel")
+truncation_kernel = pytest.importorskip("pynnet3._fast.backprop_truncation_kernel")
 
 
 def _io_tuple(io):
@@ -71,7 +76,7 @@ def test_computation_io_twins_agree():
         if rng.random() < 0.05:
             outputs = [Index(0, kNoTime, 0)]
         expected = _twin_or_error(cm.get_computation_io_py, inputs, outputs)
-        got = fast.computation_io(inputs, outputs)
+        got = conv_kernel.computation_io(inputs, outputs)
         if expected is ComputationError:
             assert got is None
             declined += 1
@@ -100,7 +105,7 @@ def test_indexes_for_computation_twins_agree():
             io.start_t_in -= io.t_step_in or 1           # a padded input grid
             io.num_t_in += 2
         expected = _twin_or_error(cm.get_indexes_for_computation_py, io, inputs, outputs)
-        got = fast.indexes_for_computation(_io_tuple(io), inputs, outputs)
+        got = conv_kernel.indexes_for_computation(_io_tuple(io), inputs, outputs)
         if expected is ComputationError:
             assert got is None
             continue
@@ -114,16 +119,16 @@ def test_indexes_for_computation_twins_agree():
 
 def test_grid_kernels_decline_odd_input():
     io = (1, 0, 1, 3, 1, 0, 1, 3)
-    assert fast.computation_io([(0, 1.0, 0)], [Index(0, 0, 0)]) is None
-    assert fast.computation_io([Index(0, 2**40, 0)], [Index(0, 0, 0)]) is None
-    assert fast.indexes_for_computation(io, [Index(0, 0, 0)], [Index(0, 0, 0)]) is not None
-    assert fast.indexes_for_computation(io, [Index(True, 0, 0)], [Index(0, 0, 0)]) is None
-    assert fast.indexes_for_computation((1, 0, 0, 2, 1, 0, 1, 1), [Index(0, 0, 0)],
+    assert conv_kernel.computation_io([(0, 1.0, 0)], [Index(0, 0, 0)]) is None
+    assert conv_kernel.computation_io([Index(0, 2**40, 0)], [Index(0, 0, 0)]) is None
+    assert conv_kernel.indexes_for_computation(io, [Index(0, 0, 0)], [Index(0, 0, 0)]) is not None
+    assert conv_kernel.indexes_for_computation(io, [Index(True, 0, 0)], [Index(0, 0, 0)]) is None
+    assert conv_kernel.indexes_for_computation((1, 0, 0, 2, 1, 0, 1, 1), [Index(0, 0, 0)],
                                         [Index(0, 0, 0)]) is None      # zero step, 2 times
-    assert fast.indexes_for_computation((2, 0, 1, 3, 1, 0, 1, 3), [Index(0, 0, 0)],
+    assert conv_kernel.indexes_for_computation((2, 0, 1, 3, 1, 0, 1, 3), [Index(0, 0, 0)],
                                         [Index(0, 0, 0)]) is None      # image count differs
     # plain tuples are accepted and come back as Index objects
-    got = fast.indexes_for_computation(io, [(0, 0, 0), (0, 2, 0)], [(0, 1, 0)])
+    got = conv_kernel.indexes_for_computation(io, [(0, 0, 0), (0, 2, 0)], [(0, 1, 0)])
     assert got == cm.get_indexes_for_computation_py(_io_from_tuple(io), [(0, 0, 0), (0, 2, 0)],
                                                     [(0, 1, 0)])
     assert all(type(i) is Index for lst in got for i in lst)
@@ -141,10 +146,10 @@ def test_sort_nxt_twins_agree():
     for size in (0, 1, 5, 50, 500):
         indexes = [Index(rng.randrange(-3, 3), rng.choice([kNoTime, rng.randrange(-50, 50)]),
                          rng.randrange(-2, 2)) for _ in range(size)]
-        got = fast.sort_nxt(indexes)
+        got = stats_kernel.sort_nxt(indexes)
         assert got == sorted(indexes, key=_nxt_key)
         assert [id(i) for i in got] == [id(i) for i in sorted(indexes, key=_nxt_key)]
-    assert fast.sort_nxt([Index(0, 0, 0), (0, 0)]) is None
+    assert stats_kernel.sort_nxt([Index(0, 0, 0), (0, 0)]) is None
 
 
 def _stats_lists(rng, out_period, in_period, window):
@@ -186,7 +191,7 @@ def test_statistics_extraction_twins_agree(need_backprop):
         inputs, outputs = _stats_lists(rng, out_period, in_period, out_period)
         expected = _twin_or_error(comp.precompute_indexes_py, None, inputs, outputs,
                                   need_backprop)
-        got = fast.statistics_extraction_indexes(inputs, outputs, in_period, out_period)
+        got = stats_kernel.statistics_extraction_indexes(inputs, outputs, in_period, out_period)
         if expected is ComputationError:
             assert got is None
             with pytest.raises(ComputationError):
@@ -213,7 +218,7 @@ def test_statistics_pooling_twins_agree(need_backprop):
                                        comp.input_period * rng.choice([1, 2]))
         expected = _twin_or_error(comp.precompute_indexes_py, None, inputs, outputs,
                                   need_backprop)
-        got = fast.statistics_pooling_indexes(inputs, outputs, comp.input_period,
+        got = stats_kernel.statistics_pooling_indexes(inputs, outputs, comp.input_period,
                                               comp.left_context, comp.right_context)
         if expected is ComputationError:
             assert got is None
@@ -233,13 +238,13 @@ def test_dropout_mask_rows_twins_agree():
         indexes = [Index(rng.randrange(-4, 4), rng.randrange(-60, 60), rng.randrange(0, 2))
                    for _ in range(size)]
         for time_period in (0, 1, 3, 7):
-            rows, count = fast.dropout_mask_rows(indexes, time_period)
+            rows, count = dropout_kernel.dropout_mask_rows(indexes, time_period)
             rows_py, count_py = dropout_mask_rows(indexes, time_period)
             assert count == count_py
             assert rows.dtype == rows_py.dtype == np.int32
             assert np.array_equal(rows, rows_py)
-    assert fast.dropout_mask_rows([Index(0, 0, 0)], -1) is None
-    assert fast.dropout_mask_rows([(0, 0)], 0) is None
+    assert dropout_kernel.dropout_mask_rows([Index(0, 0, 0)], -1) is None
+    assert dropout_kernel.dropout_mask_rows([(0, 0)], 0) is None
 
 
 def test_backprop_truncation_zeroing_twins_agree():
@@ -247,9 +252,9 @@ def test_backprop_truncation_zeroing_twins_agree():
     for size in (0, 1, 9, 300):
         indexes = [Index(rng.randrange(0, 5), rng.randrange(-80, 80), 0) for _ in range(size)]
         for zi, ri in ((20, 1), (7, 3), (1, 1), (5, -2)):
-            zeroing, count = fast.backprop_truncation_zeroing(indexes, zi, ri)
+            zeroing, count = truncation_kernel.backprop_truncation_zeroing(indexes, zi, ri)
             zeroing_py, count_py = zeroing_rows(indexes, zi, ri)
             assert count == count_py
             assert zeroing.dtype == zeroing_py.dtype == np.float32
             assert np.array_equal(zeroing, zeroing_py)
-    assert fast.backprop_truncation_zeroing([Index(0, 0, 0)], 0, 1) is None
+    assert truncation_kernel.backprop_truncation_zeroing([Index(0, 0, 0)], 0, 1) is None

@@ -1,0 +1,41 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
+# distutils: language = c++
+"""BackpropTruncationComponent's precomputed indexes in C (owner and twin:
+``zeroing_rows`` in pynnet3/components/backprop_truncation.py).
+
+Contract: every function takes lists of (n, t, x) tuples (Index objects) and
+returns exactly what its Python twin returns, or ``None`` when the input is
+anything but the ordinary case (an Index that is not a 3-tuple of ints, a
+value outside the packable range, an empty list, indexes the twin would
+reject). On ``None`` the caller runs the Python twin, which gives the result
+or raises the descriptive ComputationError. A test compares each kernel
+with its twin on random inputs.
+"""
+
+from libc.stdint cimport int64_t
+from libcpp.vector cimport vector
+
+from pynnet3._fast.index_lists cimport read_indexes
+
+import numpy as np
+
+def backprop_truncation_zeroing(list indexes, int64_t zeroing_interval,
+                                int64_t recurrence_interval):
+    """Twin of BackpropTruncationComponent.precompute_indexes' loop: (zeroing,
+    count), zeroing[i] = -1.0 (float32) where (t - n) // zeroing_interval
+    differs from (t - recurrence_interval - n) // zeroing_interval, else 0;
+    None for irregular input or zeroing_interval <= 0."""
+    cdef vector[int64_t] ns, ts, xs
+    cdef Py_ssize_t i, size
+    cdef int64_t count = 0
+    if zeroing_interval <= 0 or read_indexes(indexes, ns, ts, xs):
+        return None
+    size = ns.size()
+    zeroing = np.zeros(size, dtype=np.float32)
+    cdef float[::1] out = zeroing
+    for i in range(size):
+        if ((ts[i] - ns[i]) // zeroing_interval
+                != (ts[i] - recurrence_interval - ns[i]) // zeroing_interval):
+            out[i] = -1.0
+            count += 1
+    return zeroing, count
