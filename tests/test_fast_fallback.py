@@ -114,6 +114,23 @@ def test_use_pure_python_switch():
     assert _fast.load("analysis_kernel") is not None
 
 
+def test_select_takes_the_kernels_object_named_like_each_twin():
+    from pynnet3.numerics import kaldi_libm
+    from pynnet3.optimize import analysis
+    kernel = _fast.load("analysis_kernel")
+    assert _fast.select(kernel, analysis.AnalyzerPy, analysis.compute_matrix_accesses_py) == (
+        kernel.Analyzer, kernel.compute_matrix_accesses)
+    assert _fast.select(None, analysis.AnalyzerPy, kaldi_libm.exp_rows_py) == (
+        analysis.AnalyzerPy, kaldi_libm.exp_rows_py)
+    assert _fast.kernel_name(kaldi_libm.exp_rows_py) == "exp_rows"
+    try:
+        _fast.kernel_name(kaldi_libm.expf)
+    except ValueError as e:
+        assert "expf is not named as a kernel's twin" in str(e)
+    else:
+        raise AssertionError("kernel_name accepted a name without _py/Py")
+
+
 # A tree without any built kernel: decoding one utterance (compiling,
 # optimizing and computing the network, the search, determinization) and
 # compiling a request, in a process where every pynnet3._fast kernel fails to

@@ -12,7 +12,7 @@ The Python views (``command_attributes[c]``, ``variable_accesses[v]``,
 read-only.
 """
 
-from libcpp.algorithm cimport sort, unique
+from libcpp.algorithm cimport lower_bound, sort, unique
 from libcpp.vector cimport vector
 
 from pynnet3.compiler.computation import Command, MatrixInfo, SubMatrixInfo
@@ -45,14 +45,8 @@ cdef inline void sort_uniq(vector[int]& v):
 
 cdef inline int find_index(const vector[int]& sp, int begin, int end, int value):
     """The position of ``value`` in the sorted sp[begin:end], relative to begin."""
-    cdef int lo = begin, hi = end, mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if sp[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - begin
+    cdef const int* first = sp.data() + begin
+    return lower_bound(first, sp.data() + end, value) - first
 
 
 cdef class ComputationVariables:

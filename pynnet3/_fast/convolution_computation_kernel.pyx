@@ -7,30 +7,20 @@ a component call and the reordered, padded Index lists. Index objects of the
 original lists are reused in the results (equal values, so the results compare
 equal to the twin's).
 
-Contract: every function takes lists of (n, t, x) tuples (Index objects) and
-returns exactly what its Python twin returns, or ``None`` when the input is
-anything but the ordinary case (an Index that is not a 3-tuple of ints, a
-value outside the packable range, an empty list, indexes the twin would
-reject). On ``None`` the caller runs the Python twin, which gives the result
-or raises the descriptive ComputationError. A test compares each kernel
-with its twin on random inputs.
+Contract (that of every index-list kernel, see index_lists.pxd): the twin's
+result, or None where the input is not the ordinary case.
 """
 
-cimport cython
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t
-from libcpp.algorithm cimport sort
-from cython.operator cimport dereference as deref
-from libcpp.pair cimport pair
-from libcpp.unordered_map cimport unordered_map
+from libc.stdint cimport int64_t
 from libcpp.vector cimport vector
 
 cimport numpy as cnp
 
 from pynnet3._fast.cindex_keys cimport K_NO_TIME
-from pynnet3._fast.index_lists cimport (TWO32, c_div, c_mod, find_key, gcd, nx_key,
-                                        read_indexes)
+from pynnet3._fast.index_lists cimport (TWO32, c_div, c_mod, find_key, gcd, lower_bound_key,
+                                        nx_key, read_indexes)
 
 import numpy as np
 
@@ -46,7 +36,7 @@ cdef void nx_pairs(vector[int64_t] &ns, vector[int64_t] &xs, vector[int64_t] &ou
     """Sorted unique (n, x) keys (an insertion into a sorted vector: there are
     few images, and runs of one image are skipped at once)."""
     cdef size_t i
-    cdef Py_ssize_t lo, hi, mid
+    cdef Py_ssize_t lo
     cdef int64_t key, last = 0
     cdef bint have_last = False
     out.clear()
@@ -56,14 +46,7 @@ cdef void nx_pairs(vector[int64_t] &ns, vector[int64_t] &xs, vector[int64_t] &ou
             continue
         last = key
         have_last = True
-        lo = 0
-        hi = out.size()
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if out[mid] < key:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = lower_bound_key(out, key)
         if lo == <Py_ssize_t>out.size() or out[lo] != key:
             out.insert(out.begin() + lo, key)
 

@@ -3,13 +3,8 @@
 """GeneralDropoutComponent's precomputed indexes in C (owner and twin:
 ``dropout_mask_rows`` in pynnet3/components/dropout.py).
 
-Contract: every function takes lists of (n, t, x) tuples (Index objects) and
-returns exactly what its Python twin returns, or ``None`` when the input is
-anything but the ordinary case (an Index that is not a 3-tuple of ints, a
-value outside the packable range, an empty list, indexes the twin would
-reject). On ``None`` the caller runs the Python twin, which gives the result
-or raises the descriptive ComputationError. A test compares each kernel
-with its twin on random inputs.
+Contract (that of every index-list kernel, see index_lists.pxd): the twin's
+result, or None where the input is not the ordinary case.
 """
 
 from cython.operator cimport dereference as deref

@@ -2,12 +2,22 @@
 """Reading Index lists into C vectors, and the small integer helpers the
 index-list kernels of non-simple components share (shared as inline C by
 convolution_computation_kernel, statistics_kernel, dropout_kernel and
-backprop_truncation_kernel)."""
+backprop_truncation_kernel).
+
+The contract of those kernels: every function takes lists of (n, t, x) tuples (Index objects) and
+returns exactly what its Python twin returns, or ``None`` when the input is
+anything but the ordinary case (an Index that is not a 3-tuple of ints, a
+value outside the packable range, an empty list, indexes the twin would
+reject). On ``None`` the caller runs the Python twin, which gives the result
+or raises the descriptive ComputationError. A test compares each kernel
+with its twin on random inputs.
+"""
 
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport int64_t
+from libcpp.algorithm cimport lower_bound
 from libcpp.vector cimport vector
 
 cdef extern from *:
@@ -83,15 +93,14 @@ cdef inline int64_t nx_key(int64_t n, int64_t x) noexcept nogil:
     return n * TWO32 + x
 
 
+cdef inline Py_ssize_t lower_bound_key(vector[int64_t] &sorted_keys, int64_t key) noexcept nogil:
+    """Where ``key`` goes in ``sorted_keys``: the position of the first key not less than it."""
+    return lower_bound(sorted_keys.begin(), sorted_keys.end(), key) - sorted_keys.begin()
+
+
 cdef inline Py_ssize_t find_key(vector[int64_t] &sorted_keys, int64_t key) noexcept nogil:
     """Position of ``key`` in ``sorted_keys`` (binary search), or -1."""
-    cdef Py_ssize_t lo = 0, hi = sorted_keys.size(), mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if sorted_keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
+    cdef Py_ssize_t lo = lower_bound_key(sorted_keys, key)
     if lo < <Py_ssize_t>sorted_keys.size() and sorted_keys[lo] == key:
         return lo
     return -1

@@ -4,23 +4,15 @@
 pynnet3/components/statistics.py): the (n, x, t) sort and the precomputed
 indexes of StatisticsExtractionComponent and StatisticsPoolingComponent.
 
-Contract: every function takes lists of (n, t, x) tuples (Index objects) and
-returns exactly what its Python twin returns, or ``None`` when the input is
-anything but the ordinary case (an Index that is not a 3-tuple of ints, a
-value outside the packable range, an empty list, indexes the twin would
-reject). On ``None`` the caller runs the Python twin, which gives the result
-or raises the descriptive ComputationError. A test compares each kernel
-with its twin on random inputs.
+Contract (that of every index-list kernel, see index_lists.pxd): the twin's
+result, or None where the input is not the ordinary case.
 """
 
-cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t
 from libcpp.algorithm cimport sort
-from cython.operator cimport dereference as deref
 from libcpp.pair cimport pair
-from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
 cimport numpy as cnp

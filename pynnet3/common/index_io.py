@@ -37,10 +37,6 @@ def _signed(byte):
     return byte - 256 if byte > 127 else byte
 
 
-def _read_int32_binary(stream, what):
-    return stream.read_int32()
-
-
 # -- Index vectors ----------------------------------------------------------------
 
 def write_index_vector(stream, indexes):

@@ -621,9 +621,8 @@ def make_submatrices_py(matrix_index, row_offset, num_rows, col_offset, num_cols
 
 
 _kernel = _fast.load("shortcut_kernel")
-_copy_commands = _kernel.copy_commands if _kernel is not None else copy_commands_py
-_make_submatrices = (_kernel.make_submatrices if _kernel is not None
-                     else make_submatrices_py)
+(_copy_commands, _make_submatrices) = _fast.select(
+    _kernel, copy_commands_py, make_submatrices_py)
 
 
 def _new_rows(old_rows, n_stride, num_n):

@@ -295,7 +295,7 @@ def has_contiguous_property(indexes):
     return [tuple(p) for p in ranges]
 
 
-# -- the array API the Compiler uses (twin of pynnet3/_fast/split_locations_kernel.pyx) -------------
+# -- the array API the Compiler uses (twin of pynnet3/_fast/split_locations_kernel.pyx) ---
 # A submat-locations list is passed as CSR arrays: row r's pairs are
 # (firsts[k], seconds[k]) for row_ptr[r] <= k < row_ptr[r + 1]. Split lists come
 # back as (num_rows, 2) int32 arrays of (submatrix, row), (-1, -1) for nothing.
@@ -335,13 +335,7 @@ def contiguous_ranges_py(indexes):
 # The kernel's versions of the array API when it is loaded (the one
 # pynnet3._fast.load policy), else the twins above.
 _kernel = _fast.load("split_locations_kernel")
-if _kernel is not None:
-    split_locations_csr = _kernel.split_locations_csr
-    split_locations_backward_csr = _kernel.split_locations_backward_csr
-    convert_pairs_to_indexes = _kernel.convert_pairs_to_indexes
-    contiguous_ranges = _kernel.contiguous_ranges
-else:
-    split_locations_csr = split_locations_csr_py
-    split_locations_backward_csr = split_locations_backward_csr_py
-    convert_pairs_to_indexes = convert_pairs_to_indexes_py
-    contiguous_ranges = contiguous_ranges_py
+(split_locations_csr, split_locations_backward_csr, convert_pairs_to_indexes,
+ contiguous_ranges) = _fast.select(
+    _kernel, split_locations_csr_py, split_locations_backward_csr_py,
+    convert_pairs_to_indexes_py, contiguous_ranges_py)

@@ -42,11 +42,6 @@ def cindex_sort_key(cindex):
     return (node, index[1], index[2], index[0])
 
 
-def index_sort_key(index):
-    """Kaldi's Index order (operator<): t, then x, then n."""
-    return (index[1], index[2], index[0])
-
-
 # -- nnet-graph.cc ---------------------------------------------------------------------
 
 

@@ -388,6 +388,18 @@ class Component(TaggedObject):
         """Hook for consistency checks after init/read."""
 
 
+class InputFree:
+    """The index hooks of a component whose output needs no input (Kaldi's
+    ConstantComponent, DropoutMaskComponent): no input Indexes, and every
+    output Index is computable."""
+
+    def get_input_indexes(self, misc_info, output_index):
+        return []
+
+    def is_computable(self, misc_info, output_index, input_index_set, used_inputs=None):
+        return True
+
+
 class UpdatableComponent(Component):
     """Kaldi's UpdatableComponent: learning rate and the common header.
 

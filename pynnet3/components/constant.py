@@ -10,10 +10,10 @@ import numpy as np
 from . import kaldi_random
 from ..common.floats import f32, kaldi_str
 from ..common.parameter_stats import vector_stats
-from .base import P, UpdatableComponent, array_module, read_layout, to_host, write_layout
+from .base import InputFree, P, UpdatableComponent, array_module, read_layout, to_host, write_layout
 
 
-class ConstantComponent(UpdatableComponent):
+class ConstantComponent(InputFree, UpdatableComponent):
     """Outputs the same vector ``output`` for every requested Index; needs no
     input. Optionally updatable (``updatable``, Kaldi's is_updatable_); ``use_natural_gradient``
     is stored but the update here is always a plain learning-rate step."""
@@ -73,13 +73,6 @@ class ConstantComponent(UpdatableComponent):
                                                kaldi_str(bool(self.updatable)),
                                                kaldi_str(bool(self.use_natural_gradient)))
                 + vector_stats("output", self.output, include_mean=True))
-
-    # -- index hooks: no inputs at all ---------------------------------------------
-    def get_input_indexes(self, misc_info, output_index):
-        return []
-
-    def is_computable(self, misc_info, output_index, input_index_set, used_inputs=None):
-        return True
 
     # -- computation --------------------------------------------------------------
     def propagate(self, indexes, in_value, out):

@@ -20,7 +20,7 @@ from . import kaldi_random
 from .. import _fast
 from ..common.floats import f32, kaldi_str
 from ..errors import ComputationError
-from .base import Component, Field, P, PrecomputedIndexes, array_module
+from .base import Component, Field, InputFree, P, PrecomputedIndexes, array_module
 
 # The kernel of the Index-list loops below when it is loaded (the one
 # pynnet3._fast.load policy); else the Python twins run.
@@ -52,7 +52,7 @@ class RandomMixin:
 # DropoutMaskComponent
 # ---------------------------------------------------------------------------
 
-class DropoutMaskComponent(RandomMixin, Component):
+class DropoutMaskComponent(InputFree, RandomMixin, Component):
     """Outputs random 0/1 dropout masks (or continuous scales), needing no
     input; used with LstmNonlinearityComponent's per-frame dropout. In test
     mode every element is 1 - dropout_proportion (or 1 if continuous)."""
@@ -99,12 +99,6 @@ class DropoutMaskComponent(RandomMixin, Component):
     def set_dropout_proportion(self, proportion):
         """Kaldi's SetDropoutProportion (nnet3-copy --edits)."""
         self.dropout_proportion = f32(proportion)
-
-    def get_input_indexes(self, misc_info, output_index):
-        return []
-
-    def is_computable(self, misc_info, output_index, input_index_set, used_inputs=None):
-        return True
 
     def propagate(self, indexes, in_value, out):
         xp = array_module(out)

@@ -36,9 +36,9 @@ from ..driver.compile_looped import (NnetSimpleLoopedComputationOptions, compile
                                      create_looped_computation_request, get_chunk_size,
                                      modify_nnet_ivector_period)
 from ..errors import NnetError, UsageError
+from ..model.am import log_priors
 from ..model.context import compute_simple_nnet_context
 from ..nnet.nnet import is_simple_nnet
-from ..numerics import kaldi_cpu
 from .computer import NnetComputer
 
 __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo",
@@ -69,15 +69,7 @@ class DecodableNnetSimpleLoopedInfo:
         self.output_dim = nnet.output_dim("output")
         if self.output_dim <= 0:
             raise NnetError("the network has no output node 'output'")
-        self.log_priors = None
-        if priors is not None and len(priors):
-            priors = np.asarray(priors, dtype=np.float32)
-            if priors.shape != (self.output_dim,):
-                raise UsageError("priors have dimension %d but the network's output has "
-                                 "dimension %d" % (priors.size, self.output_dim))
-            if (priors < 0).any():
-                raise UsageError("Trying to take log of a negative number (the priors)")
-            self.log_priors = kaldi_cpu.apply_log(priors)     # logf, as Kaldi
+        self.log_priors = log_priors(priors, self.output_dim)
         self.has_ivectors = nnet.input_dim("ivector") > 0
         left, right = compute_simple_nnet_context(nnet)
         self.frames_left_context = left + opts.extra_left_context_initial

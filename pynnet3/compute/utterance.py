@@ -57,6 +57,7 @@ from ..common.index import Index
 from ..compiler.computation_io import print_computation
 from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
+from ..model.am import log_priors
 from ..nnet.collapse import collapse_model
 from ..nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
 from ..nnet.nnet import is_simple_nnet
@@ -186,18 +187,7 @@ class SimpleNnetComputer:
         self.output_dim = nnet.output_dim("output")
         self.input_dim = nnet.input_dim("input")
         self.ivector_dim = max(0, nnet.input_dim("ivector"))
-        if priors is None or len(priors) == 0:
-            self.log_priors = None
-        else:
-            priors = np.asarray(priors, dtype=np.float32)
-            if priors.shape != (self.output_dim,):
-                raise UsageError("priors have dimension %d but the network's output has "
-                                 "dimension %d" % (priors.size, self.output_dim))
-            if (priors < 0).any():
-                raise UsageError("Trying to take log of a negative number (the priors)")
-            # the C library's logf, as Kaldi's ApplyLog (NumPy's float32 log
-            # differs in the last bit now and then)
-            self.log_priors = kaldi_cpu.apply_log(priors)
+        self.log_priors = log_priors(priors, self.output_dim)
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
         # Kaldi's DecodableNnetSimple asks its compiler (which computes it once)
         left, right = (context if context is not None

@@ -17,7 +17,7 @@ from .lattice import (FST_MAGIC, LATTICE_ARC_TYPE, CompactLattice, Lattice,
                       read_lattice_text)
 from .lattice_ops import convert_compact_lattice, convert_lattice
 
-__all__ = ["LatticeHolder", "CompactLatticeHolder", "read_lattice_either"]
+__all__ = ["LatticeHolder", "read_lattice_either"]
 
 
 def read_lattice_either(stream, want_compact):
@@ -54,34 +54,22 @@ def read_lattice_either(stream, want_compact):
 
 
 class LatticeHolder(Holder):
-    """Kaldi's LatticeHolder (kind ``lattice``)."""
+    """Kaldi's LatticeHolder (kind ``lattice``) or, with ``compact``, its
+    CompactLatticeHolder (kind ``compact_lattice``)."""
 
-    __slots__ = ()
+    __slots__ = ("compact",)
 
-    def __init__(self):
-        super().__init__("lattice", None, None, has_header=False)
+    def __init__(self, compact):
+        super().__init__("compact_lattice" if compact else "lattice", None, None,
+                         has_header=False)
+        self.compact = compact
 
     def read_object(self, stream):
-        return read_lattice_either(stream, want_compact=False)
+        return read_lattice_either(stream, want_compact=self.compact)
 
     def object_bytes(self, value, binary):
         return value.write_binary() if binary else value.write_text()
 
 
-class CompactLatticeHolder(Holder):
-    """Kaldi's CompactLatticeHolder (kind ``compact_lattice``)."""
-
-    __slots__ = ()
-
-    def __init__(self):
-        super().__init__("compact_lattice", None, None, has_header=False)
-
-    def read_object(self, stream):
-        return read_lattice_either(stream, want_compact=True)
-
-    def object_bytes(self, value, binary):
-        return value.write_binary() if binary else value.write_text()
-
-
-register_holder(LatticeHolder())
-register_holder(CompactLatticeHolder())
+register_holder(LatticeHolder(compact=False))
+register_holder(LatticeHolder(compact=True))

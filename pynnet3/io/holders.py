@@ -152,11 +152,17 @@ def _vector_range(value, range_text, stream_error):
     return value[a:b].copy()
 
 
+def _read_size(stream, what):
+    """A binary int32 count, which must not be negative."""
+    n = stream.read_int32()
+    if n < 0:
+        raise stream.error("negative %s size %d" % (what, n))
+    return n
+
+
 def _read_int32_vector(stream):
     if stream.binary:
-        n = stream.read_int32()
-        if n < 0:
-            raise stream.error("negative vector size %d" % n)
+        n = _read_size(stream, "vector")
         raw = stream._read_raw(5 * n, "int32 vector")
         rec = np.frombuffer(raw, dtype=[("size", "u1"), ("value", "<i4")])
         if n and not np.all(rec["size"] == 4):
@@ -183,14 +189,9 @@ def _write_int32_vector(out, values):
 
 def _read_int32_vector_vector(stream):
     if stream.binary:
-        n = stream.read_int32()
-        if n < 0:
-            raise stream.error("negative vector size %d" % n)
         result = []
-        for _ in range(n):
-            m = stream.read_int32()
-            if m < 0:
-                raise stream.error("negative vector size %d" % m)
+        for _ in range(_read_size(stream, "vector")):
+            m = _read_size(stream, "vector")
             rec = np.frombuffer(stream._read_raw(5 * m, "int32 vector"),
                                 dtype=[("size", "u1"), ("value", "<i4")])
             if m and not np.all(rec["size"] == 4):
@@ -228,14 +229,18 @@ def _read_int32_pair_vector(stream):
     """Kaldi's BasicPairVectorHolder<int32>: binary, a count then the pairs'
     integers (each with its size byte); text, ``a b ; c d ; ...`` on a line."""
     if stream.binary:
-        n = stream.read_int32()
-        if n < 0:
-            raise stream.error("negative vector size %d" % n)
+        n = _read_size(stream, "vector")
         rec = np.frombuffer(stream._read_raw(10 * n, "int32 pair vector"),
                             dtype=[("s1", "u1"), ("v1", "<i4"), ("s2", "u1"), ("v2", "<i4")])
         if n and not (np.all(rec["s1"] == 4) and np.all(rec["s2"] == 4)):
             raise stream.error("int32 pair vector element without size byte 4")
         return list(zip(rec["v1"].tolist(), rec["v2"].tolist()))
+    return _read_text_pairs(stream, int, "integers")
+
+
+def _read_text_pairs(stream, convert, what):
+    """A text pair vector, ``a b ; c d ; ...`` on one line, each value
+    converted with ``convert``."""
     line = _text_line(stream)
     result = []
     for group in line.split(b";") if line.strip() else []:
@@ -243,10 +248,10 @@ def _read_int32_pair_vector(stream):
         try:
             if len(words) != 2:
                 raise ValueError
-            result.append((int(words[0]), int(words[1])))
+            result.append((convert(words[0]), convert(words[1])))
         except ValueError:
-            raise stream.error("expected pairs of integers separated by ';', got '%s'"
-                               % line.decode("latin-1")[:60]) from None
+            raise stream.error("expected pairs of %s separated by ';', got '%s'"
+                               % (what, line.decode("latin-1")[:60])) from None
     return result
 
 
@@ -266,22 +271,9 @@ def _write_int32_pair_vector(out, pairs):
 def _read_float_pair_vector(stream):
     """Kaldi's BasicPairVectorHolder<BaseFloat> (as the int32 one, floats)."""
     if stream.binary:
-        n = stream.read_int32()
-        if n < 0:
-            raise stream.error("negative vector size %d" % n)
+        n = _read_size(stream, "vector")
         return [(stream.read_float(), stream.read_float()) for _ in range(n)]
-    line = _text_line(stream)
-    result = []
-    for group in line.split(b";") if line.strip() else []:
-        words = group.split()
-        try:
-            if len(words) != 2:
-                raise ValueError
-            result.append((float(np.float32(words[0])), float(np.float32(words[1]))))
-        except ValueError:
-            raise stream.error("expected pairs of numbers separated by ';', got '%s'"
-                               % line.decode("latin-1")[:60]) from None
-    return result
+    return _read_text_pairs(stream, lambda word: float(np.float32(word)), "numbers")
 
 
 def _write_float_pair_vector(out, pairs):
@@ -303,16 +295,9 @@ def _read_posterior(stream):
     """Kaldi's PosteriorHolder: per frame, (int32, float) pairs; binary, counts
     and values with size bytes; text, ``[ id post id post ] [ ... ]`` on a line."""
     if stream.binary:
-        n = stream.read_int32()
-        if n < 0:
-            raise stream.error("negative posterior size %d" % n)
-        result = []
-        for _ in range(n):
-            m = stream.read_int32()
-            if m < 0:
-                raise stream.error("negative posterior size %d" % m)
-            result.append([(stream.read_int32(), stream.read_float()) for _ in range(m)])
-        return result
+        return [[(stream.read_int32(), stream.read_float())
+                 for _ in range(_read_size(stream, "posterior"))]
+                for _ in range(_read_size(stream, "posterior"))]
     line = _text_line(stream)
     result, current = [], None
     words = line.split()

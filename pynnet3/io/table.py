@@ -256,7 +256,29 @@ def _archive_entries(stream, holder, archive):
         yield key, value, start
 
 
-class SequentialTableReader:
+class _Reader:
+    """A reader is a context manager that closes it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _SourceReader(_Reader):
+    """What the sequential and random-access readers share: closing the
+    archive or script they read."""
+
+    def close(self):
+        if self._loader is not None:
+            self._loader.close()
+        data, self._data = self._data, None
+        if data is not None and hasattr(data, "close"):
+            data.close()
+
+
+class SequentialTableReader(_SourceReader):
     """Iterates ``(key, value)`` over a table, like Kaldi's
     SequentialTableReader. Use as an iterator (and optionally a context
     manager); :meth:`close` releases the files."""
@@ -317,26 +339,13 @@ class SequentialTableReader:
                     from None
             yield key, value
 
-    def close(self):
-        if self._loader is not None:
-            self._loader.close()
-        data, self._data = self._data, None
-        if data is not None and hasattr(data, "close"):
-            data.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 def read_table(rspecifier, kind="matrix"):
     """Iterates ``(key, value)`` over the table an rspecifier names."""
     return iter(SequentialTableReader(rspecifier, kind))
 
 
-class RandomAccessTableReader:
+class RandomAccessTableReader(_SourceReader):
     """Looks objects up by key, like Kaldi's RandomAccessTableReader.
 
     An archive is read forward only as far as needed and what was read is
@@ -422,20 +431,10 @@ class RandomAccessTableReader:
 
     def close(self):
         self._entries = None
-        if self._loader is not None:
-            self._loader.close()
-        data, self._data = self._data, None
-        if data is not None and hasattr(data, "close"):
-            data.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().close()
 
 
-class RandomAccessTableReaderMapped:
+class RandomAccessTableReaderMapped(_Reader):
     """Kaldi's RandomAccessTableReaderMapped: objects looked up by utterance
     through an optional utterance-to-key map (``utt2spk_rspecifier``, a table
     of tokens such as ``ark:data/utt2spk``), so that per-speaker objects
@@ -478,16 +477,24 @@ class RandomAccessTableReaderMapped:
         if self.map_reader is not None:
             self.map_reader.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 # -- writing -------------------------------------------------------------------
 
-class TableWriter:
+class _Writer:
+    """A writer is a context manager that closes it when the block ends
+    normally and aborts it (no half-written output file) when it raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class TableWriter(_Writer):
     """Writes ``(key, value)`` pairs to the table a wspecifier names, byte for
     byte as Kaldi's TableWriter. ``kind`` fixes the holder; None infers it
     from each value (:func:`infer_kind`). Use as a context manager or call
@@ -558,17 +565,8 @@ class TableWriter:
             if sink is not None:
                 sink.abort()
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
-class TableWriters:
+class TableWriters(_Writer):
     """A tool's output tables, which succeed or fail together: as a context
     manager, every table opened with :meth:`open` is closed when the block
     ends normally and aborted (no half-written output file) when it raises."""
@@ -592,12 +590,3 @@ class TableWriters:
     def abort(self):
         for writer in self._writers:
             writer.abort()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

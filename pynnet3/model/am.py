@@ -21,11 +21,12 @@ import logging
 import numpy as np
 
 from ..common.floats import kaldi_str
-from ..errors import NnetError
+from ..errors import NnetError, UsageError
 from ..hmm.transition import TransitionModel
 from ..io.files import open_input, write_object
 from ..io.stream import OutputStream
 from ..nnet.nnet import Nnet, is_simple_nnet, read_am_nnet_simple
+from ..numerics import kaldi_cpu
 from .context import compute_simple_nnet_context
 from .info import nnet_info
 
@@ -172,3 +173,20 @@ def mdl_to_bytes(trans_model, am_nnet, binary=True):
     stream.write_header()
     write_mdl_to(stream, trans_model, am_nnet)
     return stream.getvalue()
+
+
+def log_priors(priors, output_dim):
+    """The log of an acoustic model's priors as Kaldi's decodables take it
+    (ApplyLog: the C library's logf), or None when there are none; UsageError
+    for priors of another dimension than the network's output, or negative
+    ones."""
+    if priors is None or len(priors) == 0:
+        return None
+    priors = np.asarray(priors, dtype=np.float32)
+    if priors.shape != (output_dim,):
+        raise UsageError("priors have dimension %d but the network's output has "
+                         "dimension %d" % (priors.size, output_dim))
+    if (priors < 0).any():
+        raise UsageError("Trying to take log of a negative number (the priors)")
+    # the C library's logf (NumPy's float32 log differs in the last bit now and then)
+    return kaldi_cpu.apply_log(priors)

@@ -20,7 +20,8 @@ from .. import _fast
 from ..errors import PynnetError
 
 __all__ = ["expf", "logf", "exp_rows", "log_vector", "pow_vector", "sigmoid_rows",
-           "tanh_rows", "scalar_sigmoid_rows", "scalar_tanh_rows", "log_softmax_rows", "softmax_rows"]
+           "tanh_rows", "scalar_sigmoid_rows", "scalar_tanh_rows", "log_softmax_rows",
+           "softmax_rows"]
 
 _F32 = np.float32
 
@@ -182,13 +183,7 @@ def softmax_rows_py(src, dest):
 # The kernel's loops when it is loaded (the one pynnet3._fast.load policy),
 # else the twins above: the same library calls in the same order.
 _kernel = _fast.load("kaldi_libm_kernel")
-exp_rows = _kernel.exp_rows if _kernel is not None else exp_rows_py
-sigmoid_rows = _kernel.sigmoid_rows if _kernel is not None else sigmoid_rows_py
-tanh_rows = _kernel.tanh_rows if _kernel is not None else tanh_rows_py
-scalar_sigmoid_rows = (_kernel.scalar_sigmoid_rows if _kernel is not None
-                       else scalar_sigmoid_rows_py)
-scalar_tanh_rows = _kernel.scalar_tanh_rows if _kernel is not None else scalar_tanh_rows_py
-log_vector = _kernel.log_vector if _kernel is not None else log_vector_py
-pow_vector = _kernel.pow_vector if _kernel is not None else pow_vector_py
-log_softmax_rows = _kernel.log_softmax_rows if _kernel is not None else log_softmax_rows_py
-softmax_rows = _kernel.softmax_rows if _kernel is not None else softmax_rows_py
+(exp_rows, sigmoid_rows, tanh_rows, scalar_sigmoid_rows, scalar_tanh_rows, log_vector, pow_vector,
+ log_softmax_rows, softmax_rows) = _fast.select(
+    _kernel, exp_rows_py, sigmoid_rows_py, tanh_rows_py, scalar_sigmoid_rows_py,
+    scalar_tanh_rows_py, log_vector_py, pow_vector_py, log_softmax_rows_py, softmax_rows_py)

@@ -734,25 +734,11 @@ def print_matrix_accesses(matrix_accesses):
 # pynnet3._fast.load policy), else the twins above ------------------------------
 
 _kernel = _fast.load("analysis_kernel")
-if _kernel is not None:
-    ComputationVariables = _kernel.ComputationVariables
-    Analyzer = _kernel.Analyzer
-    ComputationAnalysis = _kernel.ComputationAnalysis
-    compute_command_attributes = _kernel.compute_command_attributes
-    compute_variable_accesses = _kernel.compute_variable_accesses
-    compute_matrix_accesses = _kernel.compute_matrix_accesses
-    matrix_access_summary = _kernel.matrix_access_summary
-    compute_matrix_to_submatrix = _kernel.compute_matrix_to_submatrix
-    undefined_variable_candidates = _kernel.undefined_variable_candidates
-    rewritten_variable_candidates = _kernel.rewritten_variable_candidates
-else:
-    ComputationVariables = ComputationVariablesPy
-    Analyzer = AnalyzerPy
-    ComputationAnalysis = ComputationAnalysisPy
-    compute_command_attributes = compute_command_attributes_py
-    compute_variable_accesses = compute_variable_accesses_py
-    compute_matrix_accesses = compute_matrix_accesses_py
-    matrix_access_summary = matrix_access_summary_py
-    compute_matrix_to_submatrix = compute_matrix_to_submatrix_py
-    undefined_variable_candidates = undefined_variable_candidates_py
-    rewritten_variable_candidates = rewritten_variable_candidates_py
+(ComputationVariables, Analyzer, ComputationAnalysis, compute_command_attributes,
+ compute_variable_accesses, compute_matrix_accesses, matrix_access_summary,
+ compute_matrix_to_submatrix, undefined_variable_candidates,
+ rewritten_variable_candidates) = _fast.select(
+    _kernel, ComputationVariablesPy, AnalyzerPy, ComputationAnalysisPy,
+    compute_command_attributes_py, compute_variable_accesses_py, compute_matrix_accesses_py,
+    matrix_access_summary_py, compute_matrix_to_submatrix_py, undefined_variable_candidates_py,
+    rewritten_variable_candidates_py)

@@ -173,14 +173,10 @@ def renumber_submatrices_py(submatrices, used, num_matrices):
 # The kernel's loops when it is loaded (the one pynnet3._fast.load policy),
 # else the twins above.
 _kernel = _fast.load("renumber_kernel")
-scan_commands = _kernel.scan_commands if _kernel is not None else scan_commands_py
-map_submatrix_fields = (_kernel.map_submatrix_fields if _kernel is not None
-                        else map_submatrix_fields_py)
-without_no_ops = _kernel.without_no_ops if _kernel is not None else without_no_ops_py
-scan_indexes_multi = _kernel.scan_indexes_multi if _kernel is not None else scan_indexes_multi_py
-map_indexes_multi = _kernel.map_indexes_multi if _kernel is not None else map_indexes_multi_py
-renumber_submatrices = (_kernel.renumber_submatrices if _kernel is not None
-                        else renumber_submatrices_py)
+(scan_commands, map_submatrix_fields, without_no_ops, scan_indexes_multi, map_indexes_multi,
+ renumber_submatrices) = _fast.select(
+    _kernel, scan_commands_py, map_submatrix_fields_py, without_no_ops_py,
+    scan_indexes_multi_py, map_indexes_multi_py, renumber_submatrices_py)
 
 
 def _renumbering(used):

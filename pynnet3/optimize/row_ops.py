@@ -130,10 +130,8 @@ def consecutive_block_py(indexes):
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
 _kernel = _fast.load("row_ops_kernel")
-_consecutive_block = (_kernel.consecutive_block if _kernel is not None
-                      else consecutive_block_py)
-_leading_trailing_counts = (_kernel.leading_trailing_counts if _kernel is not None
-                            else leading_trailing_counts_py)
+(_consecutive_block, _leading_trailing_counts) = _fast.select(
+    _kernel, consecutive_block_py, leading_trailing_counts_py)
 
 
 def replace_row_with_matrix_ops(computation):
