@@ -35,8 +35,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
-from pynnet3.compiler.request import ComputationRequest
-from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
+from pynnet3.driver.compile_and_optimize import compile  # noqa: E402
 from pynnet3.driver.caching import CachingOptimizingCompiler  # noqa: E402
 from pynnet3.nnet.nnet import Nnet  # noqa: E402
 

@@ -295,6 +295,20 @@ def test_imports_inside_functions_are_optional_dependencies_only():
     assert not local, "\n".join(local)
 
 
+def test_no_tool_imports_another_tool():
+    """A tool (pynnet3/bin/x.py) is a program, not a library: what tools share
+    lives in pynnet3/bin/_*.py or in the layers below. (The shipped example,
+    above the tools, runs nnet3-compute's main().)"""
+    _, edges, _ = _graph()
+    tools = {m for m in _modules() if m.startswith("pynnet3.bin.")
+             and not m.rsplit(".", 1)[1].startswith("_")}
+    assert len(tools) > 20
+    wrong = ["%s imports the tool %s" % (module, target)
+             for module, targets in sorted(edges.items()) if module.startswith("pynnet3.bin.")
+             for target in sorted(targets) if target in tools]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_architecture_page_lists_the_layers():
     text = (REPO / "docs" / "architecture.md").read_text()
     listed = re.findall(r"^\| *(\d+) *\| *(.*?) *\|", text, re.M)
