@@ -168,6 +168,9 @@ _WHOLE_TREE_SCRIPT = textwrap.dedent("""
     print(json.dumps({
         "warnings": slow,
         "failed": sorted(_fast.failed_modules()),
+        "kernels": sorted(name for name, module in list(sys.modules.items())
+                          if name.startswith("pynnet3.")
+                          and getattr(module, "_kernel", None) is not None),
         "words": result.words,
         "alignment": result.alignment,
         "lattice": hashlib.sha256(result.lattice.write_binary()).hexdigest(),
@@ -178,10 +181,11 @@ _WHOLE_TREE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_whole_tree(mode):
+def _run_whole_tree(mode, env_extra=None):
     env = dict(os.environ)
     env.pop(_fast.PURE_PYTHON_ENV, None)
     env["PYTHONPATH"] = str(REPO)
+    env.update(env_extra or {})
     out = subprocess.run([sys.executable, "-c", _WHOLE_TREE_SCRIPT, mode,
                           str(TEST_DATA / "decode" / "tdnn_lda"),
                           str(TEST_DATA / "compile" / "case17")],
@@ -197,6 +201,17 @@ def test_tree_without_kernels_decodes_compiles_and_computes_the_same():
     assert "could not be imported" in bare["warnings"][0]
     assert "compiler_kernel" in bare["failed"] and "lattice_faster_decoder_kernel" in \
         bare["failed"] and "determinize_lattice_kernel" in bare["failed"]
+    assert "pynnet3.decoding.lattice_faster_decoder" in built["kernels"]
+    assert "pynnet3.compiler.compiler" in built["kernels"] and bare["kernels"] == []
     assert built["compiled"] and bare["compiled"]
     for key in ("words", "alignment", "lattice", "likelihood", "optimized"):
         assert bare[key] == built[key], key
+
+
+def test_tree_with_twins_chosen_decodes_compiles_and_computes_the_same():
+    built = _run_whole_tree("built")
+    pure = _run_whole_tree("built", {_fast.PURE_PYTHON_ENV: "1"})
+    assert pure["warnings"] == [] and pure["failed"] == [] and pure["kernels"] == []
+    assert pure["compiled"]
+    for key in ("words", "alignment", "lattice", "likelihood", "optimized"):
+        assert pure[key] == built[key], key
