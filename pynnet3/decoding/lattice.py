@@ -91,10 +91,10 @@ def format_weight_value(x):
     return "%g" % x
 
 
-class Lattice:
-    """States 0..n-1; ``arcs[s]``: list of (ilabel, olabel, graph_cost,
-    acoustic_cost, nextstate); ``final[s]``: (graph_cost, acoustic_cost) or
-    None (not final); ``start``: a state or None."""
+class _StateLists:
+    """What both lattice types share: states 0..n-1, ``arcs[s]`` the arcs
+    leaving state s, ``final[s]`` its final weight or None (not final),
+    ``start`` a state or None."""
 
     __slots__ = ("start", "arcs", "final")
 
@@ -107,19 +107,27 @@ class Lattice:
     def num_states(self):
         return len(self.arcs)
 
-    def add_states(self, n):
-        self.arcs.extend([] for _ in range(n))
-        self.final.extend([None] * n)
-
     def num_arcs(self):
         return sum(len(a) for a in self.arcs)
 
-    # -- operations --------------------------------------------------------------------
     def connect(self):
         """OpenFst's Connect: removes states not on a path from the start to a
         final state; the others keep their relative order."""
         return _connect(self)
 
+
+class Lattice(_StateLists):
+    """States 0..n-1; ``arcs[s]``: list of (ilabel, olabel, graph_cost,
+    acoustic_cost, nextstate); ``final[s]``: (graph_cost, acoustic_cost) or
+    None (not final); ``start``: a state or None."""
+
+    __slots__ = ()
+
+    def add_states(self, n):
+        self.arcs.extend([] for _ in range(n))
+        self.final.extend([None] * n)
+
+    # -- operations --------------------------------------------------------------------
     def scale(self, scale):
         """Kaldi's ScaleLattice with a 2x2 matrix ((a, b), (c, d)): each
         weight (x, y) becomes (a x + b y, c x + d y), computed in double and
@@ -241,28 +249,12 @@ def read_fst_header(data, pos, source):
     return names[0], names[1], start, num_states, pos
 
 
-class CompactLattice:
+class CompactLattice(_StateLists):
     """An acceptor over words whose weights carry (graph cost, acoustic
     cost, transition-id string): ``arcs[s]``: list of (label, w1, w2, string,
     nextstate); ``final[s]``: (w1, w2, string) or None."""
 
-    __slots__ = ("start", "arcs", "final")
-
-    def __init__(self):
-        self.start = None
-        self.arcs = []
-        self.final = []
-
-    @property
-    def num_states(self):
-        return len(self.arcs)
-
-    def num_arcs(self):
-        return sum(len(a) for a in self.arcs)
-
-    def connect(self):
-        """OpenFst's Connect (see :meth:`Lattice.connect`)."""
-        return _connect(self)
+    __slots__ = ()
 
     def scale(self, scale):
         """Kaldi's ScaleLattice on the weights (strings unchanged)."""
