@@ -115,6 +115,15 @@ class _StateLists:
         final state; the others keep their relative order."""
         return _connect(self)
 
+    def _text_order(self):
+        """The order OpenFst prints states in: the start state first, then the
+        others in order."""
+        order = list(range(self.num_states))
+        if self.start not in (None, 0):
+            order.remove(self.start)
+            order.insert(0, self.start)
+        return order
+
 
 class Lattice(_StateLists):
     """States 0..n-1; ``arcs[s]``: list of (ilabel, olabel, graph_cost,
@@ -151,11 +160,7 @@ class Lattice(_StateLists):
     def write_text(self):
         """The lattice's text form (without the key), as bytes."""
         out = []
-        order = list(range(self.num_states))
-        if self.start not in (None, 0):
-            order.remove(self.start)
-            order.insert(0, self.start)
-        for s in order:
+        for s in self._text_order():
             for il, ol, x, y, t in self.arcs[s]:
                 if x == 0 and y == 0:
                     out.append("%d\t%d\t%d\t%d\n" % (s, t, il, ol))
@@ -386,11 +391,7 @@ class CompactLattice(_StateLists):
 
     def write_text(self):
         out = []
-        order = list(range(self.num_states))
-        if self.start not in (None, 0):
-            order.remove(self.start)
-            order.insert(0, self.start)
-        for s in order:
+        for s in self._text_order():
             for label, x, y, string, t in self.arcs[s]:
                 if x == 0 and y == 0 and not string:
                     out.append("%d\t%d\t%d\n" % (s, t, label))
