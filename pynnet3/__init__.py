@@ -20,9 +20,10 @@ returns, errors and an example; ``docs/api.md`` collects them):
 - errors: :class:`PynnetError` (every error pynnet3 raises on bad input);
 - ``pynnet3.examples``: a small Kaldi model set shipped with the package.
 
-Everything else lives in the subpackages (``pynnet3.nnet``, ``pynnet3.compile``,
-``pynnet3.compute``, ``pynnet3.decode``, ``pynnet3.io``, ...), importable
-from their modules. Names are imported on first use, so ``import pynnet3`` is
+Everything else lives in the subpackages (``pynnet3.nnet``, ``pynnet3.model``,
+``pynnet3.compiler``, ``pynnet3.driver``, ``pynnet3.compute``,
+``pynnet3.decoding``, ``pynnet3.io``, ...; ``docs/architecture.md`` maps
+them), importable from their modules. Names are imported on first use, so ``import pynnet3`` is
 cheap and a problem in one subpackage cannot break importing another.
 
 Example::
@@ -43,7 +44,7 @@ __version__ = "0.1.0"
 # public name -> (module, attribute)
 _EXPORTS = {
     "Nnet": ("pynnet3.nnet.nnet", "Nnet"),
-    "AmNnetSimple": ("pynnet3.nnet.am", "AmNnetSimple"),
+    "AmNnetSimple": ("pynnet3.model.am", "AmNnetSimple"),
     "read_table": ("pynnet3.tables", "read_table"),
     "open_table": ("pynnet3.tables", "open_table"),
     "write_table": ("pynnet3.tables", "write_table"),
@@ -54,11 +55,12 @@ _EXPORTS = {
     "compute_table": ("pynnet3.compute.api", "compute_table"),
     "compute_xvector": ("pynnet3.compute.api", "compute_xvector"),
     "prepare_for_test": ("pynnet3.compute.api", "prepare_for_test"),
-    "DecodableNnetLoopedOnline": ("pynnet3.compute.looped", "DecodableNnetLoopedOnline"),
-    "Decoder": ("pynnet3.decode.api", "Decoder"),
-    "decode": ("pynnet3.decode.api", "decode"),
-    "ComputationRequest": ("pynnet3.compile.request", "ComputationRequest"),
-    "compile": ("pynnet3.compile", "compile"),
+    "DecodableNnetLoopedOnline": ("pynnet3.compute.decodable_simple_looped",
+                                  "DecodableNnetLoopedOnline"),
+    "Decoder": ("pynnet3.decoding.api", "Decoder"),
+    "decode": ("pynnet3.decoding.api", "decode"),
+    "ComputationRequest": ("pynnet3.compiler.request", "ComputationRequest"),
+    "compile": ("pynnet3.driver.compile_and_optimize", "compile"),
     "NnetComputer": ("pynnet3.compute.computer", "NnetComputer"),
     "draw": ("pynnet3.drawing", "draw"),
     "PynnetError": ("pynnet3.errors", "PynnetError"),

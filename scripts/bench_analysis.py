@@ -19,20 +19,22 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
-from pynnet3.compile.compiler import create_computation  # noqa: E402
-from pynnet3.compile.request import ComputationRequest  # noqa: E402
-from pynnet3.optimize import analysis_py  # noqa: E402
-from pynnet3._fast import analysis as analysis_c  # noqa: E402
+from pynnet3.compiler.compiler import create_computation  # noqa: E402
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
+from pynnet3.optimize import analysis  # noqa: E402
+from pynnet3._fast import analysis_kernel as analysis_c  # noqa: E402
 
 from bench_compile import load_model  # noqa: E402
 
 
-def time_analysis(impl, nnet, computation, repeat):
+def time_analysis(classes, nnet, computation, repeat):
+    """``classes``: (Analyzer, ComputationAnalysis) of one implementation."""
+    analyzer_class, analysis_class = classes
     walls, cpus = [], []
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
-        analyzer = impl.Analyzer().init(nnet, computation)
-        ca = impl.ComputationAnalysis(computation, analyzer)
+        analyzer = analyzer_class().init(nnet, computation)
+        ca = analysis_class(computation, analyzer)
         for s in range(1, len(computation.submatrices)):
             ca.first_nontrivial_access(s)
             ca.last_access(s)
@@ -58,8 +60,11 @@ def main(argv=None):
         nnet = load_model(args.kaldi_ref, name)
         request = ComputationRequest.read(os.path.join(bench, name, "request.txt"))
         computation = create_computation(nnet, request)
-        cw, cc, analyzer = time_analysis(analysis_c, nnet, computation, args.repeat)
-        pw, pc, _ = time_analysis(analysis_py, nnet, computation, max(1, args.repeat // 2))
+        cw, cc, analyzer = time_analysis(
+            (analysis_c.Analyzer, analysis_c.ComputationAnalysis), nnet, computation,
+            args.repeat)
+        pw, pc, _ = time_analysis((analysis.AnalyzerPy, analysis.ComputationAnalysisPy), nnet,
+                                  computation, max(1, args.repeat // 2))
         print("%-30s %8d %8d %9.2f %9.2f %10.1f %9.1f %8.0f %8.0f" % (
             name, len(computation.commands), analyzer.variables.num_variables(), cw, cc, pw,
             pc, pw / cw, pc / max(cc, 1e-3)))

@@ -48,8 +48,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
-from pynnet3.compile import ComputationRequest, compile  # noqa: E402
-from pynnet3.compile.caching import CachingOptimizingCompiler  # noqa: E402
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
+from pynnet3.driver.compile_and_optimize import compile  # noqa: E402
+from pynnet3.driver.caching import CachingOptimizingCompiler  # noqa: E402
 from pynnet3.nnet.nnet import Nnet  # noqa: E402
 
 

@@ -28,9 +28,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pynnet3.nnet.am import read_mdl, write_mdl  # noqa: E402
+from pynnet3.model.am import read_mdl, write_mdl  # noqa: E402
 from pynnet3.nnet.nnet import Nnet  # noqa: E402
-from pynnet3.nnet.utils import num_parameters  # noqa: E402
+from pynnet3.nnet.component_ops import num_parameters  # noqa: E402
 
 DEFAULT_CONFIG = REPO.parent / "shared" / "kaldi-ref" / "bench" / "models" / "tdnnf_full" / \
     "final.config"

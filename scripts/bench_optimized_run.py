@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
 from bench_compile import load_model  # noqa: E402
-from pynnet3.compile import ComputationRequest, compile  # noqa: E402
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
+from pynnet3.driver.compile_and_optimize import compile  # noqa: E402
 from pynnet3.compute.computer import NnetComputer  # noqa: E402
 
 

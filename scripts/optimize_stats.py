@@ -31,11 +31,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pynnet3.components  # noqa: E402,F401  (registers component types)
 from bench_compile import kaldi_stats as read_stats, load_model  # noqa: E402
-from pynnet3.compile import ComputationRequest, compile  # noqa: E402
-from pynnet3.compile.computation import CommandType as C  # noqa: E402
-from pynnet3.compile.computation_io import read_computation_file  # noqa: E402
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
+from pynnet3.driver.compile_and_optimize import compile  # noqa: E402
+from pynnet3.compiler.computation import CommandType as C  # noqa: E402
+from pynnet3.compiler.computation_io import read_computation_file  # noqa: E402
 from pynnet3.nnet.nnet import Nnet  # noqa: E402
-from pynnet3.optimize.optimize import max_output_time_in_request, optimize  # noqa: E402
+from pynnet3.optimize.optimizer import max_output_time_in_request, optimize  # noqa: E402
 
 
 def peak_matrix_bytes_excluding_inputs(computation, nnet):

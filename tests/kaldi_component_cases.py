@@ -31,7 +31,7 @@ from pynnet3.components.base import P
 from pynnet3.io.files import open_input
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.io.table import read_table
-from pynnet3.nnet.config_line import ConfigLine
+from pynnet3.common.config_line import ConfigLine
 
 TOLERANCE = 1e-3
 _TYPE_RE = re.compile(rb"^\s*<([A-Za-z0-9]+)>")

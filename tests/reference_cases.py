@@ -3,7 +3,7 @@ kaldi-ref's random/caseN and models/zoo*/requestN (when kaldi-ref is present)
 and the copies kept in tests/data/compile/."""
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
 
 COMPILE_CASES = (sorted(KALDI_REF.glob("random/case*"), key=lambda p: int(p.name[4:]))

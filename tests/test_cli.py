@@ -311,7 +311,7 @@ def test_nnet3_am_copy(model, tmp_path, capsys):
 
 def test_nnet3_am_copy_learning_rate_and_scale(tmp_path):
     from pynnet3.bin.nnet3_am_copy import main
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.model.am import read_mdl
     src = MDL_DIRS[0] / "final.mdl"
     out = tmp_path / "o.mdl"
     assert main(["--learning-rate=0.25", "--scale=0.5", str(src), str(out)]) == 0
@@ -361,7 +361,7 @@ def test_nnet3_am_copy_structural_options(tmp_path, capsys):
     """--edits, --set-raw-nnet and --nnet-config do what the library calls do,
     in Kaldi's order, and the context is recomputed afterwards."""
     from pynnet3.bin.nnet3_am_copy import main
-    from pynnet3.nnet.am import mdl_to_bytes, read_mdl
+    from pynnet3.model.am import mdl_to_bytes, read_mdl
     from pynnet3.nnet.edits import apply_edits_string
     from pynnet3.nnet.nnet import Nnet
     model = MDL_DIRS[0]

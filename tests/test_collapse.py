@@ -25,14 +25,15 @@ import pytest
 
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.bin import nnet3_am_copy, nnet3_copy
-from pynnet3.compile import ComputationRequest, IoSpecification, compile
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.compile_and_optimize import compile
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.errors import NnetError
 from pynnet3.nnet.collapse import CollapseModelConfig, collapse_model
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import (num_parameters, set_batchnorm_test_mode,
-                                set_dropout_test_mode, unvectorize_nnet)
+from pynnet3.nnet.component_ops import (num_parameters, set_batchnorm_test_mode,
+                                        set_dropout_test_mode, unvectorize_nnet)
 from pynnet3.numerics.openblas import sgemm
 
 DATA = TEST_DATA / "collapse"

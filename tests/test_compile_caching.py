@@ -22,20 +22,20 @@ import pytest
 import pynnet3.components  # noqa: F401  (registers component types)
 from conftest import TEST_DATA
 from pynnet3.bin._cli import ToolParser
-from pynnet3.compile import ComputationRequest, IoSpecification
-from pynnet3.compile.caching import (CachingOptimizingCompiler,
-                                     CachingOptimizingCompilerOptions, ComputationCache,
-                                     _KaldiHashOrder, optimize_options_equal,
-                                     read_optimize_options, request_hash)
-from pynnet3.compile.computation import NnetComputation
+from pynnet3.bin._option_groups import options_from, register_options
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.caching import (CachingOptimizingCompiler, CachingOptimizingCompilerOptions,
+                                    ComputationCache, _KaldiHashOrder, request_hash)
+from pynnet3.optimize.options import optimize_options_equal, read_optimize_options
+from pynnet3.compiler.computation import NnetComputation
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.io.files import open_input
 from pynnet3.io.stream import InputStream, OutputStream
 from pynnet3.io.table import read_table
 from pynnet3.nnet.collapse import collapse_model
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import set_batchnorm_test_mode, set_dropout_test_mode
+from pynnet3.nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
 from pynnet3.optimize.options import NnetOptimizeOptions
 
 XVECTOR = TEST_DATA / "xvector_cache"
@@ -224,8 +224,8 @@ def test_options_register_as_kaldi_tools_do():
         use_shortcut=True, cache_capacity=64)
     for prefix, flag in (("", "--"), ("compiler", "--compiler.")):
         parser = ToolParser("Usage: test-tool [options] <a>")
-        CachingOptimizingCompilerOptions.register(parser, prefix)
+        register_options(parser, prefix, CachingOptimizingCompilerOptions())
         assert flag + "use-shortcut" in parser.usage_text()
         opts, args = parser.parse([flag + "use-shortcut=false", flag + "cache-capacity=5", "x"])
-        assert CachingOptimizingCompilerOptions.from_options(opts, prefix) == \
+        assert options_from(opts, prefix, CachingOptimizingCompilerOptions()) == \
             CachingOptimizingCompilerOptions(use_shortcut=False, cache_capacity=5)

@@ -9,13 +9,13 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import CommandType
-from pynnet3.compile.computation_io import print_computation
-from pynnet3.compile.context import compute_simple_nnet_context
-from pynnet3.nnet.utils import is_simple_nnet
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import CommandType
+from pynnet3.compiler.computation_io import print_computation
+from pynnet3.model.context import compute_simple_nnet_context
+from pynnet3.nnet.nnet import is_simple_nnet
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.errors import NnetError
 from pynnet3.nnet.nnet import Nnet
 from reference_cases import COMPILE_CASES as CASES, case_id as _id, load_case as _load
@@ -37,10 +37,10 @@ def test_plain_computation_prints_like_kaldi(case):
 
 @pytest.mark.parametrize("case", CASES[::3] + sorted(TEST_DATA.glob("compile/case*")), ids=_id)
 def test_python_pipeline_equals_cython_pipeline(case):
-    pytest.importorskip("pynnet3._fast.compiler_core")
+    pytest.importorskip("pynnet3._fast.compiler_kernel")
     nnet, request = _load(case)
-    fast = create_computation(nnet, request, use_fast=True)
-    slow = create_computation(nnet, request, use_fast=False)
+    fast = create_computation(nnet, request, use_kernel=True)
+    slow = create_computation(nnet, request, use_kernel=False)
     assert fast.commands == slow.commands
     assert fast.matrices == slow.matrices
     assert fast.submatrices == slow.submatrices
@@ -54,7 +54,7 @@ def test_python_pipeline_equals_cython_pipeline(case):
 def test_without_debug_info():
     nnet, request = _load(TEST_DATA / "compile" / "case0")
     for fast in (True, False):
-        computation = create_computation(nnet, request, output_debug_info=False, use_fast=fast)
+        computation = create_computation(nnet, request, output_debug_info=False, use_kernel=fast)
         assert computation.matrix_debug_info == []
 
 
@@ -79,9 +79,9 @@ def test_simple_nnet_context_matches_nnet3_info(info):
 def test_multi_segment_computation(name):
     """A two-segment ('online') computation: one marker between the segments'
     forward commands plus the usual one; both pipelines agree."""
-    pytest.importorskip("pynnet3._fast.compiler_core")
-    from pynnet3.compile.request import IoSpecification
-    from pynnet3.nnet.index import Index
+    pytest.importorskip("pynnet3._fast.compiler_kernel")
+    from pynnet3.compiler.request import IoSpecification
+    from pynnet3.common.index import Index
     nnet, request = _load(TEST_DATA / "compile" / name)
     times = [i.t for i in request.inputs[0].indexes]
     shift = max(times) - min(times) + 1
@@ -91,8 +91,8 @@ def test_multi_segment_computation(name):
     segments = [ComputationRequest([spec(s, dt) for s in request.inputs],
                                    [spec(s, dt) for s in request.outputs])
                 for dt in (0, shift)]
-    fast = create_computation(nnet, segments, use_fast=True)
-    slow = create_computation(nnet, segments, use_fast=False)
+    fast = create_computation(nnet, segments, use_kernel=True)
+    slow = create_computation(nnet, segments, use_kernel=False)
     assert print_computation(fast, nnet) == print_computation(slow, nnet)
     markers = [c for c in fast.commands if c.command_type == CommandType.kNoOperationMarker]
     assert len(markers) == 2

@@ -1,12 +1,12 @@
-"""The epochs cache of compile/steps.py: cached epochs equal freshly computed
+"""The epochs cache of nnet/graph.py: cached epochs equal freshly computed
 ones, and a change to the network's node structure is never served stale."""
 
 import pytest
 from conftest import TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import steps
-from pynnet3.nnet.descriptor import parse_descriptor
+from pynnet3.nnet import graph as steps
+from pynnet3.nnet.descriptor_parser import parse_descriptor
 from pynnet3.nnet.nnet import Nnet
 
 CASES = sorted(TEST_DATA.glob("compile/case*"))[:20]

@@ -6,14 +6,14 @@ import pytest
 from conftest import TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile.graph_py import ComputationGraphBuilder
-from pynnet3.compile.request import ComputationRequest, IoSpecification
+from pynnet3.compiler.computation_graph import ComputationGraphBuilder
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.errors import ComputationError
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 
 from reference_cases import COMPILE_CASES as CASES, case_id as _id, load_case as _load
 
-fast_graph = pytest.importorskip("pynnet3._fast.graph")
+fast_graph = pytest.importorskip("pynnet3._fast.computation_graph_kernel")
 
 
 def _state(builder):
@@ -57,7 +57,7 @@ def _tdnn_case():
 def test_missing_inputs_error_names_outputs_and_inputs(builder_class):
     """Dropping the first input frames makes the first outputs uncomputable;
     the error names them and the missing input Cindexes."""
-    from pynnet3.compile import compile as compile_
+    from pynnet3.driver.compile_and_optimize import compile as compile_
     nnet, request = _tdnn_case()
     spec = request.inputs[0]
     short = ComputationRequest(
@@ -112,7 +112,7 @@ def test_duplicate_and_out_of_range_indexes():
 
 def test_packed_cindex_order_is_kaldi_order():
     """Packed keys sort like Kaldi's Cindexes: node, then t, x, n."""
-    from pynnet3.nnet.index import cindex_key
+    from pynnet3.common.index import cindex_key
     cindexes = [(n, Index(a, b, c)) for n in (0, 3) for a in (0, 1, 5) for b in (-7, 0, 2, 9)
                 for c in (-1, 0, 2)] + [(1, Index(0, -2 ** 31, 0))]
     keys = [fast_graph.pack_cindex(n, i) for n, i in cindexes]

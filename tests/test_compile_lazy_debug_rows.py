@@ -7,10 +7,10 @@ import pytest
 from reference_cases import COMPILE_CASES as CASES, load_case
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.shortcut import _cindex_arrays, _debug_row_arrays, _debug_row_count
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.shortcut import _cindex_arrays, _debug_row_arrays, _debug_row_count
 
-pytest.importorskip("pynnet3._fast.steps")
+pytest.importorskip("pynnet3._fast.steps_kernel")
 
 
 @pytest.mark.skipif(not CASES, reason="no reference cases")

@@ -1,5 +1,5 @@
-"""Looped computations: pynnet3.compile.looped, pynnet3.optimize.looped and
-pynnet3.compute.looped.
+"""Looped computations: pynnet3.driver.compile_looped, pynnet3.optimize.looped_optimizer and
+pynnet3.compute.decodable_simple_looped.
 
 - Kaldi's numbers: for the GRU model (recurrent, no i-vectors), the looped
   decodable's output (extra-left-context-initial 0, acoustic scale 1) equals
@@ -22,20 +22,21 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.compile import ComputationRequest, IoSpecification, compile
-from pynnet3.compile.computation import CommandType
-from pynnet3.compile.context import compute_simple_nnet_context
-from pynnet3.compile.looped import (NnetSimpleLoopedComputationOptions, compile_looped,
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import CommandType
+from pynnet3.model.context import compute_simple_nnet_context
+from pynnet3.driver.compile_looped import (NnetSimpleLoopedComputationOptions, compile_looped,
                                     create_looped_computation_request,
                                     extrapolate_computation_request, get_chunk_size,
                                     modify_nnet_ivector_period)
 from pynnet3.compute.computer import NnetComputer
-from pynnet3.compute.looped import (DecodableNnetLoopedOnline, DecodableNnetSimpleLooped,
+from pynnet3.compute.decodable_simple_looped import (DecodableNnetLoopedOnline, DecodableNnetSimpleLooped,
                                     DecodableNnetSimpleLoopedInfo)
 from pynnet3.compute.utterance import prepare_nnet_for_compute
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.optimize.looped import fix_goto_label
+from pynnet3.optimize.computation_edit import fix_goto_label
 from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import assert_close, read_ark
 
@@ -224,8 +225,8 @@ def test_online_ivectors_are_taken_per_chunk():
 
 
 def test_am_decodable_subtracts_priors_and_maps_transition_ids():
-    from pynnet3.compute.looped import DecodableAmNnetSimpleLooped
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.compute.decodable_simple_looped import DecodableAmNnetSimpleLooped
+    from pynnet3.model.am import read_mdl
     folder = _model("tdnn_lda")
     trans_model, am = read_mdl(str(folder / "final.mdl"))
     prepare_nnet_for_compute(am.nnet)

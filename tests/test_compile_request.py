@@ -5,11 +5,11 @@ import struct
 import pytest
 from conftest import KALDI_REF, TEST_DATA
 
-from pynnet3.compile.request import ComputationRequest, IoSpecification
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.errors import ComputationError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.index import Index
-from pynnet3.nnet.index_io import (print_cindex, print_indexes, read_cindex_vector,
+from pynnet3.common.index import Index
+from pynnet3.common.index_io import (print_cindex, print_indexes, read_cindex_vector,
                                    read_index_vector, write_cindex_vector, write_index_vector)
 
 REQUESTS = (sorted(KALDI_REF.glob("random/case*/request.txt"))

@@ -1,4 +1,4 @@
-"""Shortcut compilation (pynnet3.compile.shortcut): a request with N > 2
+"""Shortcut compilation (pynnet3.compiler.shortcut): a request with N > 2
 regular sequences is compiled for two and expanded.
 
 - Every reference case whose request Kaldi would compile through the shortcut
@@ -18,18 +18,19 @@ import numpy as np
 import pytest
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import ComputationRequest, IoSpecification, compile
-from pynnet3.compile.caching import CachingOptimizingCompiler
-from pynnet3.compile.computation import CommandType
-from pynnet3.compile.computation_io import computation_to_bytes, read_computation
-from pynnet3.compile.shortcut import (compile_via_shortcut, expand_computation,
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.driver.caching import CachingOptimizingCompiler
+from pynnet3.compiler.computation import CommandType
+from pynnet3.compiler.computation_io import computation_to_bytes, read_computation
+from pynnet3.compiler.shortcut import (compile_via_shortcut, expand_computation,
                                       find_n_stride, request_is_decomposable)
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.errors import ComputationError
 from pynnet3.io.stream import InputStream
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_dropout_test_mode, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_dropout_test_mode, set_nnet_as_gradient
 from pynnet3.optimize.checker import check_computation
 from test_computer_kaldi import assert_close, case_dirs, case_id, run_and_check
 
@@ -222,7 +223,7 @@ def test_irregular_computation_is_refused_with_kaldi_advice():
 
 
 def test_row_by_row_and_array_n_strides_agree():
-    from pynnet3.compile.shortcut import _find_n_stride_arrays, _find_n_stride_rows
+    from pynnet3.compiler.shortcut import _find_n_stride_arrays, _find_n_stride_rows
     rng = np.random.default_rng(3)
     found = 0
     for trial in range(400):
@@ -244,7 +245,7 @@ def test_row_by_row_and_array_n_strides_agree():
 
 
 def test_expanded_index_lists_share_objects_and_keep_values():
-    from pynnet3.compile.shortcut import _index_lists
+    from pynnet3.compiler.shortcut import _index_lists
     no_time = -2 ** 31
     a = np.array([[0, no_time, 0], [1, 5, 0], [2, 5, 0]], dtype=np.int64)
     b = np.array([[2, 5, 0], [0, no_time, 0]], dtype=np.int64)

@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from pynnet3.compile import split_locations as py
+from pynnet3.compiler import split_locations as py
 
-fast = pytest.importorskip("pynnet3._fast.split_locations")
+fast = pytest.importorskip("pynnet3._fast.split_locations_kernel")
 
 # Iteration orders printed by a g++ 12 (libstdc++) program inserting these keys
 # into a std::unordered_map<int, int> (the container Kaldi's GetSubmatCounts uses).
@@ -62,13 +62,13 @@ def test_kernels_twins_agree():
             b = getattr(fast, name)(*csr)
             assert len(a) == len(b)
             assert all(np.array_equal(x, y) for x, y in zip(a, b))
-        for pairs in py.split_locations_csr(*csr):
-            a = py.convert_pairs_to_indexes(pairs)
+        for pairs in py.split_locations_csr_py(*csr):
+            a = py.convert_pairs_to_indexes_py(pairs)
             b = fast.convert_pairs_to_indexes(pairs)
             assert (a is None) == (b is None)
             if a is not None:
                 assert a[0] == b[0] and list(a[1]) == list(b[1])
-                assert py.contiguous_ranges(a[1]) == fast.contiguous_ranges(a[1])
+                assert py.contiguous_ranges_py(a[1]) == fast.contiguous_ranges(a[1])
 
 
 def test_split_locations_contract():
@@ -78,19 +78,19 @@ def test_split_locations_contract():
         ptr, firsts, seconds = _random_csr(rng)
         rows = [sorted(zip(firsts[ptr[r]:ptr[r + 1]].tolist(), seconds[ptr[r]:ptr[r + 1]].tolist()))
                 for r in range(len(ptr) - 1)]
-        for split in (py.split_locations_csr(ptr, firsts, seconds),
-                      py.split_locations_backward_csr(ptr, firsts, seconds)):
+        for split in (py.split_locations_csr_py(ptr, firsts, seconds),
+                      py.split_locations_backward_csr_py(ptr, firsts, seconds)):
             got = [sorted((int(v[r, 0]), int(v[r, 1])) for v in split if v[r, 0] != -1)
                    for r in range(len(rows))]
             assert got == rows
         # backward pieces: unique pairs, or one submatrix with the contiguous property
-        for v in py.split_locations_backward_csr(ptr, firsts, seconds):
-            conv = py.convert_pairs_to_indexes(v)
+        for v in py.split_locations_backward_csr_py(ptr, firsts, seconds):
+            conv = py.convert_pairs_to_indexes_py(v)
             if conv is None:
                 real = [tuple(p) for p in v.tolist() if p[0] != -1]
                 assert len(real) == len(set(real))
             else:
-                assert py.contiguous_ranges(conv[1]) is not None
+                assert py.contiguous_ranges_py(conv[1]) is not None
 
 
 def test_large_count_submatrices_get_their_own_lists():

@@ -23,7 +23,7 @@ from conftest import KALDI_REF, TEST_DATA
 from kaldi_component_cases import adopt_parameters, component_bytes, read_model_component
 from pynnet3.components import Component, kaldi_random
 from pynnet3.errors import ConfigError
-from pynnet3.nnet.config_line import ConfigLine, read_config_lines
+from pynnet3.common.config_line import ConfigLine, read_config_lines
 
 TYPES = {"AffineComponent", "LinearComponent", "NaturalGradientAffineComponent",
          "FixedAffineComponent", "RepeatedAffineComponent", "BlockAffineComponent",

@@ -12,7 +12,7 @@ from pynnet3.components import Component
 from pynnet3.components.base import P
 from pynnet3.errors import ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream
-from pynnet3.nnet.config_line import ConfigLine
+from pynnet3.common.config_line import ConfigLine
 
 
 class TestKaldiCases(UpdatableCaseTests):

@@ -29,14 +29,15 @@ from kaldi_component_cases import (KaldiCaseTests, case_params, component_from_l
                                    max_rel_diff, read_ark, to_bytes)
 import pynnet3.components  # noqa: F401  (registers every component type)
 from pynnet3.components.base import Component, PrecomputedIndexes
-from pynnet3.components.convolution_model import (ConvolutionComputationIo, ConvolutionModel,
-                                                  compile_convolution_computation,
-                                                  get_computation_io)
+from pynnet3.components.convolution_computation import (ConvolutionComputationIo,
+                                                        compile_convolution_computation,
+                                                        get_computation_io)
+from pynnet3.components.convolution_model import ConvolutionModel
 from pynnet3.errors import ComputationError, ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.config_line import ConfigLine, read_config_lines
-from pynnet3.nnet.index import Index, kNoTime
-from pynnet3.nnet.index_io import read_index_vector
+from pynnet3.common.config_line import ConfigLine, read_config_lines
+from pynnet3.common.index import Index, kNoTime
+from pynnet3.common.index_io import read_index_vector
 
 MY_TYPES = ("ConvolutionComponent", "MaxpoolingComponent", "TdnnComponent",
             "TimeHeightConvolutionComponent", "DistributeComponent")
@@ -276,8 +277,8 @@ def test_precomputed_indexes_serialization(path):
 def test_precompute_indexes_matches_kaldi(path):
     """Our reorder_indexes leaves the computation's own index lists alone and
     precompute_indexes on them gives exactly Kaldi's precomputed indexes."""
-    from pynnet3.compile.computation_io import read_computation_file
-    from pynnet3.compile.computation import CommandType
+    from pynnet3.compiler.computation_io import read_computation_file
+    from pynnet3.compiler.computation import CommandType
     from pynnet3.nnet.nnet import Nnet
     model = path.parent / "model.raw"
     if not model.is_file():
@@ -312,10 +313,10 @@ def test_precompute_indexes_matches_kaldi(path):
 @pytest.mark.parametrize("d", random_case_dirs())
 def test_kaldi_computation_end_to_end(d):
     """Kaldi's optimized computation run by our computer on our components."""
-    from pynnet3.compile.computation_io import read_computation_file
+    from pynnet3.compiler.computation_io import read_computation_file
     from pynnet3.compute.computer import NnetComputer
     from pynnet3.nnet.nnet import Nnet
-    from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+    from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
     nnet = Nnet.read(str(d / "model.raw"))
     comp = read_computation_file(str(d / "computation.opt.kaldi"))
     grad = None

@@ -28,13 +28,13 @@ import pynnet3.components  # noqa: F401  (registers component types)
 from conftest import KALDI_REF, TEST_DATA
 from kaldi_component_cases import (KaldiCaseTests, case_params, component_from_line,
                                    max_rel_diff, read_ark, to_bytes)
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.components import Component, PrecomputedIndexes, kaldi_random
 from pynnet3.components.base import P
 from pynnet3.errors import ComputationError, ConfigError, KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.config_line import ConfigLine, read_config_lines
-from pynnet3.nnet.index import Index, kNoTime
+from pynnet3.common.config_line import ConfigLine, read_config_lines
+from pynnet3.common.index import Index, kNoTime
 
 SIMPLE_TYPES = ("LstmNonlinearityComponent", "GruNonlinearityComponent",
                 "OutputGruNonlinearityComponent")
@@ -465,7 +465,7 @@ def test_compiled_precomputed_indexes_equal_kaldis(case):
     """pynnet3's compiler on the case's request (index lists of its own, then
     our precompute_indexes) gives exactly Kaldi's precomputed-indexes objects
     of these types, as a multiset (also where the printed lists are cut)."""
-    from pynnet3.compile import compile
+    from pynnet3.driver.compile_and_optimize import compile
     from pynnet3.nnet.nnet import Nnet
     blobs = _pi_blobs(case / "computation.opt.kaldi")
     nnet = Nnet.read(str(_model_of(case)))

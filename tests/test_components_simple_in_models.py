@@ -12,7 +12,7 @@ from kaldi_component_cases import (component_bytes, component_fragment, componen
                                    model_dirs)
 from pynnet3.components import Component
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.config_line import ConfigLine, read_config_lines
+from pynnet3.common.config_line import ConfigLine, read_config_lines
 
 TYPES = ("SigmoidComponent", "TanhComponent", "RectifiedLinearComponent", "SoftmaxComponent",
          "LogSoftmaxComponent", "NormalizeComponent", "BatchNormComponent", "PnormComponent",

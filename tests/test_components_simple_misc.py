@@ -13,10 +13,10 @@ from pynnet3.components import Component, kaldi_random
 from pynnet3.components.backprop_truncation import (
     BackpropTruncationComponent, BackpropTruncationComponentPrecomputedIndexes)
 from pynnet3.components.base import P, PrecomputedIndexes
-from pynnet3.components.simple_misc import ClipGradientComponent, DropoutComponent
+from pynnet3.components.parameter_free import ClipGradientComponent, DropoutComponent
 from pynnet3.errors import ConfigError, KaldiFormatError, NnetError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 
 TYPES = ("PnormComponent", "SumGroupComponent", "NoOpComponent", "ClipGradientComponent",
          "ElementwiseProductComponent", "DropoutComponent", "SumBlockComponent",

@@ -10,13 +10,13 @@ import pytest
 
 import pynnet3.components  # noqa: F401  (registers precomputed-indexes types)
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.compile.computation import Command, CommandType, NnetComputation
-from pynnet3.compile.computation_io import (computation_to_bytes, print_computation,
+from pynnet3.compiler.computation import Command, CommandType, NnetComputation
+from pynnet3.compiler.computation_io import (computation_to_bytes, print_computation,
                                             print_indexes, print_integer_vector,
                                             read_computation, read_computation_file)
 from pynnet3.errors import KaldiFormatError
 from pynnet3.io.stream import InputStream
-from pynnet3.nnet.index import Index
+from pynnet3.common.index import Index
 from pynnet3.nnet.nnet import Nnet
 
 

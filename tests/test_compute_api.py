@@ -24,14 +24,14 @@ def _table(path, kind="matrix"):
 
 def test_compute_utterance_matches_kaldi_chunked():
     nnet = pynnet3.Nnet.read(str(LDA / "model.raw"))
-    before = nnet.info()
+    before = pynnet3.nnet_info(nnet)
     feats, ivecs = _table(LDA / "feats.ark"), _table(LDA / "online-ivectors.ark")
     ours = {utt: pynnet3.compute_utterance(nnet, f, online_ivectors=ivecs[utt],
                                            online_ivector_period=10, frames_per_chunk=17,
                                            extra_left_context=5, extra_right_context=3)
             for utt, f in feats.items()}
     assert_matches(ours, _table(LDA / "compute.chunk17_ctx.ark"), "api chunk17_ctx")
-    assert nnet.info() == before          # the caller's network is not prepared in place
+    assert pynnet3.nnet_info(nnet) == before          # the caller's network is not prepared in place
     sub = {utt: pynnet3.compute_utterance(str(LDA / "model.raw"), f, None, ivecs[utt],
                                           online_ivector_period=10,
                                           frame_subsampling_factor=3, frames_per_chunk=30)
@@ -42,7 +42,7 @@ def test_compute_utterance_matches_kaldi_chunked():
 
 
 def test_priors_from_the_mdl():
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.model.am import read_mdl
     _, am = read_mdl(str(LDA / "final.mdl"))
     feats, ivecs = _table(LDA / "feats.ark"), _table(LDA / "online-ivectors.ark")
     ours = {utt: pynnet3.compute_utterance(am.nnet, f, online_ivectors=ivecs[utt],

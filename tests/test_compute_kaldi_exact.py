@@ -38,15 +38,16 @@ from pynnet3 import _fast
 from pynnet3.bin import nnet3_compute, nnet3_latgen_faster
 from pynnet3.compute.backend import KaldiExactBackend, get_backend
 from pynnet3.compute.computer import NnetComputer
-from pynnet3.compile import ComputationRequest, IoSpecification, compile
-from pynnet3.decode.lattice import register_lattice_holder
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from pynnet3.io.table import read_table
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.numerics import kaldi_cpu, kaldi_libm_py
-from pynnet3.numerics.openblas_py import fma32
+from pynnet3.numerics import kaldi_cpu, kaldi_libm
+from pynnet3.numerics.openblas import fma32
 
 DATA = TEST_DATA / "decode" / "tdnn_lda"
-_libm = _fast.load("kaldi_libm")
+_libm = _fast.load("kaldi_libm_kernel")
 needs_kernel = pytest.mark.skipif(_libm is None, reason="kaldi_libm is not built")
 
 _SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 88.72, 88.73,
@@ -88,21 +89,21 @@ def test_libm_kernels_equal_their_twin():
         ours, twin = np.empty_like(mat), np.empty_like(mat)
         with np.errstate(all="ignore"):
             getattr(_libm, fn)(mat, ours)
-            getattr(kaldi_libm_py, fn)(mat, twin)
+            getattr(kaldi_libm, fn + "_py")(mat, twin)
         assert np.array_equal(_bits_any_nan(ours), _bits_any_nan(twin)), fn
     positive = np.abs(x)
     for fn, args in (("log_vector", ()), ("pow_vector", (np.float32(-0.5),))):
         ours, twin = np.empty_like(positive), np.empty_like(positive)
         getattr(_libm, fn)(positive, *args, ours)
-        getattr(kaldi_libm_py, fn)(positive, *args, twin)
+        getattr(kaldi_libm, fn + "_py")(positive, *args, twin)
         assert np.array_equal(_bits_any_nan(ours), _bits_any_nan(twin)), fn
 
 
 def test_libm_functions_are_the_c_librarys():
     # exp, log and pow of a float as the C library computes them (glibc's
     # correctly rounded results on these), not NumPy's float32 loops.
-    assert kaldi_libm_py.expf(np.float32(1.0)) == np.float32(2.7182817)
-    assert kaldi_libm_py.logf(np.float32(10.0)) == np.float32(2.3025851)
+    assert kaldi_libm.expf(np.float32(1.0)) == np.float32(2.7182817)
+    assert kaldi_libm.logf(np.float32(10.0)) == np.float32(2.3025851)
     v = np.array([4.0, 0.25, 2.0], np.float32)
     assert np.array_equal(kaldi_cpu.apply_pow(v, -0.5), np.array([0.5, 2.0, 0.70710677],
                                                                  np.float32))
@@ -119,8 +120,8 @@ def test_log_softmax_is_kaldis_loop():
         shifted = x[r] - x[r].max()
         total = np.float32(0.0)
         for value in shifted:
-            total = np.float32(total + kaldi_libm_py.expf(value))
-        assert np.array_equal(_bits(out[r]), _bits(shifted - kaldi_libm_py.logf(total)))
+            total = np.float32(total + kaldi_libm.expf(value))
+        assert np.array_equal(_bits(out[r]), _bits(shifted - kaldi_libm.logf(total)))
     assert out[2, 7] == 0.0 and np.isneginf(out[2, 0])
     inplace = x.copy()
     kaldi_cpu.log_softmax_per_row(inplace, inplace)
@@ -279,7 +280,7 @@ def test_affine_adds_the_product_onto_the_bias():
     KaldiExactBackend(2).propagate(comp, None, x, out)
     expected = np.tile(comp.bias_params, (5, 1))
     # one k block: each element is bias + (its fused chain) rounded once
-    from pynnet3.numerics.openblas_py import sgemm
+    from pynnet3.numerics.openblas import sgemm_py as sgemm
     assert np.array_equal(out, sgemm(x, comp.linear_params, expected, 1.0, 1.0, trans_b=True))
 
 
@@ -306,7 +307,7 @@ _RANDOM_CASES = ["case16", "case46", "case11", "case3", "case7", "case0", "case5
 
 @pytest.mark.parametrize("case", _RANDOM_CASES)
 def test_exact_paths_compute_kaldis_function_on_random_networks(case, kaldi_ref, caplog):
-    from pynnet3.compile.computation_io import read_computation_file
+    from pynnet3.compiler.computation_io import read_computation_file
     case_dir = kaldi_ref / "random" / case
     nnet = Nnet.read(str(case_dir / "model.raw"))
     computation = read_computation_file(str(case_dir / "computation.opt.kaldi"))
@@ -433,20 +434,17 @@ def _lattice_text(path, kind):
 
 
 def test_narrow_lattices_are_kaldis_text(tmp_path):
-    register_lattice_holder()
     lat = _decode("narrow", DATA, tmp_path)
     assert _lattice_text(lat, "compact_lattice") == (DATA / "lat.narrow.txt").read_bytes()
 
 
 def test_default_lattices_are_kaldis_text(kaldi_ref, tmp_path):
-    register_lattice_holder()
     lat = _decode("default", DATA, tmp_path)
     expected = (kaldi_ref / "decode" / "tdnn_lda" / "lat.default.txt").read_bytes()
     assert _lattice_text(lat, "compact_lattice") == expected
 
 
 def test_raw_lattice_costs_are_kaldis_bits(kaldi_ref, tmp_path):
-    register_lattice_holder()
     lat = _decode("nodet", DATA, tmp_path)
     ours = dict(read_table("ark:%s" % lat, "lattice"))
     kaldi = dict(read_table("ark:%s" % (kaldi_ref / "decode/tdnn_lda/lat.nodet.ark"),

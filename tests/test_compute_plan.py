@@ -6,13 +6,13 @@ of memory whose zeroing was wrongly skipped would show)."""
 import numpy as np
 import pytest
 
-from pynnet3.compile import compile
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.compute.backend import get_backend
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.compute.plan import ExecutionPlan
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
 
 from test_computer_kaldi import assert_close, case_dirs, case_id, read_ark
 

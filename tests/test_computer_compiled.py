@@ -13,8 +13,9 @@ optimized files do not contain, e.g. AddRowsMulti).
 import numpy as np
 import pytest
 
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation_io import (computation_to_bytes, print_computation,
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation_io import (computation_to_bytes, print_computation,
                                             read_computation)
 from pynnet3.io.stream import InputStream
 from pynnet3.nnet.nnet import Nnet

@@ -18,13 +18,13 @@ import pytest
 
 import pynnet3.components  # noqa: F401  (registers component types)
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.compile.computation import Command, CommandType, NnetComputation
-from pynnet3.compile.computation_io import read_computation_file
+from pynnet3.compiler.computation import Command, CommandType, NnetComputation
+from pynnet3.compiler.computation_io import read_computation_file
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.errors import ComputationError
 from pynnet3.io.table import read_table
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
 
 
 def case_dirs():

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from pynnet3.bin import nnet3_latgen_faster
-from pynnet3.decode.config import LatticeFasterDecoderConfig
-from pynnet3.decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
+from pynnet3.decoding.config import LatticeFasterDecoderConfig
+from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                       transition_id_to_pdf_table)
-from pynnet3.decode.decoder_fast import LatticeFasterDecoder
-from pynnet3.decode.decoder_py import LatticeFasterDecoderPy
-from pynnet3.decode.fst import StdFst, read_fst
-from pynnet3.decode.lattice import register_lattice_holder
+from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
+from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoderPy
+from pynnet3.decoding.fst import StdFst, read_fst
+from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader, read_table
-from pynnet3.nnet.am import read_mdl
+from pynnet3.model.am import read_mdl
 
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "decode", "tdnn_lda")
@@ -153,7 +153,6 @@ def test_words_and_alignments_equal_kaldi(variant, tmp_path):
 
 
 def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
-    register_lattice_holder()
     status, log = _run_tool(_command("nodet", tmp_path))
     assert status == 0, log
     ours = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
@@ -176,7 +175,6 @@ def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):
 
 def test_raw_lattices_with_blas_arithmetic(kaldi_ref, tmp_path):
     """The BLAS arithmetic agrees with Kaldi's costs within float rounding."""
-    register_lattice_holder()
     status, log = _run_tool(_command("nodet", tmp_path, exact=False))
     assert status == 0, log
     ours = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
@@ -192,7 +190,6 @@ def test_raw_lattices_with_blas_arithmetic(kaldi_ref, tmp_path):
 
 
 def test_lattice_text_and_binary_round_trip(setup, tmp_path):
-    register_lattice_holder()
     status, log = _run_tool(_command("nodet", tmp_path))
     assert status == 0, log
     lats = dict(read_table("ark:" + str(tmp_path / "lat.nodet.ark"), "lattice"))
@@ -230,7 +227,6 @@ def _compare_lattice_texts(ours, kaldi):
 @pytest.mark.parametrize("exact", [True, False], ids=["kaldi-exact", "blas"])
 @pytest.mark.parametrize("variant", ["default", "narrow"])
 def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, exact, tmp_path):
-    register_lattice_holder()
     status, log = _run_tool(_command(variant, tmp_path, exact))
     assert status == 0, log
     from pynnet3.io.table import TableWriter
@@ -252,7 +248,6 @@ def test_determinized_lattices_equal_kaldi(kaldi_ref, variant, exact, tmp_path):
 def test_kaldi_lattice_archives_round_trip(kaldi_ref, tmp_path):
     """Kaldi's binary lattice archives read and written again are the same
     bytes; their text form is lattice-copy's."""
-    register_lattice_holder()
     from pynnet3.io.table import TableWriter
     base = kaldi_ref / "decode/tdnn_lda"
     for kind, name in (("compact_lattice", "default"), ("lattice", "nodet")):
@@ -301,7 +296,7 @@ def _no_final_graph(fst):
 
 
 def test_no_final_state_and_allow_partial(setup):
-    from pynnet3.decode.api import decode_utterance
+    from pynnet3.decoding.api import decode_utterance
     _, tid_to_pdf, fst, decodables = setup
     graph = _no_final_graph(fst)
     for fast in (True, False):
@@ -332,7 +327,7 @@ def test_python_api(setup):
 
 
 def test_fst_vector_round_trip(tmp_path):
-    from pynnet3.decode.fst import fst_to_bytes
+    from pynnet3.decoding.fst import fst_to_bytes
     hclg = read_fst(os.path.join(DATA, "HCLG.fst"))
     (tmp_path / "v.fst").write_bytes(fst_to_bytes(hclg))
     back = read_fst(str(tmp_path / "v.fst"))
@@ -348,7 +343,7 @@ def test_fst_vector_round_trip(tmp_path):
 def test_no_surviving_tokens(tmp_path):
     """A graph whose only path is one frame long: every later frame has no
     token; Kaldi warns, fails the utterance and exits with status 1."""
-    from pynnet3.decode.fst import fst_to_bytes
+    from pynnet3.decoding.fst import fst_to_bytes
     graph = StdFst(0, np.array([np.inf, 0.0], dtype=np.float32), [0, 1, 1], [1], [2], [0.0],
                    [1])
     (tmp_path / "tiny.fst").write_bytes(fst_to_bytes(graph))
@@ -365,9 +360,9 @@ def test_no_surviving_tokens(tmp_path):
                                      dict(beam=12, lattice_beam=6)])
 def test_cython_determinizer_equals_python_twin(setup, options):
     import copy
-    from pynnet3.decode.determinize import (DeterminizeLatticePhonePrunedOptions,
+    from pynnet3.decoding.determinize_lattice import (DeterminizeLatticePhonePrunedOptions,
                                             determinize_lattice_phone_pruned_wrapper)
-    from pynnet3.decode.token_lattice import get_raw_lattice
+    from pynnet3.decoding.token_lattice import get_raw_lattice
     trans_model, tid_to_pdf, fst, decodables = setup
     decoder = LatticeFasterDecoder(fst, LatticeFasterDecoderConfig(**options))
     for _, d in decodables[:3]:
@@ -376,8 +371,8 @@ def test_cython_determinizer_equals_python_twin(setup, options):
         for phone in (True, False):
             opts = DeterminizeLatticePhonePrunedOptions(phone_determinize=phone)
             a, ok_a = determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, fast=True)
+                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, use_kernel=True)
             b, ok_b = determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, fast=False)
+                trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, use_kernel=False)
             assert ok_a and ok_b
             assert a.write_text() == b.write_text()

@@ -5,12 +5,13 @@ import pytest
 
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.errors import DescriptorError
+from pynnet3.common.config_line import name_matches_pattern
 from pynnet3.nnet.descriptor import (BinarySumDescriptor, ConstantSumDescriptor,
                                      OptionalSumDescriptor, SimpleSumDescriptor,
-                                     kFailoverOperation, kSumOperation,
-                                     name_matches_pattern, parse_descriptor,
-                                     tokenize_descriptor)
-from pynnet3.nnet.index import Cindex, Index
+                                     kFailoverOperation, kSumOperation)
+from pynnet3.nnet.descriptor_parser import parse_descriptor, tokenize_descriptor
+from pynnet3.common.index import Cindex, Index
+from pynnet3.model.info import nnet_info
 from pynnet3.nnet.nnet import Nnet
 
 # x, y: input nodes of dim 4; a: an AffineComponent node of dim 4 (as in the tsv).
@@ -42,7 +43,7 @@ def test_normalization_tsv(status, text, expected):
     config = BASE + "output-node name=o input=%s\n" % text
     if status == "OK":
         nnet = Nnet.from_config(config)
-        line = [l for l in nnet.info().splitlines() if l.startswith("output-node name=o ")]
+        line = [l for l in nnet_info(nnet).splitlines() if l.startswith("output-node name=o ")]
         assert line == ["output-node name=o " + expected]
     else:
         with pytest.raises(DescriptorError) as info:

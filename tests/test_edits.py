@@ -11,7 +11,9 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.bin import nnet3_copy
 from pynnet3.errors import ConfigError, PynnetError
-from pynnet3.nnet import utils
+from pynnet3.nnet import component_ops as utils
+from pynnet3.nnet.graph import nnet_is_recurrent
+from pynnet3.nnet.nnet import find_orphan_components
 from pynnet3.nnet.edits import apply_edits_string, read_edit_config
 from pynnet3.nnet.nnet import Nnet
 
@@ -187,5 +189,5 @@ def test_parameter_utilities(nnet):
     assert all(c.is_gradient and c.learning_rate == 1.0 for c in other.components
                if c.is_updatable())
     assert utils.num_updatable_components(nnet) == 3
-    assert utils.find_orphan_components(nnet) == [nnet.get_component_index("unused")]
-    assert not utils.nnet_is_recurrent(nnet)
+    assert find_orphan_components(nnet) == [nnet.get_component_index("unused")]
+    assert not nnet_is_recurrent(nnet)

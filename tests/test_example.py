@@ -36,11 +36,11 @@ from conftest import KALDI_REF, REPO, TEST_DATA
 import pynnet3.examples as example
 import pynnet3.examples.run as example_run
 from pynnet3.compute.utterance import (ChunkPlan, SimpleComputationOptions, SimpleNnetComputer,
-                                       apply_exp, compute_simple_nnet_context,
-                                       compute_utterance, prepare_nnet_for_compute)
+                                       apply_exp, compute_utterance, prepare_nnet_for_compute)
+from pynnet3.model.context import compute_simple_nnet_context
 from pynnet3.errors import ComputationError, PynnetError, UsageError
 from pynnet3.io.table import read_table
-from pynnet3.nnet.am import read_mdl
+from pynnet3.model.am import read_mdl
 from pynnet3.nnet.nnet import Nnet
 
 
@@ -170,7 +170,7 @@ def test_example_commands_name_shipped_files():
 
 def _have_c_graph_builder():
     try:
-        import pynnet3._fast.graph  # noqa: F401
+        import pynnet3._fast.computation_graph_kernel  # noqa: F401
     except ImportError:
         return False
     return True

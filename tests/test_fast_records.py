@@ -1,16 +1,16 @@
 """Copying commands and making submatrix records by filling slots
-(pynnet3/_fast/records.pyx) gives what the twins (copy_commands_py,
-make_submatrices_py in pynnet3.compile.shortcut) give: equal, new records of
+(pynnet3/_fast/shortcut_kernel.pyx) gives what the twins (copy_commands_py,
+make_submatrices_py in pynnet3.compiler.shortcut) give: equal, new records of
 the same classes."""
 
 import types
 
 import pytest
 
-from pynnet3.compile.computation import Command, CommandType as CT, SubMatrixInfo
-from pynnet3.compile.shortcut import copy_commands_py, make_submatrices_py
+from pynnet3.compiler.computation import Command, CommandType as CT, SubMatrixInfo
+from pynnet3.compiler.shortcut import copy_commands_py, make_submatrices_py
 
-fast = pytest.importorskip("pynnet3._fast.records")
+fast = pytest.importorskip("pynnet3._fast.shortcut_kernel")
 
 
 class _SubCommand(Command):

@@ -11,15 +11,15 @@ import pytest
 from reference_cases import COMPILE_CASES as CASES
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.computation import Command, SubMatrixInfo
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.computation import Command, SubMatrixInfo
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.optimize import analysis, renumber_py
+from pynnet3.optimize import analysis, renumber
 
-checker = pytest.importorskip("pynnet3._fast.checker")
-renumber = pytest.importorskip("pynnet3._fast.renumber")
-if analysis._impl is analysis._py:
+command_types_kernel = pytest.importorskip("pynnet3._fast.command_types_kernel")
+renumber_kernel = pytest.importorskip("pynnet3._fast.renumber_kernel")
+if analysis.Analyzer is analysis.AnalyzerPy:
     pytest.skip("the compiled analysis is not in use", allow_module_level=True)
 
 
@@ -65,17 +65,17 @@ def test_records_of_other_types_are_read_by_name(convert):
     other.submatrices = [types.SimpleNamespace(**{f: getattr(s, f) for f in (
         "matrix_index", "row_offset", "num_rows", "col_offset", "num_cols")})
         for s in other.submatrices]
-    assert (checker.command_type_bytes(other.commands)
-            == checker.command_type_bytes(computation.commands))
+    assert (command_types_kernel.command_type_bytes(other.commands)
+            == command_types_kernel.command_type_bytes(computation.commands))
     assert _attributes(analysis.Analyzer().init(nnet, other)) == \
         _attributes(analysis.Analyzer().init(nnet, computation))
     n = len(computation.submatrices)
     used_a, used_b = bytearray(n), bytearray(n)
-    renumber.scan_commands(other.commands, used_a)
-    renumber_py.scan_commands(computation.commands, used_b)
+    renumber_kernel.scan_commands(other.commands, used_a)
+    renumber.scan_commands_py(computation.commands, used_b)
     assert used_a == used_b
     subs = [SubMatrixInfo(s.matrix_index, s.row_offset, s.num_rows, s.col_offset, s.num_cols)
             for s in other.submatrices]
     used_a[0] = 1
-    got = renumber.renumber_submatrices(other.submatrices, used_a, len(other.matrices))
-    assert got[1:] == renumber_py.renumber_submatrices(subs, used_a, len(other.matrices))[1:]
+    got = renumber_kernel.renumber_submatrices(other.submatrices, used_a, len(other.matrices))
+    assert got[1:] == renumber.renumber_submatrices_py(subs, used_a, len(other.matrices))[1:]

@@ -19,7 +19,7 @@ from pynnet3.components import Component
 from pynnet3.errors import KaldiFormatError, PynnetError
 from pynnet3.io.stream import InputStream
 from pynnet3.io.table import read_table
-from pynnet3.nnet.am import read_mdl_from
+from pynnet3.model.am import read_mdl_from
 from pynnet3.nnet.nnet import Nnet
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,

@@ -6,9 +6,10 @@ import re
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.nnet.info import nnet_info
+from pynnet3.model.info import nnet_info
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import is_simple_nnet, num_parameters
+from pynnet3.nnet.component_ops import num_parameters
+from pynnet3.nnet.nnet import is_simple_nnet
 
 
 def _key(path):
@@ -30,7 +31,7 @@ def info_cases():
 @pytest.mark.parametrize("d", info_cases())
 def test_info_matches_kaldi(d):
     nnet = Nnet.read(str(d / "model.raw"))
-    ours = nnet.info()
+    ours = nnet_info(nnet)
     assert ours == (d / "info.txt").read_text()
 
 

@@ -6,8 +6,9 @@ from contextlib import redirect_stderr
 import io
 
 from pynnet3.bin import lattice_best_path, lattice_copy
-from pynnet3.decode.lattice import CompactLattice, Lattice, register_lattice_holder
-from pynnet3.decode.lattice_ops import convert_compact_lattice, convert_lattice
+from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
+from pynnet3.decoding.lattice import CompactLattice, Lattice
+from pynnet3.decoding.lattice_ops import convert_compact_lattice, convert_lattice
 from pynnet3.io.table import read_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,7 +57,6 @@ def test_kaldis_compact_lattices_read_as_lattices_and_back():
     """Kaldi's determinized lattices, read through the Lattice holder
     (binary and text), convert back to compact lattices with the same best
     path: words, transition ids and costs."""
-    register_lattice_holder()
     for name in ("lat.narrow.ark", "lat.narrow.txt"):
         # (the text form has rounded costs: compare with the same file)
         compact = dict(read_table("ark:" + os.path.join(DATA, name), "compact_lattice"))

@@ -1,5 +1,5 @@
-"""Lattice determinization (pynnet3/decode/determinize.py and its C kernel
-pynnet3/_fast/lattice_determinize.pyx): each C step against its Python twin
+"""Lattice determinization (pynnet3/decoding/determinize_lattice.py and its C kernel
+pynnet3/_fast/determinize_lattice_kernel.pyx): each C step against its Python twin
 on random lattices, Kaldi's limits (max-mem with repository rebuilds and the
 retry, max-states, max-arcs, max-loop) in both, and decode/large's utt6,
 whose determinization Kaldi stopped at its memory limit."""
@@ -15,8 +15,8 @@ from contextlib import redirect_stderr
 import numpy as np
 import pytest
 
-from pynnet3.decode import determinize as D
-from pynnet3.decode.lattice import Lattice
+from pynnet3.decoding import determinize_lattice as D
+from pynnet3.decoding.lattice import Lattice
 from pynnet3.errors import PynnetError
 
 HERE = os.path.dirname(__file__)
@@ -57,7 +57,7 @@ def _same(clat, lat):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_c_steps_equal_python_twins(seed):
-    from pynnet3._fast.lattice_determinize import CLattice
+    from pynnet3._fast.determinize_lattice_kernel import CLattice
     rng = random.Random(seed)
     lat = random_lattice(rng, rng.randint(5, 120), rng.choice([3, 40]), rng.choice([2, 5]),
                          phone_labels=12)
@@ -97,7 +97,7 @@ def test_c_steps_equal_python_twins(seed):
 def test_std_sort_is_libstdcpp_sort():
     """std_sort against the C kernel's std::sort on (ilabel, olabel) keys with
     many ties, long enough for introsort's partitioning."""
-    from pynnet3._fast.lattice_determinize import CLattice
+    from pynnet3._fast.determinize_lattice_kernel import CLattice
     rng = random.Random(7)
     for n in (17, 18, 33, 100, 1000):
         lat = Lattice()
@@ -132,14 +132,14 @@ def test_prune_lattice_by_hand():
 
 @pytest.fixture(scope="module")
 def raw_lattices():
-    from pynnet3.decode.config import LatticeFasterDecoderConfig
-    from pynnet3.decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
+    from pynnet3.decoding.config import LatticeFasterDecoderConfig
+    from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                           transition_id_to_pdf_table)
-    from pynnet3.decode.decoder_fast import LatticeFasterDecoder
-    from pynnet3.decode.fst import read_fst
-    from pynnet3.decode.token_lattice import get_raw_lattice
+    from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
+    from pynnet3.decoding.fst import read_fst
+    from pynnet3.decoding.token_lattice import get_raw_lattice
     from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.model.am import read_mdl
     trans_model, am_nnet = read_mdl(os.path.join(DATA, "final.mdl"))
     computer = decodable_nnet_computer(am_nnet)
     tid_to_pdf = transition_id_to_pdf_table(trans_model)
@@ -162,7 +162,7 @@ def _run_both(caplog, fn):
     out = []
     for fast in (True, False):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="pynnet3.decode.determinize"):
+        with caplog.at_level(logging.INFO, logger="pynnet3.decoding.determinize_lattice"):
             result = fn(fast)
         out.append((result, [(r.levelname, r.getMessage()) for r in caplog.records]))
     return out
@@ -175,7 +175,7 @@ def test_max_mem_c_equals_twin(raw_lattices, caplog, max_mem):
 
     def run(fast):
         clat, ok = D.determinize_lattice_phone_pruned_wrapper(
-            trans_model, copy.deepcopy(lats["utt2"]), 10.0, opts, fast=fast)
+            trans_model, copy.deepcopy(lats["utt2"]), 10.0, opts, use_kernel=fast)
         return clat.write_text(), ok
 
     (fast, fast_log), (twin, twin_log) = _run_both(caplog, run)
@@ -211,7 +211,7 @@ def test_word_pass_limits_c_equals_twin(raw_lattices, caplog, limits):
     opts = D.DeterminizeLatticePrunedOptions(**limits)
 
     def run(fast):
-        clat, ok = D.determinize_lattice_pruned(lat, 10.0, True, opts, fast=fast)
+        clat, ok = D.determinize_lattice_pruned(lat, 10.0, True, opts, use_kernel=fast)
         return clat.write_text(), ok
 
     (fast, fast_log), (twin, twin_log) = _run_both(caplog, run)
@@ -231,9 +231,9 @@ def test_max_loop(raw_lattices):
         with pytest.raises(PynnetError, match="Lattice determinization aborted since looped "
                                               "more than 1 times during epsilon closure."):
             D.determinize_lattice_pruned(lat, 10.0, True,
-                                         D.DeterminizeLatticePrunedOptions(max_loop=1), fast=fast)
+                                         D.DeterminizeLatticePrunedOptions(max_loop=1), use_kernel=fast)
         clat, ok = D.determinize_lattice_pruned(
-            lat, 10.0, True, D.DeterminizeLatticePrunedOptions(max_loop=100000), fast=fast)
+            lat, 10.0, True, D.DeterminizeLatticePrunedOptions(max_loop=100000), use_kernel=fast)
         assert ok
 
 
@@ -253,7 +253,7 @@ def test_utt6_stops_at_kaldis_memory_limit(kaldi_ref, tmp_path):
     stops where Kaldi's did (the same byte counts in the same WARNING) and
     the lattice has Kaldi's states, arcs and labels."""
     from pynnet3.bin import nnet3_latgen_faster
-    from pynnet3.decode.lattice import register_lattice_holder
+    from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
     from pynnet3.io.table import TableWriter, read_table
     ref = kaldi_ref / "decode" / "large"
     with TableWriter("ark:" + str(tmp_path / "feats.ark"), "matrix") as w:
@@ -287,7 +287,6 @@ def test_utt6_stops_at_kaldis_memory_limit(kaldi_ref, tmp_path):
     for severity in ("LOG", "WARNING"):
         assert messages(log, severity) == messages(kaldi_utt6, severity), log
     assert len(messages(log, "WARNING")) == 2
-    register_lattice_holder()
     with TableWriter("ark,t:" + str(tmp_path / "lat.txt"), "compact_lattice") as w:
         for key, clat in read_table("ark:" + str(tmp_path / "lat.ark"), "compact_lattice"):
             w.write(key, clat)
@@ -330,16 +329,15 @@ def _parse_compact_text(text):
 
 @pytest.mark.parametrize("case", _det_cases(), ids=lambda c: c[0])
 def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
-    from pynnet3.decode.lattice import register_lattice_holder
+    from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
     from pynnet3.io.table import read_table
-    from pynnet3.nnet.am import read_mdl
+    from pynnet3.model.am import read_mdl
     name, options, status = case
     flags = dict(opt[2:].split("=") for opt in options.split())
     opts = D.DeterminizeLatticePhonePrunedOptions(
         max_mem=int(flags["max-mem"]), word_determinize=flags["word-determinize"] == "true",
         phone_determinize=flags["phone-determinize"] == "true",
         minimize=flags["minimize"] == "true")
-    register_lattice_holder()
     (_, raw), = read_table("ark:" + os.path.join(DET_DATA, "raw.utt2.ark"), "lattice")
     trans_model, _ = read_mdl(os.path.join(DATA, "final.mdl"))
     with open(os.path.join(DET_DATA, "kaldi.%s.txt" % name)) as f:
@@ -348,9 +346,9 @@ def test_wrapper_equals_kaldis_on_a_raw_lattice(caplog, case):
         kaldi_log = f.read().split("\n")[:-1]
     for fast in (True, False):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="pynnet3.decode.determinize"):
+        with caplog.at_level(logging.INFO, logger="pynnet3.decoding.determinize_lattice"):
             clat, ok = D.determinize_lattice_phone_pruned_wrapper(
-                trans_model, copy.deepcopy(raw), 10.0, opts, fast=fast)
+                trans_model, copy.deepcopy(raw), 10.0, opts, use_kernel=fast)
         assert ok == (status == "ok=1")
         assert [r.getMessage() for r in caplog.records] == kaldi_log
         structure, weights = _parse_compact_text(clat.write_text().decode())

@@ -8,8 +8,8 @@ from contextlib import redirect_stderr
 import pytest
 
 from pynnet3.bin import lattice_mbr_decode
-from pynnet3.decode.lattice import CompactLattice
-from pynnet3.decode.mbr import MinimumBayesRisk, create_super_final
+from pynnet3.decoding.lattice import CompactLattice
+from pynnet3.decoding.mbr import MinimumBayesRisk, create_super_final
 from pynnet3.io.table import TableWriter, read_table
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "decode", "tdnn_lda")

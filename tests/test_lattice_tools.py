@@ -11,12 +11,13 @@ from contextlib import redirect_stderr
 import pytest
 
 from pynnet3.bin import ali_to_phones, lattice_depth_per_frame, lattice_prune
-from pynnet3.decode.lattice import CompactLattice, Lattice, register_lattice_holder
-from pynnet3.decode.lattice_functions import (compact_lattice_depth_per_frame,
+from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
+from pynnet3.decoding.lattice import CompactLattice, Lattice
+from pynnet3.decoding.lattice_functions import (compact_lattice_depth_per_frame,
                                               is_top_sorted, prune_lattice, top_sort)
 from pynnet3.io.table import read_table
-from pynnet3.nnet.hmm_utils import split_to_phones
-from pynnet3.nnet.transition import TransitionModel
+from pynnet3.hmm.hmm_utils import split_to_phones
+from pynnet3.hmm.transition import TransitionModel
 
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "decode", "tdnn_lda")
@@ -30,7 +31,6 @@ def run(tool, argv):
 
 
 def lattices(path):
-    register_lattice_holder()
     return list(read_table("ark:" + path, "compact_lattice"))
 
 

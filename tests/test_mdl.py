@@ -16,8 +16,8 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.errors import KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.am import AmNnetSimple, mdl_to_bytes, read_mdl, read_mdl_from, write_mdl
-from pynnet3.nnet.transition import HmmState, HmmTopology, TransitionModel
+from pynnet3.model.am import AmNnetSimple, mdl_to_bytes, read_mdl, read_mdl_from, write_mdl
+from pynnet3.hmm.transition import HmmState, HmmTopology, TransitionModel
 
 MODELS = sorted(p.parent for p in KALDI_REF.glob("models/*/final.mdl")) + \
     sorted(p.parent for p in TEST_DATA.glob("mdl/*/final.mdl"))

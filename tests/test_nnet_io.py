@@ -12,8 +12,9 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.errors import KaldiFormatError, NnetError, PynnetError
 from pynnet3.io.stream import OutputStream
-from pynnet3.nnet.nnet import Nnet, NodeType, kDescriptor
-from pynnet3.nnet import utils
+from pynnet3.nnet.nnet import Nnet
+from pynnet3.nnet.node import NodeType, kDescriptor
+from pynnet3.nnet import component_ops as utils
 
 
 def _case_key(path):

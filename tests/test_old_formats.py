@@ -21,14 +21,14 @@ import re
 import numpy as np
 import pytest
 
-from pynnet3.compile.computation_io import read_computation, write_computation
+from pynnet3.compiler.computation_io import read_computation, write_computation
 from pynnet3.components import Component
 from pynnet3.errors import KaldiFormatError
 from pynnet3.io.stream import InputStream, OutputStream
-from pynnet3.nnet.am import AmNnetSimple
-from pynnet3.nnet.config_line import ConfigLine
+from pynnet3.model.am import AmNnetSimple
+from pynnet3.common.config_line import ConfigLine
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.transition import HmmTopology, TransitionModel
+from pynnet3.hmm.transition import HmmTopology, TransitionModel
 
 
 # --------------------------------------------------------------------------

@@ -8,18 +8,19 @@ import pytest
 from conftest import KALDI_REF
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import Command, CommandType as CT, NnetComputation
-from pynnet3.compile.computation_io import read_computation_file
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import Command, CommandType as CT, NnetComputation
+from pynnet3.compiler.computation_io import read_computation_file
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.optimize import analysis, analysis_py as twin
-from pynnet3.optimize.checker import command_type_bytes_py
+from pynnet3.optimize import analysis, analysis_types
+from pynnet3.optimize import analysis as twin
+from pynnet3.optimize.command_types import command_type_bytes_py
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
-fast = pytest.importorskip("pynnet3._fast.analysis")
+fast = pytest.importorskip("pynnet3._fast.analysis_kernel")
 
 
 def _computations(case):
@@ -33,7 +34,7 @@ def _computations(case):
 
 
 def assert_same_analysis(nnet, computation):
-    slow = twin.Analyzer().init(nnet, computation)
+    slow = twin.AnalyzerPy().init(nnet, computation)
     quick = fast.Analyzer().init(nnet, computation)
     num_variables = slow.variables.num_variables()
     assert quick.variables.num_variables() == num_variables
@@ -57,16 +58,16 @@ def assert_same_analysis(nnet, computation):
     assert [list(x) for x in quick.variable_accesses] == slow.variable_accesses
     assert list(quick.matrix_accesses) == slow.matrix_accesses
     assert (fast.compute_matrix_to_submatrix(computation)
-            == twin.compute_matrix_to_submatrix(computation))
+            == twin.compute_matrix_to_submatrix_py(computation))
     assert (fast.matrix_access_summary(quick.matrix_accesses)
-            == twin.matrix_access_summary(slow.matrix_accesses))
+            == twin.matrix_access_summary_py(slow.matrix_accesses))
     types = command_type_bytes_py(computation.commands)
     compress = int(CT.kCompressMatrix)
     assert (fast.undefined_variable_candidates(quick.variable_accesses, types, compress)
-            == twin.undefined_variable_candidates(slow.variable_accesses, types, compress))
+            == twin.undefined_variable_candidates_py(slow.variable_accesses, types, compress))
     assert (fast.rewritten_variable_candidates(quick.variable_accesses)
-            == twin.rewritten_variable_candidates(slow.variable_accesses))
-    slow_a = twin.ComputationAnalysis(computation, slow)
+            == twin.rewritten_variable_candidates_py(slow.variable_accesses))
+    slow_a = twin.ComputationAnalysisPy(computation, slow)
     quick_a = fast.ComputationAnalysis(computation, quick)
     num_commands = len(computation.commands)
     probes = sorted({0, num_commands // 3, num_commands // 2, num_commands - 1})
@@ -174,7 +175,7 @@ def test_toy_computation_answers(impl):
     # kPropagateAdds: output is read-write
     assert attrs[4].variables_read == [0, 2, 4] and attrs[4].variables_written == [4]
     assert not any(x.has_side_effects for x in attrs)
-    R, W, RW = twin.kReadAccess, twin.kWriteAccess, twin.kReadWriteAccess
+    R, W, RW = analysis_types.kReadAccess, analysis_types.kWriteAccess, analysis_types.kReadWriteAccess
     assert list(a.variable_accesses[2]) == [(2, W), (3, W), (4, R), (5, RW)]
     assert list(a.variable_accesses[1]) == [(2, W)]
     m1 = a.matrix_accesses[1]
@@ -185,7 +186,7 @@ def test_toy_computation_answers(impl):
     assert (m2.allocate_command, m2.is_input, m2.is_output) == (0, True, True)
     assert list(m2.accesses) == [(0, W), (3, R), (4, RW), (6, R)]
     summary = impl.matrix_access_summary(a.matrix_accesses)
-    assert summary == twin.MatrixAccessSummary(
+    assert summary == analysis_types.MatrixAccessSummary(
         allocate_command=[-1, 1, 0], deallocate_command=[-1, 7, -1],
         first_access=[-1, 2, 0], second_access=[-1, 3, 3], last_access=[-1, 5, 6],
         is_input=[False, False, True], is_output=[False, False, True])

@@ -1,5 +1,5 @@
 """The decisions of ConvertAdditionToAssignment and RemoveUnnecessaryZeroing
-in C (pynnet3/_fast/analysis_passes.pyx) are the Python twins' on every
+in C (pynnet3/_fast/addition_kernel.pyx, zeroing_kernel.pyx) are the Python twins' on every
 reference computation (ours unoptimized, after the addition pass, and
 optimized; Kaldi's optimized)."""
 
@@ -14,8 +14,9 @@ from pynnet3.optimize.addition import additions_to_convert_py, convert_addition_
 from pynnet3.optimize.zeroing import unnecessary_zeroings_py
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
-fast = pytest.importorskip("pynnet3._fast.analysis_passes")
-if analysis._impl is analysis._py:
+addition_kernel = pytest.importorskip("pynnet3._fast.addition_kernel")
+zeroing_kernel = pytest.importorskip("pynnet3._fast.zeroing_kernel")
+if analysis.Analyzer is analysis.AnalyzerPy:
     pytest.skip("the compiled analysis is not in use", allow_module_level=True)
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
@@ -26,9 +27,9 @@ def test_decisions_match_twin(case):
     convert_addition_to_assignment(nnet, converted)
     for computation in computations + [converted]:
         a = analysis.Analyzer().init(nnet, computation)
-        assert (fast.additions_to_convert(a, computation)
+        assert (addition_kernel.additions_to_convert(a, computation)
                 == additions_to_convert_py(a, computation))
-        assert (fast.unnecessary_zeroings(a, computation.commands)
+        assert (zeroing_kernel.unnecessary_zeroings(a, computation.commands)
                 == unnecessary_zeroings_py(a, computation.commands, computation))
 
 
@@ -42,10 +43,10 @@ def test_the_cases_exercise_both():
         nnet = Nnet.read(str(case / "model.raw"))
         computation = _computations(case)[0]
         a = analysis.Analyzer().init(nnet, computation)
-        found_addition = found_addition or bool(fast.additions_to_convert(a, computation))
+        found_addition = found_addition or bool(addition_kernel.additions_to_convert(a, computation))
         convert_addition_to_assignment(nnet, computation)
         a = analysis.Analyzer().init(nnet, computation)
-        found_zeroing = found_zeroing or bool(fast.unnecessary_zeroings(a, computation.commands))
+        found_zeroing = found_zeroing or bool(zeroing_kernel.unnecessary_zeroings(a, computation.commands))
         if found_addition and found_zeroing:
             return
     pytest.fail("no case converts an addition and removes a zeroing")

@@ -9,10 +9,10 @@ import pytest
 from conftest import KALDI_REF, TEST_DATA
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import Command, CommandType as CT
-from pynnet3.compile.computation_io import command_string, read_computation_file
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import Command, CommandType as CT
+from pynnet3.compiler.computation_io import command_string, read_computation_file
 
 from pynnet3.errors import ComputationError
 from pynnet3.nnet.nnet import Nnet
@@ -193,7 +193,7 @@ def test_checker_on_the_python_analysis(case, monkeypatch):
     """The checker gives the same verdicts over the Python twin of the
     analysis: on the reference computations, and on each computation made by
     dropping one zeroing command."""
-    from pynnet3.optimize import analysis_py, checker
+    from pynnet3.optimize import analysis, checker
     nnet, request = _load(case)
     comp = create_computation(nnet, request)
     broken = []
@@ -207,7 +207,8 @@ def test_checker_on_the_python_analysis(case, monkeypatch):
     assert any(v is not None for v in compiled)
     for name in ("Analyzer", "matrix_access_summary", "undefined_variable_candidates",
                  "rewritten_variable_candidates"):
-        monkeypatch.setattr(checker, name, getattr(analysis_py, name))
+        twin = name + ("Py" if name[0].isupper() else "_py")
+        monkeypatch.setattr(checker, name, getattr(analysis, twin))
     check_computation(nnet, comp, check_rewrite=True)
     check_computation(nnet, read_computation_file(str(case / "computation.opt.kaldi")))
     assert [_verdict(nnet, b) for b in broken] == compiled
@@ -222,7 +223,7 @@ LOOPED_MODELS = [p for p in (KALDI_REF / "models" / name / "model.raw"
 def test_looped_computations_pass(model):
     """Computations from compile_looped (several segments, markers between
     them, ending in kGotoLabel) pass, the swaps read as deallocations."""
-    from pynnet3.compile import looped
+    from pynnet3.driver import compile_looped as looped
     from pynnet3.optimize.options import NnetOptimizeOptions
     nnet = Nnet.read(str(model))
     period = 10 if nnet.get_node_index("ivector") != -1 else 1

@@ -1,5 +1,5 @@
 """The checker's index check as a compiled yes/no question
-(``indexes_look_valid`` in pynnet3/_fast/checker.pyx) agrees with its twin
+(``indexes_look_valid`` in pynnet3/_fast/checker_kernel.pyx) agrees with its twin
 (ComputationChecker.check_computation_indexes_py, which names the fault): on
 every reference computation (ours unoptimized and optimized, Kaldi's
 optimized) both find nothing, and on computations with one field broken at
@@ -18,7 +18,7 @@ from pynnet3.optimize.checker import (CheckComputationOptions, ComputationChecke
                                       ComputationCheckError, _component_facts)
 from reference_cases import COMPILE_CASES as CASES
 
-fast = pytest.importorskip("pynnet3._fast.checker")
+fast = pytest.importorskip("pynnet3._fast.checker_kernel")
 
 _FIELDS = ("arg1", "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "alpha", "command_type")
 

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation import CommandType
-from pynnet3.compile.computation_io import print_computation
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import CommandType
+from pynnet3.compiler.computation_io import print_computation
 from pynnet3.components.base import ComponentProperty as P
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
 from pynnet3.optimize.deriv_times import INT32_MAX, INT32_MIN, limit_derivative_times
 from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import assert_close, read_ark

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation_io import computation_to_bytes, print_computation
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation_io import computation_to_bytes, print_computation
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.options import NnetOptimizeOptions
 from test_computer_kaldi import case_dirs, case_id, run_and_check

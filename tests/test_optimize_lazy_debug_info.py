@@ -10,8 +10,8 @@ import pytest
 from reference_cases import COMPILE_CASES as CASES, load_case
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.computation import LazyMatrixDebugInfo, MatrixDebugInfo
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.computation import LazyMatrixDebugInfo, MatrixDebugInfo
 from pynnet3.optimize.checker import ComputationCheckError, check_computation
 from pynnet3.optimize import row_ops
 from pynnet3.optimize.addition import convert_addition_to_assignment
@@ -19,7 +19,7 @@ from pynnet3.optimize.extend_matrices import _padded_cindexes, extend_matrices
 from pynnet3.optimize.model_update import consolidate_model_update
 from pynnet3.optimize.renumber import renumber_computation
 
-pytest.importorskip("pynnet3._fast.compiler_core")
+pytest.importorskip("pynnet3._fast.compiler_kernel")
 
 
 def _eager(computation):

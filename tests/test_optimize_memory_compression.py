@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF, TEST_DATA
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation import Command, CommandType, NnetComputation
-from pynnet3.compile.computation_io import print_computation
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import Command, CommandType, NnetComputation
+from pynnet3.compiler.computation_io import print_computation
 from pynnet3.compute.backend import get_backend
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.memory_compression import optimize_memory_compression
@@ -111,7 +112,7 @@ def _run(case, computation, nnet):
     derivatives and parameter gradients."""
     from pynnet3.components import kaldi_random
     from pynnet3.compute.computer import NnetComputer
-    from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient
+    from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient
     from test_computer_kaldi import read_ark
     # Training-mode random components (self-repair, stats sampling) draw the
     # same numbers in both runs, so the runs differ only by compression.

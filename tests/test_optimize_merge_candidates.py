@@ -1,5 +1,5 @@
 """Variable merging's candidate scan: the compiled kernels
-(pynnet3/_fast/variable_merging.pyx: from the commands, and from the
+(pynnet3/_fast/variable_merging_kernel.pyx: from the commands, and from the
 analysis' copy of their arguments) list the same (command, s1, s2)
 candidates as the Python twin on every reference computation (ours
 unoptimized and optimized, Kaldi's optimized), under each combination of the
@@ -18,7 +18,7 @@ from pynnet3.optimize import analysis
 from pynnet3.optimize.variable_merging import merge_candidates_py
 from reference_cases import COMPILE_CASES as CASES
 
-fast = pytest.importorskip("pynnet3._fast.variable_merging")
+fast = pytest.importorskip("pynnet3._fast.variable_merging_kernel")
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
@@ -31,7 +31,7 @@ def test_candidates_match_twin(case):
             a = fast.merge_candidates(computation.commands, props, *flags, *bits)
             b = merge_candidates_py(computation.commands, props, *flags, *bits)
             assert a == b, flags
-            if analysis._impl is not analysis._py:
+            if analysis.Analyzer is not analysis.AnalyzerPy:
                 analyzer = analysis.Analyzer().init(nnet, computation)
                 c = fast.merge_candidates_of_analysis(analyzer, props, *flags, *bits)
                 assert c == b, flags

@@ -1,5 +1,5 @@
 """Variable merging's round in C (``merge_round`` in
-pynnet3/_fast/variable_merging.pyx) edits a computation exactly as the Python
+pynnet3/_fast/variable_merging_kernel.pyx) edits a computation exactly as the Python
 twin (VariableMergingOptimizer.may_be_merged / do_merge) does: on every
 reference computation (ours unoptimized and optimized, Kaldi's optimized), all
 rounds until one merges nothing, with left and right merges allowed, and with
@@ -18,8 +18,8 @@ from pynnet3.optimize.options import NnetOptimizeOptions
 from pynnet3.optimize.variable_merging import VariableMergingOptimizer
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
-fast = pytest.importorskip("pynnet3._fast.variable_merging")
-if analysis._impl is analysis._py:
+fast = pytest.importorskip("pynnet3._fast.variable_merging_kernel")
+if analysis.Analyzer is analysis.AnalyzerPy:
     pytest.skip("the compiled analysis is not in use", allow_module_level=True)
 
 

@@ -5,13 +5,14 @@ import pytest
 
 from conftest import TEST_DATA
 from pynnet3.bin._cli import ToolParser
-from pynnet3.bin._struct_options import options_from, register_options
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation_io import print_computation
-from pynnet3.compile.request import IoSpecification
+from pynnet3.bin._option_groups import options_from, register_options
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation_io import print_computation
+from pynnet3.compiler.request import IoSpecification
 from pynnet3.errors import ComputationError, UsageError
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.optimize.optimize import max_output_time_in_request
+from pynnet3.optimize.optimizer import max_output_time_in_request
 from pynnet3.optimize.options import INT32_MAX, INT32_MIN, NnetOptimizeOptions
 
 KALDI_NAMES = [
@@ -94,7 +95,7 @@ def test_compile_optimizes_by_default_and_not_when_asked():
 def test_checker_runs_after_every_pass_and_names_the_pass(monkeypatch):
     """A pass that breaks the computation (here: drops the first allocation)
     is caught by the check right after it when check=True, and not without."""
-    from pynnet3.compile.computation import CommandType
+    from pynnet3.compiler.computation import CommandType
     from pynnet3.optimize import zeroing
 
     def broken(nnet, computation):
@@ -136,7 +137,7 @@ def test_checked_optimization_logs_memory_use(caplog):
     case = TEST_DATA / "computer" / "case172"
     nnet = Nnet.read(str(case / "model.raw"))
     request = ComputationRequest.read(str(case / "request.txt"))
-    with caplog.at_level("INFO", logger="pynnet3.optimize.optimize"):
+    with caplog.at_level("INFO", logger="pynnet3.optimize.optimizer"):
         compile(nnet, request, check=True)
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("Before optimization, max memory use (bytes) = ") for m in messages)

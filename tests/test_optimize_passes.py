@@ -1,7 +1,7 @@
 """Hand-made checks of rules in individual passes that the reference cases
 may not reach (renumbering of tables, allocation pairing, I/O order)."""
 
-from pynnet3.compile.computation import Command, CommandType as C, NnetComputation
+from pynnet3.compiler.computation import Command, CommandType as C, NnetComputation
 from pynnet3.optimize.consolidate_io import consolidate_io_operations
 from pynnet3.optimize.renumber import remove_no_ops, renumber_computation
 from pynnet3.optimize.sizing import _command_pairs

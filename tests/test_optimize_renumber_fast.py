@@ -1,26 +1,27 @@
 """Renumbering's per-command loops: the compiled kernels
-(pynnet3/_fast/renumber.pyx) give the same results as the Python twin
-(pynnet3.optimize.renumber_py) on every reference computation (ours
+(pynnet3/_fast/renumber_kernel.pyx) give the same results as the Python twin
+(the *_py functions of pynnet3.optimize.renumber) on every reference computation (ours
 unoptimized and optimized, Kaldi's optimized), and renumber_computation run
 with either gives the same computation."""
 
 import copy
+import types
 
 import pytest
 
 
 import pynnet3.components  # noqa: F401  (registers component types)
-from pynnet3.compile import compile as compile_
-from pynnet3.compile.compiler import create_computation
-from pynnet3.compile.computation import (Command, CommandType as CT, NnetComputation,
+from pynnet3.driver.compile_and_optimize import compile as compile_
+from pynnet3.compiler.compiler import create_computation
+from pynnet3.compiler.computation import (Command, CommandType as CT, NnetComputation,
                                          SubMatrixInfo)
-from pynnet3.compile.computation_io import read_computation_file
-from pynnet3.compile.request import ComputationRequest
+from pynnet3.compiler.computation_io import read_computation_file
+from pynnet3.compiler.request import ComputationRequest
 from pynnet3.nnet.nnet import Nnet
-from pynnet3.optimize import renumber, renumber_py as twin
+from pynnet3.optimize import renumber
 from reference_cases import COMPILE_CASES as CASES, case_id as _id
 
-fast = pytest.importorskip("pynnet3._fast.renumber")
+fast = pytest.importorskip("pynnet3._fast.renumber_kernel")
 
 
 def _computations(case):
@@ -37,8 +38,15 @@ def _positions(commands, chosen):
     return [where[id(c)] for c in chosen]
 
 
+# The twins under the kernel's names (they are the *_py functions of renumber).
+_LOOPS = ("scan_commands", "map_submatrix_fields", "without_no_ops", "scan_indexes_multi",
+          "map_indexes_multi", "renumber_submatrices")
+twin = types.SimpleNamespace(**{name: getattr(renumber, name + "_py") for name in _LOOPS})
+
+
 def _renumber_with(impl, computation, monkeypatch):
-    monkeypatch.setattr(renumber, "_impl", impl)
+    for name in _LOOPS:
+        monkeypatch.setattr(renumber, name, getattr(impl, name))
     renumber.renumber_computation(computation)
     renumber.remove_no_ops(computation)
     return computation
@@ -50,7 +58,7 @@ def test_kernels_match_twin(case, monkeypatch):
         n = len(computation.submatrices)
         used_fast, used_slow = bytearray(n), bytearray(n)
         got_fast = fast.scan_commands(computation.commands, used_fast)
-        got_slow = twin.scan_commands(computation.commands, used_slow)
+        got_slow = renumber.scan_commands_py(computation.commands, used_slow)
         assert used_fast == used_slow
         for a, b in zip(got_fast, got_slow):
             assert _positions(computation.commands, a) == _positions(computation.commands, b)
@@ -58,26 +66,26 @@ def test_kernels_match_twin(case, monkeypatch):
         mapping = [(7 * s + 3) % (n + 5) for s in range(n)]
         a, b = copy.deepcopy(computation.commands), copy.deepcopy(computation.commands)
         fast.map_submatrix_fields(a, mapping)
-        twin.map_submatrix_fields(b, mapping)
+        renumber.map_submatrix_fields_py(b, mapping)
         assert a == b
         used_fast, used_slow = bytearray(n), bytearray(n)
         fast.scan_indexes_multi(computation.indexes_multi, used_fast)
-        twin.scan_indexes_multi(computation.indexes_multi, used_slow)
+        renumber.scan_indexes_multi_py(computation.indexes_multi, used_slow)
         assert used_fast == used_slow
         a, b = list(computation.indexes_multi), list(computation.indexes_multi)
         fast.map_indexes_multi(a, mapping)
-        twin.map_indexes_multi(b, mapping)
+        renumber.map_indexes_multi_py(b, mapping)
         assert a == b
         assert (_positions(computation.commands, fast.without_no_ops(computation.commands))
-                == _positions(computation.commands, twin.without_no_ops(computation.commands)))
+                == _positions(computation.commands, renumber.without_no_ops_py(computation.commands)))
         # Submatrix renumbering: with what the commands use, with every third
         # submatrix dropped, and with every record doubled (all duplicates).
         subs = computation.submatrices
         num_matrices = len(computation.matrices)
         used = bytearray(n)
         used[0] = 1
-        twin.scan_commands(computation.commands, used)
-        twin.scan_indexes_multi(computation.indexes_multi, used)
+        renumber.scan_commands_py(computation.commands, used)
+        renumber.scan_indexes_multi_py(computation.indexes_multi, used)
         thinned = bytearray(u if s % 3 else 0 for s, u in enumerate(used))
         thinned[0] = 1
         for subs_, used_ in ((subs, used), (subs, thinned),
@@ -85,14 +93,14 @@ def test_kernels_match_twin(case, monkeypatch):
             # (each on its own copy: the kernel may renumber records that
             # nothing else holds in place)
             got = fast.renumber_submatrices(copy.deepcopy(subs_), used_, num_matrices)
-            assert got == twin.renumber_submatrices(copy.deepcopy(subs_), used_, num_matrices)
+            assert got == renumber.renumber_submatrices_py(copy.deepcopy(subs_), used_, num_matrices)
         # Whole renumbering, after duplicating every submatrix record (so
         # that the duplicates must collapse and every reference moves).
         doubled = copy.deepcopy(computation)
         doubled.submatrices = doubled.submatrices + doubled.submatrices[1:]
         half = len(computation.submatrices) - 1
         shifted = [0] + [s + half for s in range(1, n)]
-        twin.map_submatrix_fields(doubled.commands, shifted)
+        renumber.map_submatrix_fields_py(doubled.commands, shifted)
         x = _renumber_with(fast, copy.deepcopy(doubled), monkeypatch)
         y = _renumber_with(twin, copy.deepcopy(doubled), monkeypatch)
         # (Precomputed-index objects have no equality; renumbering leaves

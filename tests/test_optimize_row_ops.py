@@ -14,8 +14,9 @@ ReplaceRowWithMatrixOps.
 import numpy as np
 import pytest
 
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation import Command, CommandType, NnetComputation
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import Command, CommandType, NnetComputation
 from pynnet3.compute.computer import NnetComputer
 from pynnet3.nnet.nnet import Nnet
 from pynnet3.optimize.renumber import renumber_computation

@@ -1,5 +1,5 @@
 """ReplaceRowWithMatrixOps' and SnipRowOps' index-list tests: the compiled kernels
-(pynnet3/_fast/row_ops.pyx) agree with the Python twins on every index table
+(pynnet3/_fast/row_ops_kernel.pyx) agree with the Python twins on every index table
 of every reference computation (ours unoptimized and optimized, Kaldi's
 optimized) and on hand-made lists."""
 
@@ -11,7 +11,7 @@ import pynnet3.components  # noqa: F401  (registers component types)
 from pynnet3.optimize.row_ops import consecutive_block_py, leading_trailing_counts_py
 from reference_cases import COMPILE_CASES as CASES
 
-fast = pytest.importorskip("pynnet3._fast.row_ops")
+fast = pytest.importorskip("pynnet3._fast.row_ops_kernel")
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)

@@ -7,7 +7,7 @@ cases pin the formatting rules themselves.
 import numpy as np
 import pytest
 
-from pynnet3.nnet import parameter_stats as ps
+from pynnet3.common import parameter_stats as ps
 
 
 @pytest.mark.parametrize("value, text", [

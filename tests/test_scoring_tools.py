@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from pynnet3.bin import align_text, compute_wer, compute_wer_bootci
-from pynnet3.decode.edit_distance import levenshtein_alignment, levenshtein_edit_distance
-from pynnet3.decode.glibc_rand import GlibcRand
+from pynnet3.decoding.edit_distance import levenshtein_alignment, levenshtein_edit_distance
+from pynnet3.decoding.glibc_rand import GlibcRand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -17,7 +17,7 @@ import importlib
 import os
 import warnings
 
-__all__ = ["SlowPathWarning", "load", "use_pure_python", "pure_python"]
+__all__ = ["SlowPathWarning", "load", "select", "kernel_name", "use_pure_python", "pure_python"]
 
 PURE_PYTHON_ENV = "PYNNET3_PURE_PYTHON"
 
@@ -74,3 +74,27 @@ def load(name):
 def failed_modules():
     """{module name: import error} for every kernel that failed to import."""
     return dict(_failed)
+
+
+def select(kernel, *twins):
+    """The functions or classes a module runs, in the order given: for each
+    twin, the kernel's object of the same name without the twin's ``_py`` /
+    ``Py`` suffix when ``kernel`` (what :func:`load` returned) is a module,
+    else the twin itself::
+
+        exp_rows, log_rows = _fast.select(_kernel, exp_rows_py, log_rows_py)
+    """
+    if kernel is None:
+        return twins
+    return tuple(getattr(kernel, kernel_name(twin)) for twin in twins)
+
+
+def kernel_name(twin):
+    """The name of a twin's kernel: ``exp_rows_py`` -> ``exp_rows``,
+    ``AnalyzerPy`` -> ``Analyzer`` (the naming rule of docs/architecture.md)."""
+    name = twin.__name__
+    for suffix in ("_py", "Py"):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    raise ValueError("%s is not named as a kernel's twin (it ends in neither _py nor Py)"
+                     % name)

@@ -1,5 +1,5 @@
 /* The arithmetic of the oracle's OpenBLAS sgemm (Haswell kernels), for
- * pynnet3/_fast/openblas_sgemm.pyx.  The plain-Python twin and the
+ * pynnet3/_fast/openblas_kernel.pyx.  The plain-Python twin and the
  * description of every step are in pynnet3/numerics/openblas_py.py; the
  * integer decisions (k blocks, which elements are paired) come in as a plan
  * from pynnet3/numerics/openblas_plan.py.

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 
 from ..errors import UsageError
+from ..hmm.hmm_utils import split_to_phones
+from ..hmm.transition import TransitionModel
 from ..io.files import OutputSink
 from ..io.table import SequentialTableReader, TableWriter
-from ..nnet.hmm_utils import split_to_phones
-from ..nnet.transition import TransitionModel
 from ._cli import ToolParser, kaldi_tool
 
 logger = logging.getLogger("pynnet3")

@@ -5,7 +5,7 @@ each utterance, written as Kaldi's align-text writes it
 import logging
 import sys
 
-from ..decode.edit_distance import levenshtein_alignment
+from ..decoding.edit_distance import levenshtein_alignment
 from ..errors import PynnetError
 from ..io.table import RandomAccessTableReader, SequentialTableReader, TableWriter, is_token
 from ._cli import ToolParser, kaldi_tool

@@ -26,20 +26,23 @@ See also: apply-cmvn, modify-cmvn-stats
 
 
 def _accumulate(utt, feats, weights_reader, stats):
-    """Kaldi's AccCmvnStatsWrapper: False (with a WARNING) when the frame
-    weights are missing or of the wrong length."""
+    """Kaldi's AccCmvnStatsWrapper into ``stats`` (new ones, of the features'
+    dimension, when None): (stats, ok), ok false (with a WARNING) when the
+    frame weights are missing or of the wrong length."""
+    if stats is None:
+        stats = init_cmvn_stats(feats.shape[1])
     weights = None
     if weights_reader is not None:
         if not weights_reader.has_key(utt):
             logger.warning("No weights available for utterance %s", utt)
-            return False
+            return stats, False
         weights = weights_reader.value(utt)
         if weights.shape[0] != feats.shape[0]:
             logger.warning("Weights for utterance %s have wrong dimension %d vs. %d", utt,
                            weights.shape[0], feats.shape[0])
-            return False
+            return stats, False
     acc_cmvn_stats(feats, stats, weights)
-    return True
+    return stats, True
 
 
 @kaldi_tool
@@ -64,21 +67,17 @@ def main(argv=None):
                             logger.warning("Did not find features for utterance %s", utt)
                             num_err += 1
                             continue
-                        feats = feat_reader.value(utt)
-                        if stats is None:
-                            stats = init_cmvn_stats(feats.shape[1])
-                        if _accumulate(utt, feats, weights_reader, stats):
-                            num_done += 1
-                        else:
-                            num_err += 1
+                        stats, ok = _accumulate(utt, feat_reader.value(utt), weights_reader,
+                                                stats)
+                        num_done, num_err = num_done + ok, num_err + (not ok)
                     if stats is None:
                         logger.warning("No stats accumulated for speaker %s", spk)
                     else:
                         writer.write(spk, stats)
             else:
                 for utt, feats in SequentialTableReader(rspecifier, "matrix"):
-                    stats = init_cmvn_stats(feats.shape[1])
-                    if not _accumulate(utt, feats, weights_reader, stats):
+                    stats, ok = _accumulate(utt, feats, weights_reader, None)
+                    if not ok:
                         num_err += 1
                         continue
                     writer.write(utt, stats)
@@ -89,12 +88,8 @@ def main(argv=None):
                              "you forget ark:?)")
         stats = None
         for utt, feats in SequentialTableReader(rspecifier, "matrix"):
-            if stats is None:
-                stats = init_cmvn_stats(feats.shape[1])
-            if _accumulate(utt, feats, weights_reader, stats):
-                num_done += 1
-            else:
-                num_err += 1
+            stats, ok = _accumulate(utt, feats, weights_reader, stats)
+            num_done, num_err = num_done + ok, num_err + (not ok)
         if stats is None:
             stats = np.zeros((0, 0))
         write_object(out_spec, opts.binary,

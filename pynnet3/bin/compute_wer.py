@@ -6,10 +6,11 @@ import sys
 
 import numpy as np
 
-from ..decode.edit_distance import levenshtein_edit_distance
+from ..decoding.edit_distance import levenshtein_edit_distance
 from ..errors import PynnetError
 from ..io.table import RandomAccessTableReader, SequentialTableReader
 from ._cli import ToolParser, kaldi_tool
+from ._scoring import register_mode_option, scoring_mode
 
 USAGE = """Compute WER by comparing different transcriptions
 Takes two transcription files, in integer or text format,
@@ -20,26 +21,6 @@ E.g.: compute-wer --text --mode=present ark:data/train/text ark:hyp_text
 See also: align-text,
 Example scoring script: egs/wsj/s5/steps/score_kaldi.sh
 """
-
-MODES = ("present", "all", "strict")
-
-
-def register_mode_option(parser):
-    """--mode, as compute-wer and compute-wer-bootci register it (read back
-    with :func:`scoring_mode`)."""
-    parser.register_str("mode", "strict",
-                        'Scoring mode: "present"|"all"|"strict":\n'
-                        '  "present" means score those we have transcriptions for\n'
-                        '  "all" means treat absent transcriptions as empty\n'
-                        '  "strict" means die if all in ref not also in hyp')
-
-
-def scoring_mode(opts):
-    """The --mode value, checked as Kaldi checks it."""
-    if opts.mode not in MODES:
-        raise PynnetError('--mode option invalid: expected "present"|"all"|"strict", got '
-                          + opts.mode)
-    return opts.mode
 
 
 def format_percent(count, total):

@@ -9,12 +9,12 @@ import sys
 
 import numpy as np
 
-from ..decode.edit_distance import levenshtein_edit_distance
-from ..decode.glibc_rand import GlibcRand
+from ..decoding.edit_distance import levenshtein_edit_distance
+from ..decoding.glibc_rand import GlibcRand
 from ..errors import PynnetError
 from ..io.table import RandomAccessTableReader, SequentialTableReader
 from ._cli import ToolParser, kaldi_tool
-from .compute_wer import register_mode_option, scoring_mode
+from ._scoring import register_mode_option, scoring_mode
 
 USAGE = """Compute a bootstrapping of WER to extract the 95% confidence interval.
 Take a reference and a transcription file, in integer or text format,
@@ -29,8 +29,6 @@ E.g.: compute-wer-bootci --mode=present ark:data/train/text ark:hyp_text
 or compute-wer-bootci ark:data/train/text ark:hyp_text ark:hyp_text2
 See also: compute-wer
 """
-
-f32 = np.float32
 
 
 def get_edits(ref_rspecifier, hyp_rspecifiers, mode):
@@ -71,19 +69,19 @@ def _draws(rng, n):
 
 def get_bootstrap_wer_interval(edits, replications, rng):
     """(mean, interval) in Kaldi's float arithmetic."""
-    wer_accum = f32(0.0)
-    wer_mult_accum = f32(0.0)
+    wer_accum = np.float32(0.0)
+    wer_mult_accum = np.float32(0.0)
     errs = [e for e, _ in edits]
     words = [w for _, w in edits]
     with np.errstate(divide="ignore", invalid="ignore"):
         for _ in range(replications):
             picks = _draws(rng, len(edits)) if edits else []
-            wer_rep = f32(sum(errs[p] for p in picks)) / f32(sum(words[p] for p in picks))
-            wer_accum = f32(wer_accum + wer_rep)
-            wer_mult_accum = f32(wer_mult_accum + f32(wer_rep * wer_rep))
-        mean = f32(wer_accum / f32(replications))
-        variance = f32(f32(wer_mult_accum / f32(replications)) - f32(mean * mean))
-        interval = f32(1.96 * float(np.sqrt(variance)))
+            wer_rep = np.float32(sum(errs[p] for p in picks)) / np.float32(sum(words[p] for p in picks))
+            wer_accum = np.float32(wer_accum + wer_rep)
+            wer_mult_accum = np.float32(wer_mult_accum + np.float32(wer_rep * wer_rep))
+        mean = np.float32(wer_accum / np.float32(replications))
+        variance = np.float32(np.float32(wer_mult_accum / np.float32(replications)) - np.float32(mean * mean))
+        interval = np.float32(1.96 * float(np.sqrt(variance)))
     return mean, interval
 
 
@@ -94,7 +92,7 @@ def get_bootstrap_wer_two_system_comparison(edits, edits2, replications, rng):
         picks = _draws(rng, len(diffs)) if diffs else []
         if sum(diffs[p] for p in picks) > 0:
             improv += 1
-    return f32(f32(improv) / f32(replications))
+    return np.float32(np.float32(improv) / np.float32(replications))
 
 
 def _fixed(x):
@@ -108,10 +106,10 @@ def _fixed(x):
 
 
 def _interval_line(name, mean, interval):
-    m = f32(100 * mean)
-    i = f32(100 * interval)
+    m = np.float32(100 * mean)
+    i = np.float32(100 * interval)
     return "%s: %%WER %s 95%% Conf Interval [ %s, %s ]\n" % (
-        name, _fixed(m), _fixed(f32(m - i)), _fixed(f32(m + i)))
+        name, _fixed(m), _fixed(np.float32(m - i)), _fixed(np.float32(m + i)))
 
 
 @kaldi_tool
@@ -130,7 +128,7 @@ def main(argv=None):
         p_improv = get_bootstrap_wer_two_system_comparison(edits[0], edits[1],
                                                            opts.replications, rng)
         out.append(_interval_line("Set2", mean2, interval2))
-        out.append("Probability of Set2 improving Set1: %s\n" % _fixed(f32(100 * p_improv)))
+        out.append("Probability of Set2 improving Set1: %s\n" % _fixed(np.float32(100 * p_improv)))
     sys.stdout.write("".join(out))
     sys.stdout.flush()
     return 0

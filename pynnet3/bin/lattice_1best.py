@@ -5,9 +5,8 @@ optional word insertion penalty for the search, then unscaled)."""
 import logging
 import sys
 
-import numpy as np
-
-from ..decode.lattice import register_lattice_holder
+from ..common.floats import f32
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
@@ -24,10 +23,6 @@ Usage: lattice-1best [options] <lattice-rspecifier> <lattice-wspecifier>
 """
 
 
-def _f32(x):
-    return float(np.float32(x))
-
-
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
@@ -35,10 +30,9 @@ def main(argv=None):
     parser.register_float("lm-scale", 1.0, "Scaling factor for language model scores.")
     parser.register_float("word-ins-penalty", 0.0, "Word insertion penalty.")
     opts, (rspecifier, wspecifier) = parser.parse(argv, num_args=2)
-    lm, ac = _f32(opts.lm_scale), _f32(opts.acoustic_scale)
+    lm, ac = f32(opts.lm_scale), f32(opts.acoustic_scale)
     if ac == 0.0 or lm == 0.0:
         raise UsageError("Do not use exactly zero acoustic or LM scale (cannot be inverted)")
-    register_lattice_holder()
     n_done = n_err = 0
     with TableWriter(wspecifier, "compact_lattice") as writer:
         for key, clat in SequentialTableReader(rspecifier, "compact_lattice"):

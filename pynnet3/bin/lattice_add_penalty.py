@@ -4,7 +4,7 @@ every word arc of compact lattices, as Kaldi's lattice-add-penalty."""
 import logging
 import sys
 
-from ..decode.lattice import register_lattice_holder
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
 
@@ -24,7 +24,6 @@ def main(argv=None):
     parser = ToolParser(USAGE)
     parser.register_float("word-ins-penalty", 0.0, "Word insertion penalty")
     opts, (rspecifier, wspecifier) = parser.parse(argv, num_args=2)
-    register_lattice_holder()
     n_done = 0
     with TableWriter(wspecifier, "compact_lattice") as writer:
         for key, clat in SequentialTableReader(rspecifier, "compact_lattice"):

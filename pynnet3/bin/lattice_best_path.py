@@ -5,9 +5,8 @@ scaling by --lm-scale and --acoustic-scale)."""
 import logging
 import sys
 
-import numpy as np
-
-from ..decode.lattice import register_lattice_holder
+from ..common.floats import f32
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
 from ._word_symbols import read_word_symbols, write_word_names
@@ -22,10 +21,6 @@ Usage: lattice-best-path [options]  <lattice-rspecifier> [ <transcriptions-wspec
 """
 
 
-def _f32(x):
-    return float(np.float32(x))
-
-
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
@@ -38,8 +33,7 @@ def main(argv=None):
     words_wspecifier = args[1] if len(args) > 1 else ""
     ali_wspecifier = args[2] if len(args) > 2 else ""
     word_syms = read_word_symbols(opts.word_symbol_table) if opts.word_symbol_table else None
-    register_lattice_holder()
-    scale = ((_f32(opts.lm_scale), 0.0), (0.0, _f32(opts.acoustic_scale)))
+    scale = ((f32(opts.lm_scale), 0.0), (0.0, f32(opts.acoustic_scale)))
     n_done = n_fail = n_frame = 0
     tot1 = tot2 = 0.0
     with TableWriters() as writers:
@@ -53,7 +47,7 @@ def main(argv=None):
                 continue
             alignment, words, (w1, w2) = path.linear_symbol_sequence()
             logger.info("For utterance %s, best cost %g + %g = %g over %d frames.", key, w1,
-                        w2, _f32(w1 + w2), len(alignment))
+                        w2, f32(w1 + w2), len(alignment))
             if words_writer:
                 words_writer.write(key, words)
             if ali_writer:
@@ -62,8 +56,8 @@ def main(argv=None):
                 write_word_names(key, words, word_syms)
             n_done += 1
             n_frame += len(alignment)
-            tot1, tot2 = _f32(tot1 + w1), _f32(tot2 + w2)
-    tot = _f32(tot1 + tot2)
+            tot1, tot2 = f32(tot1 + w1), f32(tot2 + w2)
+    tot = f32(tot1 + tot2)
     if n_frame:
         logger.info("Overall cost per frame is %g = %g [graph] + %g [acoustic] over %d frames.",
                     tot / n_frame, tot1 / n_frame, tot2 / n_frame, n_frame)

@@ -5,7 +5,7 @@ Compact lattices by default; ``--write-compact=false`` copies raw
 import logging
 import sys
 
-from ..decode.lattice import register_lattice_holder
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
@@ -46,7 +46,6 @@ def main(argv=None):
         raise UsageError("should not have both --exclude and --include option!")
     include = _read_keys(opts.include) if opts.include else None
     exclude = _read_keys(opts.exclude) if opts.exclude else None
-    register_lattice_holder()
     kind = "compact_lattice" if opts.write_compact else "lattice"
     n_done = 0
     with TableWriter(wspecifier, kind) as writer:

@@ -5,9 +5,9 @@ optionally passing the (topologically sorted) lattices on."""
 import logging
 import sys
 
-from ..decode.lattice import register_lattice_holder
-from ..decode.lattice_functions import (compact_lattice_depth_per_frame,
-                                        top_sort_compact_lattice_if_needed)
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
+from ..decoding.lattice_functions import (compact_lattice_depth_per_frame,
+                                          top_sort_compact_lattice_if_needed)
 from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
 
@@ -26,7 +26,6 @@ E.g.: lattice-depth-per-frame ark:- ark,t:-
 def main(argv=None):
     parser = ToolParser(USAGE)
     opts, args = parser.parse(argv, num_args=(2, 3))
-    register_lattice_holder()
     n_done = 0
     with TableWriters() as writers:
         depth_writer = writers.open(args[1], "int32_vector")

@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 
-from ..decode.lattice import register_lattice_holder
-from ..decode.mbr import MinimumBayesRisk
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
+from ..decoding.mbr import MinimumBayesRisk
 from ..io.table import SequentialTableReader, TableWriters
 from ._cli import ToolParser, kaldi_tool
 from ._word_symbols import read_word_symbols
@@ -50,7 +50,6 @@ def main(argv=None):
     trans_wspec, risk_wspec, stats_wspec, times_wspec = wspecs[:4]
     if opts.word_symbol_table:   # read (and checked) as Kaldi does, but not used
         read_word_symbols(opts.word_symbol_table)
-    register_lattice_holder()
     n_done = n_words = 0
     tot_risk = np.float32(0.0)
     with TableWriters() as writers:

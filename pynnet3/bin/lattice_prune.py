@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from ..decode.lattice import register_lattice_holder
-from ..decode.lattice_functions import prune_lattice
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
+from ..decoding.lattice_functions import prune_lattice
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
@@ -45,7 +45,6 @@ def main(argv=None):
         raise UsageError("Do not use a zero acoustic scale (cannot be inverted)")
     if not opts.beam > 0.0:
         raise UsageError("--beam must be positive, got %g" % opts.beam)
-    register_lattice_holder()
     n_done = arcs_in = arcs_out = states_in = states_out = 0
     with TableWriter(wspecifier, "compact_lattice") as writer:
         for key, clat in SequentialTableReader(rspecifier, "compact_lattice"):

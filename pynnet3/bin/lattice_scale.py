@@ -6,9 +6,8 @@ costs; acoustic costs by --acoustic-scale (or 1/--inv-acoustic-scale) plus
 import logging
 import sys
 
-import numpy as np
-
-from ..decode.lattice import register_lattice_holder
+from ..common.floats import f32
+from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
@@ -19,10 +18,6 @@ USAGE = """Apply scaling to lattice weights
 Usage: lattice-scale [options] lattice-rspecifier lattice-wspecifier
  e.g.: lattice-scale --lm-scale=0.0 ark:1.lats ark:scaled.lats
 """
-
-
-def _f32(x):
-    return float(np.float32(x))
 
 
 @kaldi_tool
@@ -38,15 +33,14 @@ def main(argv=None):
     parser.register_float("lm2acoustic-scale", 0.0,
                           "Add this times original LM costs to acoustic costs")
     opts, (rspecifier, wspecifier) = parser.parse(argv, num_args=2)
-    acoustic_scale = _f32(opts.acoustic_scale)
-    inv = _f32(opts.inv_acoustic_scale)
+    acoustic_scale = f32(opts.acoustic_scale)
+    inv = f32(opts.inv_acoustic_scale)
     if not (acoustic_scale == 1.0 or inv == 1.0):
         raise UsageError("give only one of --acoustic-scale and --inv-acoustic-scale")
     if inv != 1.0:
-        acoustic_scale = _f32(1.0 / inv)
-    scale = ((_f32(opts.lm_scale), _f32(opts.acoustic2lm_scale)),
-             (_f32(opts.lm2acoustic_scale), acoustic_scale))
-    register_lattice_holder()
+        acoustic_scale = f32(1.0 / inv)
+    scale = ((f32(opts.lm_scale), f32(opts.acoustic2lm_scale)),
+             (f32(opts.lm2acoustic_scale), acoustic_scale))
     kind = "compact_lattice" if opts.write_compact else "lattice"
     n_done = 0
     with TableWriter(wspecifier, kind) as writer:

@@ -13,14 +13,15 @@ model (or only the network with ``--raw=true``), binary unless
 import logging
 import sys
 
+from ..components.repeated_affine import BlockAffineComponent, RepeatedAffineComponent
 from ..errors import PynnetError
 from ..io.files import read_bytes
-from ..nnet.am import read_mdl, write_mdl
+from ..model.am import read_mdl, write_mdl
 from ..nnet.collapse import CollapseModelConfig, collapse_model
+from ..nnet.component_ops import (scale_nnet, set_batchnorm_test_mode, set_dropout_test_mode,
+                                  set_learning_rate)
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet
-from ..nnet.utils import (scale_nnet, set_batchnorm_test_mode, set_dropout_test_mode,
-                          set_learning_rate)
 from ._cli import ToolParser, kaldi_tool
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,6 @@ def convert_repeated_to_block_affine(nnet):
     """Kaldi's ConvertRepeatedToBlockAffine: every (NaturalGradient)
     RepeatedAffineComponent, also inside CompositeComponents, becomes an
     equivalent BlockAffineComponent."""
-    from ..components.repeated_affine import BlockAffineComponent, RepeatedAffineComponent
 
     def convert(components):
         for i, comp in enumerate(components):

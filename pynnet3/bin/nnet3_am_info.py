@@ -7,7 +7,7 @@ pdfs, prior statistics) followed by the network's Info(), exactly as Kaldi's
 
 import sys
 
-from ..nnet.am import read_mdl
+from ..model.am import read_mdl
 from ._cli import ToolParser, kaldi_tool
 
 USAGE = """Print information about an nnet3 acoustic model (transition model, neural

@@ -11,12 +11,12 @@ CollapseModel) or set batch-norm test mode to ``--batchnorm-test-mode``
 import logging
 import sys
 
-from ..nnet import utils
+from ..nnet import component_ops
 from ..nnet.collapse import CollapseModelConfig, collapse_model
 from ..nnet.edits import apply_edits_string, read_edit_config
 from ..nnet.nnet import Nnet
+from ..nnet.nnet_config import read_config_file
 from ._cli import ToolParser, kaldi_tool
-from .nnet3_init import read_config_text
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ def prepare_for_test(nnet):
     """What ``--prepare-for-test=true`` does (Kaldi's order): batch-norm and
     dropout components in test mode, then Kaldi's CollapseModel with its
     default configuration."""
-    utils.set_batchnorm_test_mode(nnet, True)
-    utils.set_dropout_test_mode(nnet, True)
+    component_ops.set_batchnorm_test_mode(nnet, True)
+    component_ops.set_dropout_test_mode(nnet, True)
     collapse_model(nnet, CollapseModelConfig())
 
 
@@ -67,19 +67,19 @@ def main(argv=None):
     opts, (nnet_in, nnet_out) = parser.parse(argv, num_args=2)
     nnet = Nnet.read(nnet_in)
     if opts.nnet_config:
-        nnet.read_config(read_config_text(opts.nnet_config), opts.nnet_config)
+        nnet.read_config(read_config_file(opts.nnet_config), opts.nnet_config)
     if opts.learning_rate >= 0:
-        utils.set_learning_rate(nnet, opts.learning_rate)
+        component_ops.set_learning_rate(nnet, opts.learning_rate)
     if opts.scale != 1.0:
-        utils.scale_nnet(nnet, opts.scale)
+        component_ops.scale_nnet(nnet, opts.scale)
     if opts.edits_config:
-        read_edit_config(nnet, read_config_text(opts.edits_config), opts.edits_config)
+        read_edit_config(nnet, read_config_file(opts.edits_config), opts.edits_config)
     if opts.edits:
         apply_edits_string(nnet, opts.edits)
     if opts.prepare_for_test:
         prepare_for_test(nnet)
     else:
-        utils.set_batchnorm_test_mode(nnet, opts.batchnorm_test_mode)
+        component_ops.set_batchnorm_test_mode(nnet, opts.batchnorm_test_mode)
     nnet.write(nnet_out, opts.binary)
     log.info("Copied raw neural net from %s to %s", nnet_in, nnet_out)
 

@@ -3,6 +3,7 @@ inside a .mdl) to standard output."""
 
 import sys
 
+from ..model.info import nnet_info
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
 
@@ -21,7 +22,7 @@ def main(argv=None):
     parser = ToolParser(USAGE)
     _, args = parser.parse(argv, num_args=1)
     nnet = Nnet.read(args[0])
-    sys.stdout.write(nnet.info())
+    sys.stdout.write(nnet_info(nnet))
     sys.stdout.flush()
 
 

@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 
-from ..errors import KaldiFormatError
-from ..io.files import read_bytes
+from ..components import kaldi_random
 from ..nnet.nnet import Nnet
+from ..nnet.nnet_config import read_config_file
 from ._cli import ToolParser, kaldi_tool
 
 log = logging.getLogger(__name__)
@@ -32,22 +32,9 @@ See also: nnet3-copy, nnet3-info
 """
 
 
-def read_config_text(rxfilename):
-    """The text of a config rxfilename (file, '-', 'cmd |'); binary is refused."""
-    data, offset = read_bytes(rxfilename)
-    data = data[offset:]
-    if data[:2] == b"\0B":
-        raise KaldiFormatError("expected a text config file, got a binary file", rxfilename)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise KaldiFormatError("config file is not valid text: %s" % e, rxfilename) from None
-
-
 def seed_random(seed):
     """Seeds every random source components draw from (Kaldi's srand())."""
     np.random.seed(seed & 0xFFFFFFFF)
-    from ..components import kaldi_random
     kaldi_random.seed(seed)
 
 
@@ -66,7 +53,7 @@ def main(argv=None):
     if nnet_in is not None:
         nnet = Nnet.read(nnet_in)
         log.info("Read raw neural net from %s", nnet_in)
-    nnet.read_config(read_config_text(config_in), config_in)
+    nnet.read_config(read_config_file(config_in), config_in)
     nnet.write(nnet_out, opts.binary)
     log.info("Initialized raw neural net and wrote it to %s", nnet_out)
 

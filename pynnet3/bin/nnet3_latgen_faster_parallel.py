@@ -31,9 +31,8 @@ import time
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
 from ._task_sequencer import TaskSequencer
-from .nnet3_latgen_faster import (LatgenSetup, LatgenWriters, log_summary,
-                                  parse_latgen_args, register_latgen_options,
-                                  utterance_inputs)
+from ._latgen import (LatgenSetup, LatgenWriters, log_summary, parse_latgen_args,
+                      register_latgen_options, utterance_inputs)
 
 logger = logging.getLogger("pynnet3")
 

@@ -6,22 +6,24 @@ vector. Zero-length utterances, and utterances shorter than
 ``--min-chunk-size`` without ``--pad-input``, are skipped with Kaldi's
 warnings; exit status 0 if at least one utterance was done.
 ``--cached-compiler-in`` / ``--cached-compiler-out`` read and write Kaldi's
-compiled-computation cache file (:mod:`pynnet3.compile.caching`).
+compiled-computation cache file (:mod:`pynnet3.driver.caching`).
 """
 
 import logging
 import sys
 
-from ..compile.caching import CachingOptimizingCompilerOptions
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer, XvectorSkipped
+from ..driver.caching import CachingOptimizingCompilerOptions
 from ..io.table import SequentialTableReader, TableWriter
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
+from ._option_groups import (compute_backend, optimize_options, options_from,
+                             register_arithmetic_options, register_options,
+                             register_simple_computation_options)
 from ._progress import ProgressBar
-from .nnet3_compute import (_Summary, compute_backend, log_summary, optimize_options,
-                            register_arithmetic_options, register_simple_computation_options)
+from ._run_summary import RunSummary, log_summary
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +65,17 @@ def main(argv=None):
                         "specified file path.")
     parser.register_str("cached-compiler-out", "", "If set, write the cached compiler to the "
                         "specified file path.")
-    CachingOptimizingCompilerOptions.register(parser, "")
+    register_options(parser, "", CachingOptimizingCompilerOptions())
     register_arithmetic_options(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, vector_wspecifier = args
-    summary = _Summary()
+    summary = RunSummary()
     backend = compute_backend(opts, opts.use_gpu)
 
     nnet = Nnet.read(nnet_rxfilename)
     prepare_nnet_for_compute(nnet, getattr(backend, "blas_threads", None))
     compiler = make_compiler(nnet, optimize_options(opts),
-                             CachingOptimizingCompilerOptions.from_options(opts, ""))
+                             options_from(opts, "", CachingOptimizingCompilerOptions()))
     if opts.cached_compiler_in:
         log.info("Reading cache from %s", opts.cached_compiler_in)
         compiler.read_cache_file(opts.cached_compiler_in)

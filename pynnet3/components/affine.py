@@ -24,22 +24,16 @@ Guarantees:
 
 import numpy as np
 
+from . import kaldi_random
+from ..common.floats import f32, kaldi_str
+from ..common.parameter_stats import get_verbose_level, matrix_stats, vector_stats
 from ..errors import NnetError, PynnetError
 from ..io.files import open_input
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import get_verbose_level, matrix_stats, vector_stats
-from . import kaldi_random
-from .base import (Component, Field, P, UpdatableComponent, array_module, read_layout,
-                   write_layout)
-
+from .base import Component, Field, P, UpdatableComponent, array_module, read_layout, write_layout
 
 # --------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------
-
-def f32(value):
-    """``value`` rounded to float32, as a Python float (Kaldi's BaseFloat)."""
-    return float(np.float32(value))
 
 
 def randn(*shape):

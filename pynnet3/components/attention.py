@@ -24,19 +24,13 @@ import math
 
 import numpy as np
 
-from ..errors import ComputationError
-from ..nnet.format import kaldi_str
-from ..nnet.index import Index, kNoTime
-from ..numerics.openblas import sdot_rows
 from . import kaldi_random
-from .base import Component, Field, P, PrecomputedIndexes, array_module
-from .convolution_model import ConvolutionComputationIo, get_computation_io, get_nx_list
-
-
-def _to_host(arr):
-    if type(arr).__module__.startswith("cupy"):
-        return arr.get()
-    return arr
+from ..common.floats import kaldi_str
+from ..common.index import Index, kNoTime
+from ..errors import ComputationError
+from ..numerics.openblas import sdot_rows
+from .base import Component, Field, P, PrecomputedIndexes, array_module, to_host
+from .convolution_computation import ConvolutionComputationIo, get_computation_io, get_nx_list
 
 
 class RestrictedAttentionComponentPrecomputedIndexes(PrecomputedIndexes):
@@ -289,10 +283,10 @@ class RestrictedAttentionComponent(Component):
             return
         xp = array_module(memo)
         c = memo
-        col_sums = _to_host(c.sum(axis=0, dtype=np.float32)).astype(np.float64)
+        col_sums = to_host(c.sum(axis=0, dtype=np.float32)).astype(np.float64)
         self.posterior_stats += col_sums.reshape(self.num_heads, self.context_dim)
         log_c = xp.log(xp.maximum(c, np.float32(1.0e-20)))
-        neg_c_log_c = _to_host((-(c * log_c)).sum(axis=0, dtype=np.float32))
+        neg_c_log_c = to_host((-(c * log_c)).sum(axis=0, dtype=np.float32))
         entropy = neg_c_log_c.reshape(self.num_heads, self.context_dim).sum(axis=1)
         self.entropy_stats += entropy.astype(np.float32).astype(np.float64)
         self.stats_count += c.shape[0]

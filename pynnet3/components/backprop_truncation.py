@@ -12,14 +12,14 @@ that at compile time (:class:`BackpropTruncationComponentPrecomputedIndexes`).
 import numpy as np
 
 from .. import _fast
+from ..common.floats import f32, kaldi_str
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
 from .base import Component, Field, P, PrecomputedIndexes
-from .nonlinear import array_module_of, f32, heaviside, invalid_initializer
+from .nonlinear import array_module_of, heaviside, invalid_initializer
 
-# the C twin of zeroing_rows (pynnet3/_fast/component_indexes.pyx), or None when the
-# user chose the Python versions or it is not built (pynnet3._fast then warns once)
-_fast_indexes = _fast.load("component_indexes")
+# The kernel of the Index-list loops below when it is loaded (the one
+# pynnet3._fast.load policy); else the Python twins run.
+_kernel = _fast.load("backprop_truncation_kernel")
 
 _F32 = np.float32
 
@@ -179,9 +179,9 @@ class BackpropTruncationComponent(Component):
                             % (len(input_indexes), len(output_indexes)))
         zi, ri = self.zeroing_interval, self.recurrence_interval
         marked = None
-        if _fast_indexes is not None and type(output_indexes) is list:
+        if _kernel is not None and type(output_indexes) is list:
             # the C twin (recurrent nets call this once per frame of every layer)
-            marked = _fast_indexes.backprop_truncation_zeroing(output_indexes, zi, ri)
+            marked = _kernel.backprop_truncation_zeroing(output_indexes, zi, ri)
         zeroing, count = marked if marked is not None else zeroing_rows(output_indexes, zi, ri)
         if count >= 2 ** 24:
             return BackpropTruncationComponentPrecomputedIndexes(zeroing, -float(zeroing.sum()))

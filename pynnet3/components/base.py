@@ -23,6 +23,7 @@ import copy
 
 import numpy as np
 
+from ..common.floats import kaldi_str
 from ..errors import ConfigError, KaldiFormatError
 from ..io.files import open_input, write_object
 
@@ -58,6 +59,13 @@ def array_module(array):
         import cupy
         return cupy
     return np
+
+
+def to_host(array):
+    """A NumPy array of a CuPy array (a copy); anything else as it is."""
+    if type(array).__module__.startswith("cupy"):
+        return array.get()
+    return array
 
 
 class Field:
@@ -380,6 +388,18 @@ class Component(TaggedObject):
         """Hook for consistency checks after init/read."""
 
 
+class InputFree:
+    """The index hooks of a component whose output needs no input (Kaldi's
+    ConstantComponent, DropoutMaskComponent): no input Indexes, and every
+    output Index is computable."""
+
+    def get_input_indexes(self, misc_info, output_index):
+        return []
+
+    def is_computable(self, misc_info, output_index, input_index_set, used_inputs=None):
+        return True
+
+
 class UpdatableComponent(Component):
     """Kaldi's UpdatableComponent: learning rate and the common header.
 
@@ -419,7 +439,6 @@ class UpdatableComponent(Component):
 
     def updatable_info(self):
         """The prefix of Kaldi's UpdatableComponent::Info()."""
-        from ..nnet.format import kaldi_str
         s = "%s, input-dim=%d, output-dim=%d, learning-rate=%s" % (
             self.type_name, self.input_dim(), self.output_dim(), kaldi_str(self.learning_rate))
         if self.is_gradient:

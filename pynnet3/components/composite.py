@@ -19,8 +19,8 @@ Guarantees:
 
 import numpy as np
 
+from ..common.config_line import ConfigLine
 from ..errors import ConfigError, NnetError
-from ..nnet.config_line import ConfigLine
 from .base import Component, P, UpdatableComponent, array_module, read_layout, write_layout
 
 _MAX_COMPONENTS = 100000

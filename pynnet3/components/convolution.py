@@ -16,17 +16,15 @@ Index, so both are simple components.
 
 import numpy as np
 
-from ..nnet.parameter_stats import matrix_stats, vector_stats
+from ..common.floats import f32
+from ..common.parameter_stats import matrix_stats, vector_stats
+from ..io.files import open_input
 from .affine import ParameterArrays
-from .base import Field, P, Component, UpdatableComponent, array_module, read_layout
+from .base import Component, Field, P, UpdatableComponent, array_module, read_layout
 
 # Kaldi's TensorVectorizationType.
 kYzx = 0
 kZyx = 1
-
-
-def _f32(value):
-    return float(np.float32(value))
 
 
 class ConvolutionComponent(ParameterArrays, UpdatableComponent):
@@ -105,7 +103,6 @@ class ConvolutionComponent(ParameterArrays, UpdatableComponent):
         filter_dim = self.filt_x_dim * self.filt_y_dim * self.input_z_dim
         matrix = cfl.get_str("matrix")
         if matrix is not None:
-            from ..io.files import open_input
             mat = open_input(matrix).read_matrix()
             if mat.shape[1] != filter_dim + 1 or mat.shape[0] == 0:
                 raise cfl.error("matrix %s has %d columns, expected filter dim + 1 = %d"
@@ -116,8 +113,8 @@ class ConvolutionComponent(ParameterArrays, UpdatableComponent):
             num_filters = cfl.get_int("num-filters")
             if num_filters is None or num_filters <= 0:
                 raise cfl.error("bad initializer: num-filters must be given and positive")
-            param_stddev = _f32(cfl.get_float("param-stddev", 1.0 / np.sqrt(filter_dim)))
-            bias_stddev = _f32(cfl.get_float("bias-stddev", 1.0))
+            param_stddev = f32(cfl.get_float("param-stddev", 1.0 / np.sqrt(filter_dim)))
+            bias_stddev = f32(cfl.get_float("bias-stddev", 1.0))
             if param_stddev < 0.0 or bias_stddev < 0.0:
                 raise cfl.error("param-stddev and bias-stddev must be >= 0")
             self.filter_params = _randn((num_filters, filter_dim), param_stddev)

@@ -10,8 +10,8 @@ is non-simple (it changes x) and precomputes, for each output row, the pair
 
 import numpy as np
 
+from ..common.index import Index
 from ..errors import ComputationError
-from ..nnet.index import Index
 from .base import Component, Field, PrecomputedIndexes, array_module
 
 

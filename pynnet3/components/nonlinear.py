@@ -16,11 +16,11 @@ runs on about half of the calls (a random draw, see ``kaldi_random``).
 
 import numpy as np
 
-from ..errors import NnetError
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import summarize_vector
 from . import kaldi_random
-from .base import Component, P
+from ..common.floats import f32, kaldi_str
+from ..common.parameter_stats import summarize_vector
+from ..errors import NnetError
+from .base import Component, P, to_host
 
 #: Kaldi's kUnsetThreshold: a self-repair threshold that was not configured.
 UNSET_THRESHOLD = -1000.0
@@ -29,16 +29,6 @@ REPAIR_PROBABILITY = 0.5
 
 _F32 = np.float32
 _EMPTY = np.zeros(0, dtype=np.float64)
-
-
-def f32(value):
-    """``value`` rounded to float32, as a Python float (Kaldi's BaseFloat)."""
-    return float(np.float32(value))
-
-
-def to_host(array):
-    """A NumPy view/copy of a NumPy or CuPy array."""
-    return array if isinstance(array, np.ndarray) else array.get()
 
 
 def array_module_of(array):

@@ -16,14 +16,14 @@ import math
 
 import numpy as np
 
+from . import kaldi_random
+from ..common.floats import f32, kaldi_str
+from ..common.parameter_stats import summarize_vector
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import summarize_vector
 from ..numerics import kaldi_cpu
 from ..numerics.openblas import sdot_rows
-from . import kaldi_random
-from .base import Component, P
-from .nonlinear import array_module_of, f32, invalid_initializer, to_host
+from .base import Component, P, to_host
+from .nonlinear import array_module_of, invalid_initializer
 
 _F32 = np.float32
 #: Kaldi's kSquaredNormFloor, 2^-66: exactly representable, and so is its

@@ -23,14 +23,10 @@ Guarantees:
 
 import numpy as np
 
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import matrix_stats, summarize_vector, vector_stats
 from . import kaldi_random
-from .base import P, UpdatableComponent, array_module, read_layout, write_layout
-
-
-def _f32(value):
-    return float(np.float32(value))
+from ..common.floats import f32, kaldi_str
+from ..common.parameter_stats import matrix_stats, summarize_vector, vector_stats
+from .base import P, UpdatableComponent, array_module, read_layout, to_host, write_layout
 
 
 def _sigmoid(xp, x):
@@ -46,12 +42,6 @@ def _randn(shape):
     return kaldi_random.normal_vector(int(np.prod(shape))).astype(np.float32).reshape(shape)
 
 
-def _to_host(arr):
-    if type(arr).__module__.startswith("cupy"):
-        return arr.get()
-    return arr
-
-
 def _like(array, param):
     """``array`` moved to the device (NumPy or CuPy) that ``param`` lives on."""
     xp = array_module(param)
@@ -63,7 +53,7 @@ def _like(array, param):
 def _scaled_avg(sums, count):
     """On-disk average of in-memory sums: the sums as float32, times the
     float32 of 1/count (left alone when count is 0), as Kaldi computes it."""
-    avg = np.asarray(_to_host(sums), dtype=np.float32).copy()
+    avg = np.asarray(to_host(sums), dtype=np.float32).copy()
     if count != 0.0:
         avg *= np.float32(1.0 / count)
     return avg
@@ -82,7 +72,7 @@ class _RecurrentBase(UpdatableComponent):
         return sum(int(p.size) for p in self._params())
 
     def vectorize(self):
-        return np.concatenate([np.asarray(_to_host(p), np.float32).ravel()
+        return np.concatenate([np.asarray(to_host(p), np.float32).ravel()
                                for p in self._params()])
 
     def unvectorize(self, params):
@@ -146,10 +136,10 @@ class LstmNonlinearityComponent(_RecurrentBase):
     def init_from_config(self, cfl):
         self.init_updatable_common(cfl)
         cell_dim = cfl.get_int("cell-dim")
-        param_stddev = _f32(cfl.get_float("param-stddev", 1.0))
-        tanh_thr = _f32(cfl.get_float("tanh-self-repair-threshold", 0.2))
-        sigmoid_thr = _f32(cfl.get_float("sigmoid-self-repair-threshold", 0.05))
-        scale = _f32(cfl.get_float("self-repair-scale", 1.0e-05))
+        param_stddev = f32(cfl.get_float("param-stddev", 1.0))
+        tanh_thr = f32(cfl.get_float("tanh-self-repair-threshold", 0.2))
+        sigmoid_thr = f32(cfl.get_float("sigmoid-self-repair-threshold", 0.05))
+        scale = f32(cfl.get_float("self-repair-scale", 1.0e-05))
         use_dropout = cfl.get_bool("use-dropout", False)
         if cell_dim is None:
             raise cfl.error("cell-dim is required for LstmNonlinearityComponent")
@@ -207,7 +197,7 @@ class LstmNonlinearityComponent(_RecurrentBase):
     def write_body(self, stream):
         write_layout(self, stream, self.UPDATABLE_COMMON)
         stream.write_token("<Params>")
-        stream.write_matrix(_to_host(self.params))
+        stream.write_matrix(to_host(self.params))
         stream.write_token("<ValueAvg>")
         stream.write_matrix(_scaled_avg(self.value_sum, self.count))
         stream.write_token("<DerivAvg>")
@@ -224,7 +214,7 @@ class LstmNonlinearityComponent(_RecurrentBase):
 
     def info(self):
         cell_dim = self.cell_dim()
-        params = _to_host(self.params)
+        params = to_host(self.params)
         s = self.updatable_info() + ", cell-dim=%d, use-dropout=%s" % (
             cell_dim, "true" if self.use_dropout else "false")
         s += vector_stats("w_ic", params[0])
@@ -327,7 +317,7 @@ class LstmNonlinearityComponent(_RecurrentBase):
         # Self-repair scales per nonlinearity and column, from this
         # component's derivative averages (count + 1 avoids dividing by 0).
         count = float(np.float32(1.0 + self.count))
-        host_config = np.asarray(_to_host(self.self_repair_config), dtype=np.float64)
+        host_config = np.asarray(to_host(self.self_repair_config), dtype=np.float64)
         active = (self.deriv_sum / count) < host_config[0:5, None]      # (5, c), host
         repair = xp.asarray(np.where(active, host_config[5:10, None], 0.0).astype(np.float32))
 
@@ -376,8 +366,8 @@ class LstmNonlinearityComponent(_RecurrentBase):
             # Self-repair counts use this component's stats from before this
             # update (to_update may be this very component).
             repaired = active.sum(axis=1).astype(np.float64) * num_rows
-            to_update.value_sum += _to_host(values).astype(np.float64)
-            to_update.deriv_sum += _to_host(derivs).astype(np.float64)
+            to_update.value_sum += to_host(values).astype(np.float64)
+            to_update.deriv_sum += to_host(derivs).astype(np.float64)
             to_update.self_repair_total += repaired
             to_update.count += float(num_rows)
             to_update.params += np.float32(to_update.learning_rate) * \
@@ -504,8 +494,8 @@ class _GruBase(_RecurrentBase):
         xp = array_module(h_t)
         tanh_deriv = 1.0 - h_t * h_t
         self.count += h_t.shape[0]
-        self.value_sum += _to_host(h_t.sum(axis=0)).astype(np.float64)
-        self.deriv_sum += _to_host(tanh_deriv.sum(axis=0)).astype(np.float64)
+        self.value_sum += to_host(h_t.sum(axis=0)).astype(np.float64)
+        self.deriv_sum += to_host(tanh_deriv.sum(axis=0)).astype(np.float64)
         if self.count <= 0.0:
             return
         thresholds = (np.float32(self.self_repair_threshold * self.count)
@@ -566,11 +556,11 @@ class GruNonlinearityComponent(_GruBase):
         if cell_dim is None or cell_dim <= 0:
             raise cfl.error("cell-dim > 0 is required for GruNonlinearityComponent.")
         self.cell_dim = cell_dim
-        param_stddev = _f32(cfl.get_float("param-stddev", 1.0 / np.sqrt(np.float32(cell_dim))))
+        param_stddev = f32(cfl.get_float("param-stddev", 1.0 / np.sqrt(np.float32(cell_dim))))
         self.recurrent_dim = cfl.get_int("recurrent-dim", -1)
-        self.self_repair_threshold = _f32(cfl.get_float("self-repair-threshold", 0.2))
-        self.self_repair_scale = _f32(cfl.get_float("self-repair-scale", 1.0e-05))
-        self.alpha = _f32(cfl.get_float("alpha", 4.0))
+        self.self_repair_threshold = f32(cfl.get_float("self-repair-threshold", 0.2))
+        self.self_repair_scale = f32(cfl.get_float("self-repair-scale", 1.0e-05))
+        self.alpha = f32(cfl.get_float("alpha", 4.0))
         self.rank_in = cfl.get_int("rank-in", 20)
         self.rank_out = cfl.get_int("rank-out", 80)
         self.update_period = cfl.get_int("update-period", 4)
@@ -612,7 +602,7 @@ class GruNonlinearityComponent(_GruBase):
         stream.write_token("<RecurrentDim>")
         stream.write_int32(self.recurrent_dim)
         stream.write_token("<w_h>")
-        stream.write_matrix(_to_host(self.w_h))
+        stream.write_matrix(to_host(self.w_h))
         self._write_stats(stream)
         stream.write_token("<RankInOut>")
         stream.write_int32(self.rank_in)
@@ -702,11 +692,11 @@ class OutputGruNonlinearityComponent(_GruBase):
         if cell_dim is None or cell_dim <= 0:
             raise cfl.error("cell-dim > 0 is required for OutputGruNonlinearityComponent.")
         self.cell_dim = cell_dim
-        self.self_repair_threshold = _f32(cfl.get_float("self-repair-threshold", 0.2))
-        self.self_repair_scale = _f32(cfl.get_float("self-repair-scale", 1.0e-05))
-        param_mean = _f32(cfl.get_float("param-mean", 0.0))
-        param_stddev = _f32(cfl.get_float("param-stddev", 1.0))
-        self.alpha = _f32(cfl.get_float("alpha", 4.0))
+        self.self_repair_threshold = f32(cfl.get_float("self-repair-threshold", 0.2))
+        self.self_repair_scale = f32(cfl.get_float("self-repair-scale", 1.0e-05))
+        param_mean = f32(cfl.get_float("param-mean", 0.0))
+        param_stddev = f32(cfl.get_float("param-stddev", 1.0))
+        self.alpha = f32(cfl.get_float("alpha", 4.0))
         self.rank = cfl.get_int("rank", 8)
         self.update_period = cfl.get_int("update-period", 10)
         self.w_h = _randn(cell_dim) * np.float32(param_stddev) + np.float32(param_mean)
@@ -736,7 +726,7 @@ class OutputGruNonlinearityComponent(_GruBase):
         stream.write_token("<CellDim>")
         stream.write_int32(self.cell_dim)
         stream.write_token("<w_h>")
-        stream.write_vector(_to_host(self.w_h))
+        stream.write_vector(to_host(self.w_h))
         self._write_stats(stream)
         stream.write_token("<Rank>")
         stream.write_int32(self.rank)

@@ -15,8 +15,9 @@ preconditioner is not applied).
 
 import numpy as np
 
-from ..nnet.parameter_stats import matrix_stats, vector_stats
-from .affine import (ParameterArrays, ReadSteps, add_scaled, check_positive, f32, gaussian,
+from ..common.floats import f32
+from ..common.parameter_stats import matrix_stats, vector_stats
+from .affine import (ParameterArrays, ReadSteps, add_scaled, check_positive, gaussian,
                      read_legacy_is_gradient, row_sum)
 from .base import Field, P, UpdatableComponent, array_module
 

@@ -4,7 +4,7 @@ source rows added one at a time in increasing order in float32, exactly as
 Kaldi's CPU loop adds them. Used by the statistics components (x-vector
 pooling) and the computer's kAddRowRanges.
 
-:func:`add_row_ranges` runs the Cython kernel (``pynnet3/_fast/row_ranges.pyx``)
+:func:`add_row_ranges` runs the Cython kernel (``pynnet3/_fast/row_ranges_kernel.pyx``)
 when built, else the twin :func:`add_row_ranges_py` (same numbers, bit for
 bit). Both check that every non-empty range lies inside ``src``.
 """
@@ -16,7 +16,7 @@ from ..errors import ComputationError
 
 __all__ = ["add_row_ranges", "add_row_ranges_py"]
 
-_kernel = _fast.load("row_ranges")
+_kernel = _fast.load("row_ranges_kernel")
 
 
 def _checked_ranges(src, ranges, dst):

@@ -15,12 +15,12 @@ is Kaldi's Info(), and the update is the plain learning-rate gradient step
 
 import numpy as np
 
+from ..common.floats import f32, kaldi_str
+from ..common.parameter_stats import kaldi_min_max, vector_stats
 from ..errors import NnetError
-from ..nnet.format import kaldi_str
-from ..nnet.parameter_stats import kaldi_min_max, vector_stats
 from .affine import (ParameterArrays, ReadSteps, add_scaled, check_natural_gradient_options,
-                     check_positive, f32, gaussian, load_config_vector, randn,
-                     read_legacy_is_gradient, row_sum)
+                     check_positive, gaussian, load_config_vector, randn, read_legacy_is_gradient,
+                     row_sum)
 from .base import Component, Field, P, UpdatableComponent, array_module
 
 _COMMON = UpdatableComponent.UPDATABLE_COMMON

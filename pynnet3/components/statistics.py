@@ -20,14 +20,14 @@ float32 sums).
 
 import numpy as np
 
+from . import row_ranges as _row_ranges
 from .. import _fast
 from ..errors import ComputationError
-from . import row_ranges as _row_ranges
 from .base import Component, Field, P, PrecomputedIndexes, array_module
 
-# the C twins of the index hooks below (pynnet3/_fast/component_indexes.pyx), or None when the
-# user chose the Python versions or it is not built (pynnet3._fast then warns once)
-_fast_indexes = _fast.load("component_indexes")
+# The kernel of the Index-list loops below when it is loaded (the one
+# pynnet3._fast.load policy); else the Python twins run.
+_kernel = _fast.load("statistics_kernel")
 
 
 def _int32_pairs(pairs):
@@ -59,8 +59,8 @@ def _nxt_key(index):
 
 def sort_nxt(indexes):
     """``indexes`` sorted by (n, x, t), stably (the C kernel when built)."""
-    if _fast_indexes is not None and type(indexes) is list:
-        out = _fast_indexes.sort_nxt(indexes)
+    if _kernel is not None and type(indexes) is list:
+        out = _kernel.sort_nxt(indexes)
         if out is not None:
             return out
     return sorted(indexes, key=_nxt_key)
@@ -195,9 +195,9 @@ class StatisticsExtractionComponent(Component):
         return sort_nxt(input_indexes), sort_nxt(output_indexes)
 
     def precompute_indexes(self, misc_info, input_indexes, output_indexes, need_backprop):
-        if _fast_indexes is not None and type(input_indexes) is list \
+        if _kernel is not None and type(input_indexes) is list \
                 and type(output_indexes) is list:
-            arrays = _fast_indexes.statistics_extraction_indexes(
+            arrays = _kernel.statistics_extraction_indexes(
                 input_indexes, output_indexes, self.input_period, self.output_period)
             if arrays is not None:
                 forward, counts, backward = arrays
@@ -395,9 +395,9 @@ class StatisticsPoolingComponent(Component):
         return sort_nxt(input_indexes), sort_nxt(output_indexes)
 
     def precompute_indexes(self, misc_info, input_indexes, output_indexes, need_backprop):
-        if _fast_indexes is not None and type(input_indexes) is list \
+        if _kernel is not None and type(input_indexes) is list \
                 and type(output_indexes) is list:
-            arrays = _fast_indexes.statistics_pooling_indexes(
+            arrays = _kernel.statistics_pooling_indexes(
                 input_indexes, output_indexes, self.input_period, self.left_context,
                 self.right_context)
             if arrays is not None:

@@ -20,18 +20,15 @@ options are kept so files round-trip and Info() matches Kaldi.
 
 import numpy as np
 
+from ..common.floats import f32, kaldi_str
+from ..common.index import Index, kNoTime
+from ..common.parameter_stats import get_verbose_level, matrix_stats, vector_stats
 from ..errors import ComputationError
-from ..nnet.format import kaldi_str
-from ..nnet.index import Index, kNoTime
-from ..nnet.parameter_stats import get_verbose_level, matrix_stats, vector_stats
-from .base import (Field, P, PrecomputedIndexes, UpdatableComponent, array_module,
-                   read_layout, write_layout)
 from .affine import ParameterArrays
-from .convolution_model import get_computation_io, get_indexes_for_computation, split_ints
-
-
-def _f32(value):
-    return float(np.float32(value))
+from .base import (Field, P, PrecomputedIndexes, UpdatableComponent, array_module, read_layout,
+                   write_layout)
+from .convolution_computation import get_computation_io, get_indexes_for_computation
+from .convolution_model import split_ints
 
 
 def _randn(shape, stddev):
@@ -156,13 +153,13 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
         self.time_offsets = offsets
         self.orthonormal_constraint = 0.0
         param_stddev = cfl.get_float("param-stddev", -1.0)
-        bias_stddev = _f32(cfl.get_float("bias-stddev", 1.0))
-        bias_mean = _f32(cfl.get_float("bias-mean", 0.0))
+        bias_stddev = f32(cfl.get_float("bias-stddev", 1.0))
+        bias_mean = f32(cfl.get_float("bias-mean", 0.0))
         use_bias = cfl.get_bool("use-bias", True)
-        self.orthonormal_constraint = _f32(cfl.get_float("orthonormal-constraint", 0.0))
+        self.orthonormal_constraint = f32(cfl.get_float("orthonormal-constraint", 0.0))
         if param_stddev < 0.0:
             param_stddev = 1.0 / np.sqrt(input_dim * len(offsets))
-        param_stddev = _f32(param_stddev)
+        param_stddev = f32(param_stddev)
         self.linear_params = _randn((output_dim, input_dim * len(offsets)), param_stddev)
         if use_bias:
             self.bias_params = (_randn(output_dim, bias_stddev)
@@ -173,9 +170,9 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
         self.use_natural_gradient = cfl.get_bool("use-natural-gradient", True)
         rank_in = cfl.get_int("rank-in", -1)
         rank_out = cfl.get_int("rank-out", -1)
-        self.alpha_in = _f32(cfl.get_float("alpha-in", 4.0))
-        self.alpha_out = _f32(cfl.get_float("alpha-out", 4.0))
-        self.num_samples_history = _f32(cfl.get_float("num-samples-history", 2000.0))
+        self.alpha_in = f32(cfl.get_float("alpha-in", 4.0))
+        self.alpha_out = f32(cfl.get_float("alpha-out", 4.0))
+        self.num_samples_history = f32(cfl.get_float("num-samples-history", 2000.0))
         spliced = input_dim * len(offsets)
         self.rank_in = rank_in if rank_in >= 0 else min(20, (spliced + 1) // 2)
         self.rank_out = rank_out if rank_out >= 0 else min(80, (output_dim + 1) // 2)

@@ -7,7 +7,7 @@ output row is ``height_out * num_filters_out``. The width axis is nnet3's
 offset of its model, needs only the *required* ones to be present (the rest
 are zero-padded), reorders its input/output Indexes into a regular grid
 (padding with t = kNoTime blanks), and precomputes a
-:class:`~pynnet3.components.convolution_model.ConvolutionComputation`
+:class:`~pynnet3.components.convolution_computation.ConvolutionComputation`
 serialized inside computations as
 ``<TimeHeightConvolutionComponentPrecomputedIndexes> <Computation> ...``.
 
@@ -20,22 +20,17 @@ import logging
 
 import numpy as np
 
+from ..common.floats import f32, kaldi_str
+from ..common.index import Index, kNoTime
+from ..common.parameter_stats import matrix_stats, vector_stats
 from ..errors import ComputationError
-from ..nnet.format import kaldi_str
-from ..nnet.index import Index, kNoTime
-from ..nnet.parameter_stats import matrix_stats, vector_stats
-from .base import (P, PrecomputedIndexes, UpdatableComponent, array_module, read_layout,
-                   write_layout)
 from .affine import ParameterArrays
-from .convolution_model import (ConvolutionComputation, ConvolutionModel,
-                                compile_convolution_computation, convolve_backward_data,
-                                convolve_backward_params, convolve_forward, split_ints)
+from .base import P, PrecomputedIndexes, UpdatableComponent, array_module, read_layout, write_layout
+from .convolution_computation import ConvolutionComputation, compile_convolution_computation
+from .convolution_model import ConvolutionModel, split_ints
+from .convolve import convolve_backward_data, convolve_backward_params, convolve_forward
 
 _LOG = logging.getLogger("pynnet3")
-
-
-def _f32(value):
-    return float(np.float32(value))
 
 
 def _randn(shape, stddev):
@@ -133,7 +128,7 @@ class TimeHeightConvolutionComponent(ParameterArrays, UpdatableComponent):
         model.height_out = values["height-out"]
         required = cfl.get_str("required-time-offsets", "undef")
         model.height_subsample_out = cfl.get_int("height-subsample-out", 1)
-        self.max_memory_mb = _f32(cfl.get_float("max-memory-mb", 200.0))
+        self.max_memory_mb = f32(cfl.get_float("max-memory-mb", 200.0))
         if not self.max_memory_mb > 0.0:
             raise cfl.error("max-memory-mb must be positive")
 
@@ -184,11 +179,11 @@ class TimeHeightConvolutionComponent(ParameterArrays, UpdatableComponent):
         self.model = model
 
         param_stddev = cfl.get_float("param-stddev", -1.0)
-        bias_stddev = _f32(cfl.get_float("bias-stddev", 0.0))
+        bias_stddev = f32(cfl.get_float("bias-stddev", 0.0))
         init_unit = cfl.get_bool("init-unit", False)
         if param_stddev < 0.0:
             param_stddev = 1.0 / np.sqrt(model.num_filters_in * len(model.offsets))
-        param_stddev = _f32(param_stddev)
+        param_stddev = f32(param_stddev)
         shape = (model.param_rows(), model.param_cols())
         if not init_unit:
             self.linear_params = _randn(shape, param_stddev)
@@ -200,9 +195,9 @@ class TimeHeightConvolutionComponent(ParameterArrays, UpdatableComponent):
         self.use_natural_gradient = cfl.get_bool("use-natural-gradient", True)
         rank_in = cfl.get_int("rank-in", -1)
         rank_out = cfl.get_int("rank-out", -1)
-        self.alpha_in = _f32(cfl.get_float("alpha-in", 4.0))
-        self.alpha_out = _f32(cfl.get_float("alpha-out", 4.0))
-        self.num_minibatches_history = _f32(cfl.get_float("num-minibatches-history", 4.0))
+        self.alpha_in = f32(cfl.get_float("alpha-in", 4.0))
+        self.alpha_out = f32(cfl.get_float("alpha-out", 4.0))
+        self.num_minibatches_history = f32(cfl.get_float("num-minibatches-history", 4.0))
         dim_in, dim_out = shape[1] + 1, shape[0]
         self.rank_in = rank_in if rank_in >= 0 else min(80, (dim_in + 1) // 2)
         self.rank_out = rank_out if rank_out >= 0 else min(80, (dim_out + 1) // 2)

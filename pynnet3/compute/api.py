@@ -22,6 +22,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import UsageError
+from ..nnet.nnet import Nnet
 from .utterance import SimpleComputationOptions, SimpleNnetComputer
 from .utterance import apply_exp as _exp
 from .utterance import prepare_nnet_for_compute
@@ -38,7 +39,6 @@ _MAX_CACHED = 8
 
 def _network(nnet):
     if isinstance(nnet, str):
-        from ..nnet.nnet import Nnet
         return Nnet.read(nnet)
     return nnet
 

@@ -24,6 +24,7 @@ import logging
 
 import numpy as np
 
+from ..components.row_ranges import add_row_ranges
 from ..errors import ComputationError
 from ..numerics.kaldi_cpu import KaldiCpu
 from ..numerics.openblas_plan import openblas_threads_from_environment
@@ -225,7 +226,6 @@ class Backend:
             part = src[ranges.single_src]
         elif self.xp is np and alpha == 1.0:
             # Kaldi's CPU loop (a Cython kernel): float32, row by row.
-            from ..components.row_ranges import add_row_ranges
             add_row_ranges(src, np.stack([ranges.begin, ranges.end], axis=1), dest)
             return
         else:
@@ -375,7 +375,6 @@ class KaldiExactBackend(Backend):
         """Kaldi's kAddRowRanges: each destination element adds the float
         sum of its range (summed from +0 in row order); with alpha != 1
         Kaldi scales by 1/alpha first and by alpha after."""
-        from ..components.row_ranges import add_row_ranges
         alpha = np.float32(alpha)
         if ranges.single:
             pairs = np.zeros((ranges.num_rows, 2), np.int64)

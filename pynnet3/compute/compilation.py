@@ -1,6 +1,6 @@
 """The one place where the compute layer (nnet3-compute,
 nnet3-xvector-compute, the Python API) gets a compiler: Kaldi's
-CachingOptimizingCompiler (:mod:`pynnet3.compile.caching`), one per network
+CachingOptimizingCompiler (:mod:`pynnet3.driver.caching`), one per network
 and tool run, as Kaldi's tools make one. Each request is compiled, checked
 and optimized once (``optimize_options``: NnetOptimizeOptions, the tools'
 ``--optimization.*``; ``compiler_options``: CachingOptimizingCompilerOptions,
@@ -9,7 +9,7 @@ and optimized once (``optimize_options``: NnetOptimizeOptions, the tools'
 
 import logging
 
-from ..compile.caching import CachingOptimizingCompiler
+from ..driver.caching import CachingOptimizingCompiler
 
 logger = logging.getLogger("pynnet3")
 

@@ -37,10 +37,12 @@ import time
 
 import numpy as np
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
+from ..compiler.computation_io import command_string
 from ..components.base import ComponentProperty
 from ..errors import ComputationError, PynnetError
 from .backend import get_backend
+from .debug import CommandDebugger
 from .plan import ExecutionPlan
 
 _IO_COMMANDS = (CommandType.kAcceptInput, CommandType.kProvideOutput)
@@ -128,7 +130,6 @@ class NnetComputer:
         self.plan = plan
         self._debugger = None
         if debug:
-            from .debug import CommandDebugger
             self._debugger = CommandDebugger(self)
         self._slices = plan.slices
         self._pool = plan.pool
@@ -385,7 +386,6 @@ class NnetComputer:
         return names[i] if 0 <= i < len(names) else "<node %d>" % i
 
     def _command_error(self, e):
-        from ..compile.computation_io import command_string
         pc = self.program_counter
         try:
             text = command_string(self.computation, self.nnet, pc)

@@ -11,6 +11,9 @@ import math
 
 import numpy as np
 
+from ..compiler.computation_io import command_strings, submatrix_strings
+from ..optimize.analysis import ComputationVariables, compute_command_attributes
+
 logger = logging.getLogger("pynnet3")
 
 __all__ = ["CommandDebugger"]
@@ -35,8 +38,6 @@ class CommandDebugger:
     __slots__ = ("computer", "attributes", "strings", "submatrix_strings", "_before")
 
     def __init__(self, computer):
-        from ..compile.computation_io import command_strings, submatrix_strings
-        from ..optimize.analysis import ComputationVariables, compute_command_attributes
         computation, nnet = computer.computation, computer.nnet
         variables = ComputationVariables()
         variables.init(computation)

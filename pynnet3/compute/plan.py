@@ -31,7 +31,7 @@ one network (its component properties) and one backend; it is not
 thread-safe (one NnetComputer at a time per plan).
 """
 
-from ..compile.computation import CommandType
+from ..compiler.computation import INDEXES_MULTI_ARG, SUBMATRIX_ARGS, CommandType
 from ..components.base import ComponentProperty
 from .arena import Workspace, plan_arena
 from .fusion import find_fusions
@@ -39,21 +39,6 @@ from .fusion import find_fusions
 __all__ = ["ExecutionPlan", "MatrixPool"]
 
 T = CommandType
-
-# The command arguments that are submatrix indexes, by command type.
-_SUBMATRIX_ARGS = {
-    T.kAllocMatrix: ("arg1",), T.kDeallocMatrix: ("arg1",), T.kSwapMatrix: ("arg1", "arg2"),
-    T.kSetConst: ("arg1",), T.kPropagate: ("arg3", "arg4"),
-    T.kBackprop: ("arg3", "arg4", "arg5", "arg6"),
-    T.kBackpropNoModelUpdate: ("arg3", "arg4", "arg5", "arg6"),
-    T.kMatrixCopy: ("arg1", "arg2"), T.kMatrixAdd: ("arg1", "arg2"),
-    T.kCopyRows: ("arg1", "arg2"), T.kAddRows: ("arg1", "arg2"),
-    T.kCopyRowsMulti: ("arg1",), T.kCopyToRowsMulti: ("arg1",),
-    T.kAddRowsMulti: ("arg1",), T.kAddToRowsMulti: ("arg1",),
-    T.kAddRowRanges: ("arg1", "arg2"), T.kCompressMatrix: ("arg1",),
-    T.kDecompressMatrix: ("arg1",), T.kAcceptInput: ("arg1",), T.kProvideOutput: ("arg1",),
-}
-_MULTI = (T.kCopyRowsMulti, T.kCopyToRowsMulti, T.kAddRowsMulti, T.kAddToRowsMulti)
 
 
 class MatrixPool:
@@ -169,12 +154,13 @@ def _touched_matrices(computation, c):
     subs = computation.submatrices
     num_subs = len(subs)
     out = set()
-    for name in _SUBMATRIX_ARGS.get(c.command_type, ()):
+    for name in SUBMATRIX_ARGS.get(c.command_type, ()):
         s = getattr(c, name)
         if 0 < s < num_subs:
             out.add(subs[s].matrix_index)
-    if c.command_type in _MULTI and 0 <= c.arg2 < len(computation.indexes_multi):
-        for s, _ in computation.indexes_multi[c.arg2]:
+    multi = INDEXES_MULTI_ARG.get(c.command_type)
+    if multi is not None and 0 <= getattr(c, multi) < len(computation.indexes_multi):
+        for s, _ in computation.indexes_multi[getattr(c, multi)]:
             if 0 < s < num_subs:
                 out.add(subs[s].matrix_index)
     return out

@@ -6,7 +6,7 @@ optionally an input node ``ivector`` (Kaldi's IsSimpleNnet). Its output is
 computed in *chunks* of output frames; for each chunk Kaldi
 
 - takes the network's own left/right context (Kaldi's ComputeSimpleNnetContext,
-  :func:`compute_simple_nnet_context`) plus ``extra_left_context`` /
+  which the CachingOptimizingCompiler computes once) plus ``extra_left_context`` /
   ``extra_right_context`` (``extra_left_context_initial`` replaces the former
   for the chunk that starts at frame 0, ``extra_right_context_final`` the latter
   for the chunk that ends at the last output frame, when they are >= 0);
@@ -61,27 +61,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compile import ComputationRequest, IoSpecification
-from ..compile.context import compute_simple_nnet_context
+from ..common.index import Index
+from ..compiler.computation_io import print_computation
+from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
+from ..model.am import log_priors
 from ..nnet.collapse import collapse_model
-from ..nnet.index import Index
-from ..nnet.utils import (is_simple_nnet, nnet_is_recurrent, set_batchnorm_test_mode,
-                          set_dropout_test_mode)
-from .compilation import make_compiler
+from ..nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
+from ..nnet.graph import nnet_is_recurrent
+from ..nnet.nnet import is_simple_nnet
 from ..numerics import kaldi_cpu
 from . import blas_threads as blas_control
-from .backend import KaldiExactBackend, get_backend
-from .computer import NnetComputer
 from .arena import Workspace
+from .backend import KaldiExactBackend, get_backend
+from .compilation import make_compiler
+from .computer import NnetComputer
 from .layout import lay_out_for_products
 from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
 __all__ = ["SimpleComputationOptions", "ChunkPlan", "ChunkLayout", "SimpleNnetComputer",
-           "log_priors_of",
-           "compute_simple_nnet_context", "prepare_nnet_for_compute", "apply_exp",
+           "prepare_nnet_for_compute", "apply_exp",
            "compute_utterance"]
 
 # The automatic batch of chunks (SimpleNnetComputer.chunks_per_computation)
@@ -101,8 +102,6 @@ BATCH_RECURRENT_CHUNKS = 8
 # before the frame it needs ("half a second": not explainable by edge effects).
 _MAX_IVECTOR_MARGIN_FRAMES = 50
 
-
-# -- the network's context ---------------------------------------------------------------------
 
 # -- preparing the network ----------------------------------------------------------------------
 
@@ -342,10 +341,12 @@ class SimpleNnetComputer:
         self.output_dim = nnet.output_dim("output")
         self.input_dim = nnet.input_dim("input")
         self.ivector_dim = max(0, nnet.input_dim("ivector"))
-        self.log_priors = log_priors_of(priors, self.output_dim)
-        left, right = context if context is not None else compute_simple_nnet_context(nnet)
-        self.nnet_left_context, self.nnet_right_context = int(left), int(right)
+        self.log_priors = log_priors(priors, self.output_dim)
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
+        # Kaldi's DecodableNnetSimple asks its compiler (which computes it once)
+        left, right = (context if context is not None
+                       else self.compiler.get_simple_nnet_context())
+        self.nnet_left_context, self.nnet_right_context = int(left), int(right)
         self.debug_computation = debug_computation
         self.debug = debug
         self.layout = ChunkLayout(self.opts, left, right, nnet.modulus())
@@ -456,7 +457,6 @@ class SimpleNnetComputer:
                            for i in range(plan.num_subsampled_frames)])]
             computation = self.compiler.compile(request)
             if self.debug_computation:
-                from ..compile.computation_io import print_computation
                 logger.info("Computation for chunk shape %s:\n%s", key,
                             print_computation(computation, self.nnet))
             self._cache[key] = computation
@@ -631,21 +631,6 @@ class SimpleNnetComputer:
         """True when Kaldi, with these options, computes an utterance of
         ``num_frames`` frames in a single chunk."""
         return self.layout.covers_utterance(num_frames)
-
-
-def log_priors_of(priors, output_dim):
-    """The log of the priors as nnet3-compute takes it (the C library's
-    logf, as Kaldi's ApplyLog), or None for no priors."""
-    if priors is None or len(priors) == 0:
-        return None
-    priors = np.asarray(priors, dtype=np.float32)
-    if priors.shape != (output_dim,):
-        raise UsageError("priors have dimension %d but the network's output has "
-                         "dimension %d" % (priors.size, output_dim))
-    if (priors < 0).any():
-        raise UsageError("Trying to take log of a negative number (the priors)")
-    # (NumPy's float32 log differs from logf in the last bit now and then)
-    return kaldi_cpu.apply_log(priors)
 
 
 def compute_utterance(nnet, features, opts=None, ivector=None, online_ivectors=None,

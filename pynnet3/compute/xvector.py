@@ -17,11 +17,11 @@ import math
 
 import numpy as np
 
-from ..compile import ComputationRequest, IoSpecification
+from ..common.index import Index
+from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
-from ..nnet.index import Index
-from .compilation import make_compiler
 from .backend import KaldiExactBackend, get_backend
+from .compilation import make_compiler
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 

@@ -22,7 +22,7 @@ import tempfile
 from ..errors import KaldiFormatError, PynnetError
 from .stream import InputStream, OutputStream
 
-_OFFSET_RE = re.compile(r"^(.*):([0-9]+)$")
+OFFSET_RE = re.compile(r"^(.*):([0-9]+)$")
 
 
 def classify_rxfilename(rxfilename):
@@ -32,7 +32,7 @@ def classify_rxfilename(rxfilename):
         return "stdin"
     if name.endswith("|"):
         return "pipe"
-    if _OFFSET_RE.match(rxfilename) and not os.path.exists(rxfilename):
+    if OFFSET_RE.match(rxfilename) and not os.path.exists(rxfilename):
         return "offset"
     return "file"
 
@@ -51,7 +51,7 @@ def read_bytes(rxfilename):
                                   % (command.strip(), proc.returncode, rxfilename))
             return proc.stdout, 0
         if kind == "offset":
-            path, offset = _OFFSET_RE.match(rxfilename).groups()
+            path, offset = OFFSET_RE.match(rxfilename).groups()
             with open(path, "rb") as f:
                 data = f.read()
             offset = int(offset)
@@ -180,7 +180,7 @@ def read_buffer(rxfilename):
     if kind not in ("file", "offset"):
         return read_bytes(rxfilename)
     if kind == "offset":
-        path, offset = _OFFSET_RE.match(rxfilename).groups()
+        path, offset = OFFSET_RE.match(rxfilename).groups()
         offset = int(offset)
     else:
         path, offset = rxfilename, 0

@@ -21,6 +21,7 @@ import struct
 import numpy as np
 
 from ..errors import KaldiFormatError
+from .compressed import read_compressed_matrix
 
 _WS = b" \t\n\r\x0b\x0c"
 _TOKEN_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
@@ -364,7 +365,6 @@ class InputStream:
                                        "matrix data")
                 return mat.reshape(rows, cols)
             if tok in ("CM", "CM2", "CM3"):
-                from .compressed import read_compressed_matrix
                 return read_compressed_matrix(self, tok, start).astype(dtype, copy=False)
             raise self.error("expected a matrix (FM, DM, CM, CM2 or CM3), got '%s'" % tok, start)
         text, at = self._text_bracketed("a matrix")

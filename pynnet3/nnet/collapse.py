@@ -52,25 +52,25 @@ collapsed with 2); element-wise scalings are single float32 roundings, as
 in Kaldi.
 """
 
-import logging
 from dataclasses import dataclass
+import logging
 
 import numpy as np
 
 from ..components.affine import AffineComponent, FixedAffineComponent, LinearComponent
-from ..components.general_misc import GeneralDropoutComponent
+from ..components.dropout import GeneralDropoutComponent
 from ..components.normalize import BatchNormComponent
+from ..components.parameter_free import DropoutComponent
 from ..components.scale_offset import FixedScaleComponent
-from ..components.simple_misc import DropoutComponent
 from ..components.tdnn import TdnnComponent
 from ..components.time_height_convolution import TimeHeightConvolutionComponent
 from ..errors import NnetError
 from ..numerics.openblas import sgemm, sgemv_add
 from ..numerics.openblas_plan import openblas_threads_from_environment
-from .descriptor import (OffsetForwardingDescriptor, SimpleForwardingDescriptor,
-                         SimpleSumDescriptor, parse_descriptor)
-from .nnet import kComponent, kDescriptor
-from .utils import remove_orphan_components, remove_orphan_nodes
+from .descriptor import OffsetForwardingDescriptor, SimpleForwardingDescriptor, SimpleSumDescriptor
+from .descriptor_parser import parse_descriptor
+from .nnet import remove_orphan_components, remove_orphan_nodes
+from .node import kComponent, kDescriptor
 
 logger = logging.getLogger("pynnet3")
 

@@ -25,24 +25,22 @@ import logging
 
 import numpy as np
 
+from ..common.config_line import ConfigLine, name_matches_pattern, read_config_lines
+from ..common.floats import f32
+from ..components.affine import (AffineComponent, FixedAffineComponent, LinearComponent,
+                                 NaturalGradientAffineComponent)
 from ..components.base import UpdatableComponent
 from ..errors import ConfigError, PynnetError
-from .config_line import ConfigLine, read_config_lines
-from .descriptor import name_matches_pattern
-from .utils import (remove_orphan_components, remove_orphan_nodes, remove_some_nodes)
+from .nnet import remove_orphan_components, remove_orphan_nodes, remove_some_nodes
+from .node import kComponent, kDescriptor, kDimRange, kLinear
 
 logger = logging.getLogger("pynnet3")
 
 _DROPOUT_TYPES = ("DropoutComponent", "DropoutMaskComponent", "GeneralDropoutComponent")
 
 
-def _f32(x):
-    return float(np.float32(x))
-
-
 def _is_affine(comp):
     """Kaldi's dynamic_cast<AffineComponent*>: AffineComponent and its subclass."""
-    from ..components.affine import AffineComponent
     return isinstance(comp, AffineComponent)
 
 
@@ -88,11 +86,10 @@ def _required_float(cfl, key):
     """The directive's float ``key=`` value (must be given), as a float32."""
     if not cfl.has(key):
         raise cfl.error("In edits-config, expected %s to be set" % key)
-    return _f32(cfl.get_float(key))
+    return f32(cfl.get_float(key))
 
 
 def _convert_to_fixed_affine(nnet, cfl):
-    from ..components.affine import FixedAffineComponent
     matching = _matching_components(nnet, cfl, _is_affine)
     for c, comp in matching:
         nnet.components[c] = FixedAffineComponent.from_affine(comp)
@@ -180,8 +177,8 @@ def _set_dropout_proportion(nnet, cfl):
 
 def _apply_svd(nnet, cfl):
     bottleneck_dim = cfl.get_int("bottleneck-dim", -1)
-    energy_threshold = _f32(cfl.get_float("energy-threshold", -1.0))
-    shrinkage_threshold = _f32(cfl.get_float("shrinkage-threshold", 1.0))
+    energy_threshold = f32(cfl.get_float("energy-threshold", -1.0))
+    shrinkage_threshold = f32(cfl.get_float("shrinkage-threshold", 1.0))
     pattern = cfl.get_str("name")
     if pattern is None:
         raise cfl.error("Edit directive apply-svd requires 'name' to be specified.")
@@ -260,7 +257,6 @@ class _SvdApplier:
         logger.info("Converted %d components to FixedAffineComponent.", len(self.modified))
 
     def _decompose(self, name, affine):
-        from ..components.affine import LinearComponent, NaturalGradientAffineComponent
         in_dim, out_dim = affine.input_dim(), affine.output_dim()
         if self.energy_threshold >= 1 or self.shrinkage_threshold >= 1:
             # Kaldi asserts this at this point (so its default shrinkage-threshold
@@ -283,7 +279,7 @@ class _SvdApplier:
             self.bottleneck_dim = i + 1
         dim = self.bottleneck_dim
         s2_sum_reduced = float(np.sum(s2[:dim], dtype=np.float32))
-        shrinkage = _f32(dim * (in_dim + out_dim)) / _f32(in_dim * out_dim)
+        shrinkage = f32(dim * (in_dim + out_dim)) / f32(in_dim * out_dim)
         if shrinkage > self.shrinkage_threshold:
             logger.info("Shrinkage ratio %g greater than threshold : %g Skipping SVD for "
                         "this layer.", shrinkage, self.shrinkage_threshold)
@@ -300,7 +296,6 @@ class _SvdApplier:
         return comp_a, comp_b
 
     def _modify_topology(self):
-        from .nnet import kComponent, kDescriptor, kDimRange, kLinear
         nnet = self.nnet
         names = list(nnet.node_names)
         modified_names = list(names)

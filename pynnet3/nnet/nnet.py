@@ -23,70 +23,23 @@ every network it returns has passed :meth:`Nnet.check`.
 """
 
 import logging
-from enum import IntEnum
 
-from ..errors import ConfigError, DescriptorError, KaldiFormatError, NnetError, PynnetError
+import numpy as np
+
+from ..common.config_line import is_valid_name
+from ..components import Component
+from ..errors import DescriptorError, KaldiFormatError, NnetError, PynnetError
+from ..hmm.transition import TransitionModel
 from ..io.files import open_input, write_object
 from ..io.stream import InputStream, OutputStream
+from .descriptor import (BinarySumDescriptor, OptionalSumDescriptor, SimpleForwardingDescriptor,
+                         SimpleSumDescriptor, lcm)
+from .descriptor_parser import descriptor_name_lookup, parse_descriptor
+from .graph import find_cycle, nnet_to_directed_graph
+from .nnet_config import build_from_config, read_config_source
+from .node import kComponent, kDescriptor, kDimRange, kInput, kLinear
 
 logger = logging.getLogger("pynnet3")
-
-
-class NodeType(IntEnum):
-    """Kaldi's NodeType, same values."""
-
-    kInput = 0
-    kDescriptor = 1
-    kComponent = 2
-    kDimRange = 3
-    kNone = 4
-
-
-class ObjectiveType(IntEnum):
-    """Kaldi's ObjectiveType, same values."""
-
-    kLinear = 0
-    kQuadratic = 1
-
-
-kInput, kDescriptor, kComponent, kDimRange, kNone = (
-    NodeType.kInput, NodeType.kDescriptor, NodeType.kComponent, NodeType.kDimRange,
-    NodeType.kNone)
-kLinear, kQuadratic = ObjectiveType.kLinear, ObjectiveType.kQuadratic
-
-
-class NetworkNode:
-    """One node (Kaldi's NetworkNode).
-
-    ``descriptor``: kDescriptor nodes; ``component_index``: kComponent nodes;
-    ``node_index``: kDimRange nodes (the source node); ``objective_type``:
-    output nodes; ``dim``: kInput and kDimRange nodes; ``dim_offset``:
-    kDimRange nodes. Unused fields are None / -1.
-    """
-
-    __slots__ = ("node_type", "descriptor", "component_index", "node_index", "dim",
-                 "dim_offset", "objective_type")
-
-    def __init__(self, node_type=kNone, descriptor=None, component_index=-1,
-                 node_index=-1, dim=-1, dim_offset=-1, objective_type=kLinear):
-        self.node_type = NodeType(node_type)
-        self.descriptor = descriptor
-        self.component_index = component_index
-        self.node_index = node_index
-        self.dim = dim
-        self.dim_offset = dim_offset
-        self.objective_type = ObjectiveType(objective_type)
-
-    def copy(self):
-        # Descriptors are immutable, so sharing them is safe.
-        return NetworkNode(self.node_type, self.descriptor, self.component_index,
-                           self.node_index, self.dim, self.dim_offset, self.objective_type)
-
-    def __repr__(self):
-        return ("NetworkNode(%s, component_index=%d, node_index=%d, dim=%d, dim_offset=%d, "
-                "descriptor=%r)" % (self.node_type.name, self.component_index,
-                                    self.node_index, self.dim, self.dim_offset,
-                                    self.descriptor))
 
 
 class Nnet:
@@ -95,8 +48,8 @@ class Nnet:
     use (``components`` / ``component_names``). ``Nnet()`` is an empty
     network: read one from a file (:meth:`read`, ``.raw`` or ``.mdl``, text
     or binary) or build one from nnet3 config lines (:meth:`from_config`, as
-    ``nnet3-init``). Reading then writing gives Kaldi's bytes; :meth:`info`
-    is what ``nnet3-info`` prints.
+    ``nnet3-init``). Reading then writing gives Kaldi's bytes; :func:`pynnet3.nnet_info`
+    gives what ``nnet3-info`` prints.
 
     Raises:
         PynnetError: :meth:`read` and :meth:`from_config` raise
@@ -109,7 +62,7 @@ class Nnet:
         from pynnet3 import examples
 
         nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
-        print(nnet.info().splitlines()[:2])           # nnet3-info's first lines
+        print(pynnet3.nnet_info(nnet).splitlines()[:2])   # nnet3-info's first lines
         nnet.write("copy.txt", binary=False)          # as nnet3-copy --binary=false
         print(pynnet3.Nnet.read("copy.txt").num_components())
 
@@ -166,7 +119,6 @@ class Nnet:
             ConfigError: a bad config line (names the file, line and what was
                 expected); NnetError: an inconsistent network.
         """
-        from .nnet_config import read_config_source
         text, source = read_config_source(text_or_path, source)
         nnet = cls()
         nnet.read_config(text, source)
@@ -175,8 +127,9 @@ class Nnet:
     def read_config(self, text, source=None):
         """Adds (or replaces) nodes and components from config text, as Kaldi's
         Nnet::ReadConfig does; on error the network is left unchanged."""
-        from .nnet_config import read_config
-        read_config(self, text, source)
+        result = Nnet()
+        build_from_config(self, result, text, source)
+        self.swap(result)
 
     def copy(self):
         """A deep copy (components copied, Descriptors shared: they are
@@ -238,7 +191,6 @@ class Nnet:
         num_components = stream.read_int32()
         if not 0 <= num_components < 100000:
             raise stream.error("invalid number of components %d" % num_components, start)
-        from ..components import Component
         components, names = [], []
         for c in range(num_components):
             stream.expect_token("<ComponentName>")
@@ -251,19 +203,19 @@ class Nnet:
                 raise stream.error("error reading component %s: %s" % (names[-1], e)) from None
         stream.expect_token("</Nnet3>")
         # Built aside and swapped in, so a failure leaves this object unchanged.
+        read = Nnet()
+        read.components, read.component_names = components, names
         result = Nnet()
-        result.components, result.component_names = components, names
-        from .nnet_config import read_config
-        read_config(result, config_text, "%s (config section)" % stream.source,
-                    first_line_number=_line_number(data, config_start))
+        build_from_config(read, result, config_text, "%s (config section)" % stream.source,
+                          first_line_number=_line_number(data, config_start))
         self.swap(result)
 
     def _read_from_mdl(self, stream):
-        """A .mdl file (TransitionModel, then the network and priors): takes the
-        network, as Kaldi's Nnet::Read does."""
-        from .am import read_mdl_from
-        _, am_nnet = read_mdl_from(stream)
-        self.swap(am_nnet.nnet)
+        """A .mdl file (TransitionModel, then an AmNnetSimple): takes the
+        network, as Kaldi's Nnet::Read does (see :func:`read_am_nnet_simple`)."""
+        TransitionModel().read_from(stream)
+        nnet, _, _, _ = read_am_nnet_simple(stream)
+        self.swap(nnet)
 
     # -- writing ----------------------------------------------------------------------
     def write(self, wxfilename, binary=True):
@@ -366,7 +318,6 @@ class Nnet:
 
     def add_component(self, name, component):
         """Appends a component; returns its index."""
-        from .config_line import is_valid_name
         if not is_valid_name(name):
             raise NnetError("invalid component name '%s'" % name)
         self.components.append(component)
@@ -375,7 +326,6 @@ class Nnet:
 
     def set_node_name(self, i, new_name):
         """Kaldi's SetNodeName: renames node ``i`` (no duplicates, valid names)."""
-        from .config_line import is_valid_name
         if not 0 <= i < len(self.nodes):
             raise NnetError("invalid node index %d" % i)
         if self.get_node_index(new_name) != -1:
@@ -456,11 +406,10 @@ class Nnet:
 
     def modulus(self):
         """Kaldi's Nnet::Modulus: the lcm of the descriptors' moduli."""
-        from .descriptor import _lcm
         ans = 1
         for node in self.nodes:
             if node.node_type == kDescriptor:
-                ans = _lcm(ans, node.descriptor.modulus())
+                ans = lcm(ans, node.descriptor.modulus())
         return ans
 
     def get_some_node_names(self):
@@ -505,28 +454,14 @@ class Nnet:
         return [self.get_as_config_line(i, include_dim) for i in range(len(self.nodes))
                 if not self.is_component_input_node(i)]
 
-    def info(self):
-        """Kaldi's Nnet::Info(): what ``nnet3-info`` prints (context lines
-        for a 'simple' network, parameters, modulus, one config line per
-        node with dimensions, one line per component).
-
-        Returns:
-            The text (str), lines ending in newlines.
-        """
-        from .info import nnet_info
-        return nnet_info(self)
-
-    # -- structural edits (see utils.py) ----------------------------------------------------
+    # -- structural edits (the functions below) --------------------------------------------
     def remove_orphan_nodes(self, remove_orphan_inputs=False):
-        from .utils import remove_orphan_nodes
         remove_orphan_nodes(self, remove_orphan_inputs)
 
     def remove_orphan_components(self):
-        from .utils import remove_orphan_components
         remove_orphan_components(self)
 
     def remove_some_nodes(self, nodes_to_remove):
-        from .utils import remove_some_nodes
         remove_some_nodes(self, nodes_to_remove)
 
     # -- consistency --------------------------------------------------------------------
@@ -624,7 +559,6 @@ class Nnet:
             raise NnetError("the network has no output nodes")
         self._check_no_zero_delay_cycle()
         if warn_for_orphans:
-            from .utils import find_orphan_components, find_orphan_nodes
             for c in find_orphan_components(self):
                 logger.warning("Component %s is never used by any node.",
                                self.component_names[c])
@@ -647,7 +581,7 @@ class Nnet:
                     graph[n] = [n - 1]
             elif t == kDimRange:
                 graph[n] = [node.node_index]
-        cycle = _find_cycle(graph)
+        cycle = find_cycle(graph)
         if cycle is not None:
             shown = [self.node_names[i] for i in cycle
                      if not self.is_component_input_node(i)]
@@ -661,8 +595,6 @@ class Nnet:
 def _same_index_sources(descriptor):
     """The source nodes a descriptor reads at exactly the output Index, through
     plain node names or Scale() only (inside Sum/Failover/IfDefined)."""
-    from .descriptor import (BinarySumDescriptor, OptionalSumDescriptor,
-                             SimpleForwardingDescriptor, SimpleSumDescriptor)
     out = set()
 
     def visit(part):
@@ -680,39 +612,159 @@ def _same_index_sources(descriptor):
     return out
 
 
-def _find_cycle(graph):
-    """A list of nodes forming a cycle in ``graph`` (adjacency lists), or None."""
-    WHITE, GREY, BLACK = 0, 1, 2
-    color = [WHITE] * len(graph)
-    for root in range(len(graph)):
-        if color[root] != WHITE:
-            continue
-        stack = [(root, iter(graph[root]))]
-        path = [root]
-        color[root] = GREY
-        while stack:
-            node, it = stack[-1]
-            advanced = False
-            for nxt in it:
-                if color[nxt] == GREY:
-                    return path[path.index(nxt):]
-                if color[nxt] == WHITE:
-                    color[nxt] = GREY
-                    stack.append((nxt, iter(graph[nxt])))
-                    path.append(nxt)
-                    advanced = True
-                    break
-            if not advanced:
-                color[node] = BLACK
-                stack.pop()
-                path.pop()
-    return None
-
-
 def _line_number(data, pos):
     """1-based line number of byte ``pos`` in ``data``."""
     return data.count(b"\n", 0, pos) + 1
 
 
-__all__ = ["Nnet", "NetworkNode", "NodeType", "ObjectiveType", "kInput", "kDescriptor",
-           "kComponent", "kDimRange", "kNone", "kLinear", "kQuadratic", "ConfigError"]
+# -- Kaldi's nnet-utils on the structure -------------------------------------------------
+
+def num_input_nodes(nnet):
+    return sum(1 for n in range(nnet.num_nodes()) if nnet.is_input_node(n))
+
+
+def num_output_nodes(nnet):
+    return sum(1 for n in range(nnet.num_nodes()) if nnet.is_output_node(n))
+
+
+def is_simple_nnet(nnet):
+    """Kaldi's IsSimpleNnet: an output "output", an input "input", and no other
+    input except possibly "ivector"."""
+    out = nnet.get_node_index("output")
+    if out == -1 or not nnet.is_output_node(out):
+        return False
+    inp = nnet.get_node_index("input")
+    if inp == -1 or not nnet.is_input_node(inp):
+        return False
+    if num_input_nodes(nnet) == 1:
+        return True
+    iv = nnet.get_node_index("ivector")
+    return iv != -1 and nnet.is_input_node(iv)
+
+
+def find_orphan_components(nnet):
+    """Indexes of components no component-node uses (Kaldi's FindOrphanComponents)."""
+    used = [False] * nnet.num_components()
+    for node in nnet.nodes:
+        if node.node_type == kComponent:
+            used[node.component_index] = True
+    return [c for c, u in enumerate(used) if not u]
+
+
+def find_orphan_nodes(nnet):
+    """Indexes of nodes not needed to compute any output (Kaldi's FindOrphanNodes)."""
+    depend_on = nnet_to_directed_graph(nnet)
+    dependencies = [[] for _ in depend_on]
+    for n, users in enumerate(depend_on):
+        for u in users:
+            dependencies[u].append(n)
+    required = [False] * nnet.num_nodes()
+    queue = [n for n in range(nnet.num_nodes()) if nnet.is_output_node(n)]
+    while queue:
+        i = queue.pop()
+        if not required[i]:
+            required[i] = True
+            queue.extend(dependencies[i])
+    return [n for n, r in enumerate(required) if not r]
+
+
+def remove_some_nodes(nnet, nodes_to_remove):
+    """Kaldi's Nnet::RemoveSomeNodes: drops those nodes; descriptors are
+    renumbered by printing and re-parsing them, as Kaldi does."""
+    if not nodes_to_remove:
+        return
+    remove = set(nodes_to_remove)
+    old2new = {}
+    new_nodes, new_names = [], []
+    for n, node in enumerate(nnet.nodes):
+        if n not in remove:
+            old2new[n] = len(new_nodes)
+            new_nodes.append(node.copy())
+            new_names.append(nnet.node_names[n])
+    new_lookup = descriptor_name_lookup(new_names)
+    for node in new_nodes:
+        if node.node_type == kDescriptor:
+            text = node.descriptor.write_config(nnet.node_names)
+            node.descriptor = parse_descriptor(text, new_lookup)
+        elif node.node_type == kDimRange:
+            if node.node_index not in old2new:
+                raise NnetError("cannot remove node %s: dim-range node uses it"
+                                % nnet.node_names[node.node_index])
+            node.node_index = old2new[node.node_index]
+    nnet.nodes = new_nodes
+    nnet.node_names = new_names
+    nnet.check(warn_for_orphans=False)
+
+
+def remove_orphan_nodes(nnet, remove_orphan_inputs=False):
+    """Kaldi's Nnet::RemoveOrphanNodes (logs how many were removed)."""
+    orphans = find_orphan_nodes(nnet)
+    if not remove_orphan_inputs:
+        # Kaldi erases input nodes from the list while stepping through it
+        # with an index, so an orphan right after an erased input is skipped
+        # (kept in the list, hence removed); we reproduce that exactly.
+        i = 0
+        while i < len(orphans):
+            if nnet.is_input_node(orphans[i]):
+                del orphans[i]
+            i += 1
+    num_removed = sum(1 for n in orphans if not nnet.is_component_input_node(n))
+    remove_some_nodes(nnet, orphans)
+    logger.info("Removed %d orphan nodes.", num_removed)
+
+
+def remove_orphan_components(nnet):
+    """Kaldi's Nnet::RemoveOrphanComponents."""
+    orphans = find_orphan_components(nnet)
+    logger.info("Removing %d orphan components.", len(orphans))
+    if not orphans:
+        return
+    drop = set(orphans)
+    old2new = {}
+    comps, names = [], []
+    for c, (comp, name) in enumerate(zip(nnet.components, nnet.component_names)):
+        if c not in drop:
+            old2new[c] = len(comps)
+            comps.append(comp)
+            names.append(name)
+    for node in nnet.nodes:
+        if node.node_type == kComponent:
+            node.component_index = old2new[node.component_index]
+    nnet.components = comps
+    nnet.component_names = names
+    nnet.check()
+
+
+# -- the network of an acoustic model -------------------------------------------------------
+
+def read_am_nnet_simple(stream):
+    """Kaldi's AmNnetSimple::Read without its last step: (nnet, left_context,
+    right_context, priors) as stored, after Kaldi's checks (a 'simple'
+    network; priors empty or of the output's dimension). Kaldi then recomputes
+    the context, which needs the compiler: :class:`pynnet3.model.am.AmNnetSimple`
+    does; :meth:`Nnet.read` of a ``.mdl``, which keeps only the network, does
+    not."""
+    nnet = Nnet()
+    start = stream.pos
+    nnet.read_from(stream)
+    stream.expect_token("<LeftContext>")
+    left_context = stream.read_int32()
+    stream.expect_token("<RightContext>")
+    right_context = stream.read_int32()
+    if not is_simple_nnet(nnet):
+        raise stream.error("AmNnetSimple is only for 'simple' networks (an input node "
+                           "'input', an output node 'output', optionally an input "
+                           "'ivector'), and this one is not", start)
+    stream.expect_token("<Priors>")
+    at = stream.pos
+    priors = stream.read_vector(np.float32)
+    out_dim = nnet.output_dim("output")
+    if priors.shape[0] not in (0, out_dim):
+        raise stream.error("the priors have dimension %d but the network's output "
+                           "has dimension %d" % (priors.shape[0], out_dim), at)
+    return nnet, left_context, right_context, priors
+
+
+__all__ = ["Nnet", "is_simple_nnet", "num_input_nodes", "num_output_nodes",
+           "find_orphan_components", "find_orphan_nodes", "remove_some_nodes",
+           "remove_orphan_nodes", "remove_orphan_components", "read_am_nnet_simple"]

@@ -23,11 +23,26 @@ Guarantees, as in Kaldi:
 
 import os
 
-from ..errors import ConfigError, DescriptorError, NnetError, PynnetError
-from .config_line import ConfigLine, is_valid_name, read_config_lines
-from .descriptor import descriptor_name_lookup, parse_descriptor
+from ..common.config_line import ConfigLine, is_valid_name, read_config_lines
+from ..components import Component
+from ..errors import ConfigError, DescriptorError, KaldiFormatError, NnetError, PynnetError
+from ..io.files import read_bytes
+from .descriptor_parser import descriptor_name_lookup, parse_descriptor
+from .node import NetworkNode, kComponent, kDescriptor, kDimRange, kInput, kLinear, kQuadratic
 
 EXISTING = "(existing network)"
+
+
+def read_config_file(rxfilename):
+    """The text of a config rxfilename (file, '-', 'cmd |'); binary is refused."""
+    data, offset = read_bytes(rxfilename)
+    data = data[offset:]
+    if data[:2] == b"\0B":
+        raise KaldiFormatError("expected a text config file, got a binary file", rxfilename)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KaldiFormatError("config file is not valid text: %s" % e, rxfilename) from None
 
 
 def read_config_source(text_or_path, source=None):
@@ -40,8 +55,11 @@ def read_config_source(text_or_path, source=None):
     return text_or_path, source
 
 
-def read_config(nnet, text, source=None, first_line_number=1):
-    """Applies config ``text`` to ``nnet`` (Kaldi's Nnet::ReadConfig).
+def build_from_config(nnet, result, text, source=None, first_line_number=1):
+    """Kaldi's Nnet::ReadConfig: fills the empty network ``result`` with
+    ``nnet``'s components and config lines followed by those of ``text``, and
+    checks it (``nnet`` is not changed; :meth:`Nnet.read_config` swaps the
+    result in).
 
     ``source`` names the text in errors; ``first_line_number`` is the line
     number of the text's first line in that source.
@@ -53,7 +71,7 @@ def read_config(nnet, text, source=None, first_line_number=1):
         lines.append(ConfigLine(line, source, number + offset))
     lines = _remove_redundant_config_lines(num_initial, lines)
 
-    work = _Builder(nnet.components, nnet.component_names)
+    work = _Builder(result, nnet.components, nnet.component_names)
     handlers = {
         "component": _process_component,
         "component-node": _process_component_node,
@@ -76,7 +94,6 @@ def read_config(nnet, text, source=None, first_line_number=1):
         if source is None:
             raise
         raise NnetError("%s: %s" % (source, e)) from None
-    nnet.swap(work.nnet)
 
 
 class _Builder:
@@ -87,9 +104,8 @@ class _Builder:
     __slots__ = ("nnet", "node_index", "component_index", "initial_num_components",
                  "descriptor_names")
 
-    def __init__(self, components, component_names):
-        from .nnet import Nnet
-        self.nnet = Nnet()
+    def __init__(self, nnet, components, component_names):
+        self.nnet = nnet
         self.nnet.components = list(components)
         self.nnet.component_names = list(component_names)
         self.node_index = {}
@@ -152,7 +168,6 @@ def _remove_redundant_config_lines(num_initial, lines):
 def _process_component(work, cfl, pass_):
     if pass_ != 0:
         return
-    from ..components import Component
     name = cfl.get_str("name")
     type_name = cfl.get_str("type")
     if type_name is None:
@@ -192,7 +207,6 @@ def _parse_input_descriptor(work, cfl, what):
 
 
 def _process_component_node(work, cfl, pass_):
-    from .nnet import NetworkNode, kComponent, kDescriptor
     name = cfl.get_str("name")
     input_name = name + "_input"
     input_index = work.get_node_index(input_name)
@@ -219,7 +233,6 @@ def _process_component_node(work, cfl, pass_):
 
 
 def _process_input_node(work, cfl, pass_):
-    from .nnet import NetworkNode, kInput
     if pass_ != 0:
         return
     name = cfl.get_str("name")
@@ -235,7 +248,6 @@ def _process_input_node(work, cfl, pass_):
 
 
 def _process_output_node(work, cfl, pass_):
-    from .nnet import NetworkNode, kDescriptor, kLinear, kQuadratic
     name = cfl.get_str("name")
     index = work.get_node_index(name)
     if pass_ == 0:
@@ -257,7 +269,6 @@ def _process_output_node(work, cfl, pass_):
 
 
 def _process_dim_range_node(work, cfl, pass_):
-    from .nnet import NetworkNode, kComponent, kDimRange, kInput
     name = cfl.get_str("name")
     index = work.get_node_index(name)
     if pass_ == 0:

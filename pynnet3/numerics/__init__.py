@@ -6,11 +6,11 @@ library's exp/log/pow. This package reproduces the oracle's (kaldi-ref's):
 
 - :mod:`.openblas_plan`: how OpenBLAS 0.3.21 (Haswell kernels) splits a
   matrix product into blocks and kernel calls, and how many threads it uses;
-- :mod:`.openblas_py`: the readable NumPy twin of its sgemm and sgemv
-  arithmetic; :mod:`.openblas`: the same, fast (Cython kernel
-  ``pynnet3._fast.openblas_sgemm``), plus sdot;
-- :mod:`.kaldi_libm_py`: the C library's expf/logf/pow in Kaldi's loops
-  (twin of ``pynnet3._fast.kaldi_libm``);
+- :mod:`.openblas`: its sgemm, sgemv and sdot arithmetic (kernel
+  ``pynnet3._fast.openblas_kernel``; the readable NumPy twins beside it);
+- :mod:`.kaldi_libm`: the C library's expf/logf/pow in Kaldi's loops (kernel
+  ``pynnet3._fast.kaldi_libm_kernel``; the twins call the library through
+  ctypes);
 - :mod:`.kaldi_cpu`: Kaldi's CPU matrix operations built from those
   (AddMatMat, AddMat, AddVecToRows, softmaxes, sigmoid, tanh, ...), and
   :class:`.kaldi_cpu.KaldiCpu`, which components' ``propagate_kaldi_exact``

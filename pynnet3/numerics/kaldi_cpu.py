@@ -6,7 +6,7 @@ matrix/kaldi-matrix.cc and kaldi-vector.cc (built with -O2 and without
 OpenBLAS for products, row additions and scalings. Each function here is one
 such Kaldi operation on float32 NumPy matrices, computed with the same
 float32 roundings in the same order, so it gives Kaldi's bits where the
-oracle's OpenBLAS (:mod:`.openblas`) and C library (:mod:`.kaldi_libm_py`)
+oracle's OpenBLAS (:mod:`.openblas`) and C library (:mod:`.kaldi_libm`)
 are the ones reproduced:
 
 - :func:`add_mat_mat`: ``AddMatMat`` (OpenBLAS sgemm);
@@ -28,7 +28,7 @@ are the ones reproduced:
   all-float versions), :func:`apply_exp`, :func:`apply_log`, :func:`apply_pow`:
   loops that call the C library's ``expf`` / ``logf`` / ``pow``, with
   Kaldi's double-precision steps where its C++ has them (compiled in
-  ``pynnet3._fast.kaldi_libm``, twin :mod:`.kaldi_libm_py`).
+  :mod:`.kaldi_libm`, which runs its kernel or its twins).
 
 Matrices must be float32 with contiguous rows (column ranges of wider
 matrices are fine); the functions work in place unless they say otherwise.
@@ -38,10 +38,8 @@ that is handed one object to do its arithmetic with.
 
 import numpy as np
 
-from .. import _fast
-from . import kaldi_libm_py
-from .openblas import ORACLE_THREADS, add_mat_mat
-from .openblas_py import fma32
+from . import kaldi_libm
+from .openblas import ORACLE_THREADS, add_mat_mat, fma32
 
 __all__ = ["KaldiCpu", "add_mat_mat", "axpy_rows", "add_vec_to_rows", "mul_cols_vec", "scale",
            "apply_floor", "log_softmax_per_row", "softmax_per_row", "sigmoid", "tanh",
@@ -49,7 +47,6 @@ __all__ = ["KaldiCpu", "add_mat_mat", "axpy_rows", "add_vec_to_rows", "mul_cols_
            "apply_exp", "apply_log", "apply_pow"]
 
 _F32 = np.float32
-_libm = _fast.load("kaldi_libm") or kaldi_libm_py
 
 # OpenBLAS's saxpy stays on one thread up to this length.
 _AXPY_SERIAL_MAX = 10000
@@ -153,19 +150,19 @@ def apply_floor(mat, floor):
 
 def log_softmax_per_row(src, dest):
     """Kaldi's LogSoftMaxPerRow on the CPU, into ``dest`` (may be ``src``)."""
-    _libm.log_softmax_rows(src, dest)
+    kaldi_libm.log_softmax_rows(src, dest)
     return dest
 
 
 def sigmoid(src, dest):
     """Kaldi's CuMatrixBase::Sigmoid on the CPU, into ``dest`` (may be ``src``)."""
-    _libm.sigmoid_rows(src, dest)
+    kaldi_libm.sigmoid_rows(src, dest)
     return dest
 
 
 def tanh(src, dest):
     """Kaldi's CuMatrixBase::Tanh on the CPU, into ``dest`` (may be ``src``)."""
-    _libm.tanh_rows(src, dest)
+    kaldi_libm.tanh_rows(src, dest)
     return dest
 
 
@@ -174,7 +171,7 @@ def scalar_sigmoid(x):
     element of ``x``, as a new matrix."""
     x = np.ascontiguousarray(x, _F32)
     out = np.empty_like(x)
-    _libm.scalar_sigmoid_rows(x.reshape(x.shape[0], -1), out.reshape(x.shape[0], -1))
+    kaldi_libm.scalar_sigmoid_rows(x.reshape(x.shape[0], -1), out.reshape(x.shape[0], -1))
     return out
 
 
@@ -182,19 +179,19 @@ def scalar_tanh(x):
     """cu-math.cc's ScalarTanh (all float) of every element, as a new matrix."""
     x = np.ascontiguousarray(x, _F32)
     out = np.empty_like(x)
-    _libm.scalar_tanh_rows(x.reshape(x.shape[0], -1), out.reshape(x.shape[0], -1))
+    kaldi_libm.scalar_tanh_rows(x.reshape(x.shape[0], -1), out.reshape(x.shape[0], -1))
     return out
 
 
 def softmax_per_row(src, dest):
     """Kaldi's SoftMaxPerRow on the CPU, into ``dest`` (may be ``src``)."""
-    _libm.softmax_rows(src, dest)
+    kaldi_libm.softmax_rows(src, dest)
     return dest
 
 
 def apply_exp(mat):
     """Kaldi's ApplyExp: expf of every element, in place."""
-    _libm.exp_rows(mat, mat)
+    kaldi_libm.exp_rows(mat, mat)
     return mat
 
 
@@ -203,7 +200,7 @@ def apply_pow(vec, power):
     element of a float32 vector, rounded to float, as a new vector."""
     src = np.ascontiguousarray(vec, _F32)
     out = np.empty_like(src)
-    _libm.pow_vector(src, _F32(power), out)
+    kaldi_libm.pow_vector(src, _F32(power), out)
     return out
 
 
@@ -212,7 +209,7 @@ def apply_log(vec):
     vector, as a new vector (Kaldi refuses negative values; callers check)."""
     src = np.ascontiguousarray(vec, _F32)
     out = np.empty_like(src)
-    _libm.log_vector(src, out)
+    kaldi_libm.log_vector(src, out)
     return out
 
 

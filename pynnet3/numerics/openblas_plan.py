@@ -19,8 +19,8 @@ decisions:
 
 :func:`gemm_plan` turns these into what the arithmetic needs: the K blocks
 and, per element of C, whether its blocks are summed paired. The
-arithmetic itself lives in :mod:`pynnet3.numerics.openblas_py` (the readable
-twin) and the Cython kernel ``pynnet3._fast.openblas_sgemm``.
+arithmetic itself lives in :mod:`pynnet3.numerics.openblas` (the readable
+twin) and the Cython kernel ``pynnet3._fast.openblas_kernel``.
 
 Orientation: Kaldi's row-major C (M x N) is OpenBLAS's column-major C'
 (N x M), so OpenBLAS's "m" is our number of columns and its "n" our number

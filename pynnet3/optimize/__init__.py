@@ -1,13 +1,13 @@
 """The optimizer: Kaldi's Optimize() and everything it uses (nnet-optimize*.cc,
 nnet-analyze.cc).
 
-Entry point: :func:`pynnet3.optimize.optimize.optimize` (``pynnet3.compile``
-calls it by default), with :class:`pynnet3.optimize.options.NnetOptimizeOptions`.
+Entry point: :func:`pynnet3.optimize.optimizer.optimize` (the driver,
+``pynnet3.compile``, calls it by default), with :class:`pynnet3.optimize.options.NnetOptimizeOptions`.
 
 Where Kaldi's pieces live:
 
-- analysis.py (+ _fast/analysis.pyx, analysis_py.py): ComputationVariables,
-  CommandAttributes, accesses, Analyzer, ComputationAnalysis;
+- analysis.py (kernel: _fast/analysis_kernel.pyx; records: analysis_types.py):
+  ComputationVariables, CommandAttributes, accesses, Analyzer, ComputationAnalysis;
   checker.py: ComputationChecker / CheckComputation;
 - renumber.py: RenumberComputation, RemoveNoOps;
 - model_update.py: ConsolidateModelUpdate; addition.py: ConvertAdditionToAssignment;
@@ -17,5 +17,8 @@ Where Kaldi's pieces live:
 - zeroing.py: RemoveUnnecessaryZeroing; sizing.py: MoveSizingCommands,
   RemoveUnnecessaryAllocation; consolidate_io.py: ConsolidateIoOperations;
 - deriv_times.py: LimitDerivativeTimes; memory_compression.py:
-  OptimizeMemoryCompression; looped.py: OptimizeLoopedComputation, FixGotoLabel.
+  OptimizeMemoryCompression; looped_optimizer.py: OptimizeLoopedComputation;
+- computation_edit.py: the small edits several passes share (NewSubMatrix,
+  GetWholeSubmatrices, InsertCommands, FixGotoLabel);
+- optimizer.py: Optimize(), the passes in Kaldi's order; options.py: the options.
 """

@@ -8,23 +8,21 @@ kAddToRowsMulti is converted only with alpha 1, since kCopyToRowsMulti has
 no scale.
 
 Which commands qualify is decided in C (``additions_to_convert`` in
-``pynnet3/_fast/analysis_passes.pyx``) when the compiled analysis is in use;
+``pynnet3/_fast/addition_kernel.pyx``) when the compiled analysis is in use;
 :func:`additions_to_convert_py` is its twin.
 """
 
 from .. import _fast
-from ..compile.computation import CommandType as C
-from . import analysis as _analysis
-from .analysis import Analyzer, ComputationAnalysis
-from .computation_edit import commands_of_types
+from ..compiler.computation import CommandType as C
+from .analysis import Analyzer, AnalyzerPy, ComputationAnalysis
+from .command_types import commands_of_types
 
 _COPY_OF = {C.kMatrixAdd: C.kMatrixCopy, C.kAddRows: C.kCopyRows,
             C.kAddRowsMulti: C.kCopyRowsMulti, C.kAddToRowsMulti: C.kCopyToRowsMulti}
 
-_fast_module = _fast.load("analysis_passes")
-# The kernel reads the compiled analysis' arrays.
-_kernel = (_fast_module.additions_to_convert
-           if _fast_module is not None and _analysis._impl is not _analysis._py else None)
+# The decision's kernel, which reads the compiled analysis' arrays (so it runs
+# only on the kernel's Analyzer).
+_kernel = _fast.load("addition_kernel")
 
 
 def additions_to_convert_py(analyzer, computation):
@@ -45,7 +43,9 @@ def convert_addition_to_assignment(nnet, computation):
     one command changes no other's answer: only zeroings are skipped when
     looking for a first non-trivial access.)"""
     analyzer = Analyzer().init(nnet, computation)
-    find = _kernel if _kernel is not None else additions_to_convert_py
+    find = (_kernel.additions_to_convert
+            if _kernel is not None and not isinstance(analyzer, AnalyzerPy)
+            else additions_to_convert_py)
     commands = computation.commands
     for index in find(analyzer, computation):
         c = commands[index]

@@ -40,13 +40,17 @@ import logging
 from operator import itemgetter
 
 from .. import _fast
-from ..compile.computation import CommandType, LazyMatrixDebugInfo
-from ..compile.computation_io import command_string
+from ..compiler.computation import CommandType, LazyMatrixDebugInfo
+from ..compiler.computation_io import command_string
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
 from .analysis import (AnalysisError, Analyzer, kReadAccess, kWriteAccess,
                        matrix_access_summary, rewritten_variable_candidates,
                        undefined_variable_candidates)
+from .command_types import command_type_bytes
+
+# The index check's kernel (a yes/no answer, see check_computation_indexes).
+_kernel = _fast.load("checker_kernel")
 
 CT = CommandType
 _log = logging.getLogger("pynnet3")
@@ -81,19 +85,6 @@ _NO_OPS = frozenset(int(t) for t in (CT.kNoOperation, CT.kNoOperationPermanent,
 _MARKER, _GOTO = int(CT.kNoOperationMarker), int(CT.kGotoLabel)
 
 
-def command_type_bytes_py(commands):
-    """bytes with one byte per command: its command type when that is an int
-    in [0, 255), else 255 (a type no valid computation has). The twin of
-    ``pynnet3/_fast/checker.pyx``."""
-    return bytes(c.command_type if isinstance(c.command_type, int)
-                 and 0 <= c.command_type < 255 else 255 for c in commands)
-
-
-# Compiled unless the user chose the twins (or it is not built: then
-# pynnet3._fast warns once).
-_fast_module = _fast.load("checker")
-command_type_bytes = (_fast_module.command_type_bytes if _fast_module is not None
-                      else command_type_bytes_py)
 
 
 def _component_facts(nnet):
@@ -197,7 +188,7 @@ class ComputationChecker:
     def check_computation_indexes(self):
         # The compiled check answers yes or no for the whole computation; the
         # loop below (its twin) runs when it says no, to name the fault.
-        if _fast_module is not None and _fast_module.indexes_look_valid(
+        if _kernel is not None and _kernel.indexes_look_valid(
                 self.computation, *_component_facts(self.nnet)):
             return
         self.check_computation_indexes_py()

@@ -1,30 +1,13 @@
 """Small edits on an NnetComputation that several passes share.
 
 These are Kaldi's NnetComputation::NewSubMatrix and GetWholeSubmatrices,
-and InsertCommands (nnet-computation.cc,
-nnet-optimize-utils.cc). They only add submatrices or commands; nothing is
+InsertCommands and FixGotoLabel (nnet-computation.cc, nnet-optimize-utils.cc). They only add submatrices or commands; nothing is
 renumbered here (a pass calls :func:`renumber_computation` afterwards, which
 drops what became unused).
 """
 
-import numpy as np
-
-from ..compile.computation import SubMatrixInfo
+from ..compiler.computation import CommandType, SubMatrixInfo
 from ..errors import ComputationError
-from .checker import command_type_bytes
-
-
-def commands_of_types(computation, command_types):
-    """Indexes, in order, of the commands whose type is one of
-    ``command_types``. The types are scanned as bytes (one compiled pass over
-    the commands, then a NumPy table lookup), so a pass that only touches a
-    few kinds of commands does not visit every command in Python."""
-    if not command_types:
-        return []
-    types = np.frombuffer(command_type_bytes(computation.commands), dtype=np.uint8)
-    wanted = np.zeros(256, dtype=bool)
-    wanted[[int(t) for t in command_types]] = True
-    return np.flatnonzero(wanted[types]).tolist()
 
 
 def new_sub_matrix(computation, base_submatrix, row_offset, num_rows, col_offset, num_cols):
@@ -97,5 +80,26 @@ def insert_commands(computation, new_commands):
         if old < num_old:
             merged.append(commands[old])
     computation.commands = merged
-    from .looped import fix_goto_label
     fix_goto_label(computation)
+
+
+def fix_goto_label(computation):
+    """Points the final kGotoLabel (possibly followed by kProvideOutput
+    commands) at the computation's kNoOperationLabel again, after passes have
+    moved commands (Kaldi's FixGotoLabel). Does nothing if there is no goto."""
+    commands = computation.commands
+    num = len(commands)
+    for c in range(num - 1, -1, -1):
+        command = commands[c]
+        if command.command_type == CommandType.kGotoLabel:
+            dest = command.arg1
+            if 0 <= dest < num and commands[dest].command_type == CommandType.kNoOperationLabel:
+                return
+            for d in range(num - 1):
+                if commands[d].command_type == CommandType.kNoOperationLabel:
+                    command.arg1 = d
+                    return
+            raise ComputationError("command c%d: kGotoLabel, but the computation has no "
+                                   "kNoOperationLabel" % c)
+        if command.command_type != CommandType.kProvideOutput:
+            return

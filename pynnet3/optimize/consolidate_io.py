@@ -9,8 +9,8 @@ reads them and outputs are handed over only once they are final.
 
 import numpy as np
 
-from ..compile.computation import CommandType as C
-from .checker import command_type_bytes
+from ..compiler.computation import CommandType as C
+from .command_types import command_type_bytes
 
 
 def consolidate_io_operations(nnet, computation):

@@ -26,7 +26,7 @@ default) and must not yet have been optimized otherwise: the pass relies on
 every matrix being zeroed before it is added to, which later passes undo.
 """
 
-from ..compile.computation import CommandType as C
+from ..compiler.computation import CommandType as C
 from ..components.base import ComponentProperty as P
 from ..errors import ComputationError
 from .analysis import Analyzer

@@ -14,9 +14,10 @@ nothing anybody reads; their debug cindexes repeat earlier rows' with
 
 import numpy as np
 
-from ..compile.computation import CommandType as C, LazyMatrixDebugInfo, SubMatrixInfo
-from ..nnet.index import kNoTime
-from .computation_edit import commands_of_types, get_whole_submatrices
+from ..compiler.computation import CommandType as C, LazyMatrixDebugInfo, SubMatrixInfo
+from ..common.index import kNoTime
+from .command_types import commands_of_types
+from .computation_edit import get_whole_submatrices
 from .renumber import renumber_computation
 
 # Kaldi's threshold is a BaseFloat; the comparison is done in float32.

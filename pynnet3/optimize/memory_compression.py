@@ -25,10 +25,10 @@ import logging
 
 import numpy as np
 
-from ..compile.computation import Command
-from ..compile.computation import CommandType as C
+from ..compiler.computation import Command
+from ..compiler.computation import CommandType as C
 from .analysis import Analyzer, kReadAccess, matrix_access_summary
-from .checker import command_type_bytes
+from .command_types import command_type_bytes
 from .computation_edit import get_whole_submatrices, insert_commands
 
 log = logging.getLogger(__name__)

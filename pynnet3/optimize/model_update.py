@@ -11,10 +11,10 @@ backprop it belongs to). The gradient is the same sum, formed in one product.
 Components with memos are left alone.
 """
 
-from ..compile.computation import (Command, CommandType as C, MatrixDebugInfo,
+from ..compiler.computation import (Command, CommandType as C, MatrixDebugInfo,
                                    MatrixStrideType)
 from ..components.base import ComponentProperty as P
-from .computation_edit import commands_of_types
+from .command_types import commands_of_types
 
 
 class ModelUpdateConsolidator:

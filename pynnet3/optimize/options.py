@@ -2,7 +2,7 @@
 
 Names, defaults and documentation strings are Kaldi's (nnet-optimize.h);
 tools register them as ``--optimization.NAME`` through
-:func:`pynnet3.bin._struct_options.register_options`. The options are mainly
+:func:`pynnet3.bin._option_groups.register_options`. The options are mainly
 for debugging the optimizer: switching a pass off must never change a
 computation's results, only its cost.
 """
@@ -90,3 +90,69 @@ class NnetOptimizeOptions:
     def option_names(cls):
         """The field names, in Kaldi's declaration order."""
         return [f.name for f in fields(cls)]
+
+
+# -- Kaldi's NnetOptimizeOptions::Read, ::Write and operator== (the cached
+# compiler's file starts with the options its computations were made with) --
+
+# (token, field, kind, optional-on-read) in Kaldi's order; optional tokens are
+# absent from files older Kaldis wrote.
+_OPTIONS_LAYOUT = (
+    ("<Optimize>", "optimize", "bool", False),
+    ("<ConsolidateModelUpdate>", "consolidate_model_update", "bool", False),
+    ("<PropagateInPlace>", "propagate_in_place", "bool", False),
+    ("<BackpropInPlace>", "backprop_in_place", "bool", False),
+    ("<OptimizeRowOps>", "optimize_row_ops", "bool", True),
+    ("<SplitRowOps>", "split_row_ops", "bool", True),
+    ("<ExtendMatrices>", "extend_matrices", "bool", True),
+    ("<ConvertAddition>", "convert_addition", "bool", False),
+    ("<RemoveAssignments>", "remove_assignments", "bool", False),
+    ("<AllowLeftMerge>", "allow_left_merge", "bool", False),
+    ("<AllowRightMerge>", "allow_right_merge", "bool", False),
+    ("<InitializeUndefined>", "initialize_undefined", "bool", False),
+    ("<MoveSizingCommands>", "move_sizing_commands", "bool", False),
+    ("<AllocateFromOther>", "allocate_from_other", "bool", False),
+    ("<MinDerivTime>", "min_deriv_time", "int", False),
+    ("<MaxDerivTime>", "max_deriv_time", "int", False),
+    ("<MaxDerivTimeRelative>", "max_deriv_time_relative", "int", True),
+    ("<SnipRowOps>", "snip_row_ops", "bool", True),
+    ("<MemoryCompressionLevel>", "memory_compression_level", "int", True),
+)
+
+# Kaldi's NnetOptimizeOptions::operator== ignores these two.
+_IGNORED_IN_EQUALITY = ("extend_matrices", "optimize_looped_computation")
+
+
+def read_optimize_options(stream):
+    """Kaldi's NnetOptimizeOptions::Read (fields a file lacks keep their
+    defaults)."""
+    opts = NnetOptimizeOptions()
+    stream.expect_token("<NnetOptimizeOptions>")
+    for token, name, kind, optional in _OPTIONS_LAYOUT:
+        if optional:
+            if not stream.read_optional_token(token):
+                continue
+        else:
+            stream.expect_token(token)
+        setattr(opts, name, stream.read_bool() if kind == "bool" else stream.read_int32())
+    stream.expect_token("</NnetOptimizeOptions>")
+    return opts
+
+
+def write_optimize_options(stream, opts):
+    """Kaldi's NnetOptimizeOptions::Write."""
+    stream.write_token("<NnetOptimizeOptions>")
+    for token, name, kind, _ in _OPTIONS_LAYOUT:
+        stream.write_token(token)
+        value = getattr(opts, name)
+        if kind == "bool":
+            stream.write_bool(value)
+        else:
+            stream.write_int32(value)
+    stream.write_token("</NnetOptimizeOptions>")
+
+
+def optimize_options_equal(a, b):
+    """Kaldi's NnetOptimizeOptions::operator==."""
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in fields(a)
+               if f.name not in _IGNORED_IN_EQUALITY)

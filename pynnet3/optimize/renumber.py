@@ -8,17 +8,175 @@ reference, keeping the relative order of what survives (so the result is the
 one Kaldi prints); memo indexes are made consecutive in propagate order.
 
 The loops over the command list (which fields hold submatrices: Kaldi's
-IdentifySubmatrixArgs) are in ``pynnet3/_fast/renumber.pyx``, with the twin
-``pynnet3.optimize.renumber_py``.
+IdentifySubmatrixArgs, the table beside CommandType) have a kernel,
+``pynnet3/_fast/renumber_kernel.pyx``; their readable twins are the ``*_py``
+functions below.
 """
 
 from .. import _fast
-from ..compile.computation import CommandType
-from . import renumber_py as _py
+from ..compiler.computation import (INDEXES_ARG, INDEXES_MULTI_ARG, SUBMATRIX_ARGS, CommandType,
+                                    SubMatrixInfo)
 
-# The per-command loops: compiled unless the user chose the twins (or the
-# extension is not built: then pynnet3._fast warns once).
-_impl = _fast.load("renumber") or _py
+
+# -- the per-command loops (readable twins of the kernel's) ---------------------------------
+# The command types by which fields hold submatrix indexes, and those naming
+# index tables (from the command-argument table beside CommandType).
+def _types_with(fields):
+    return frozenset(int(t) for t, f in SUBMATRIX_ARGS.items() if f == fields)
+
+
+ARG1 = _types_with(("arg1",))
+ARG12 = _types_with(("arg1", "arg2"))
+ARG34 = _types_with(("arg3", "arg4"))
+ARG3456 = _types_with(("arg3", "arg4", "arg5", "arg6"))
+MULTI_TYPES = frozenset(int(t) for t in INDEXES_MULTI_ARG)
+INDEXES_TYPES = frozenset(int(t) for t in INDEXES_ARG)
+
+
+def _mark(used, s):
+    if s < 0 or s >= len(used):
+        raise IndexError("submatrix index %d out of range (%d submatrices)" % (s, len(used)))
+    used[s] = 1
+
+
+def scan_commands_py(commands, sub_used):
+    """Sets ``sub_used[s] = 1`` (a bytearray) for every submatrix s a command
+    field refers to, and returns (multi_users, indexes_users, ranges_users,
+    propagates, backprops): the commands using indexes_multi, indexes,
+    indexes_ranges, and the propagate and backprop commands, in order."""
+    multi, indexes, ranges, props, backs = [], [], [], [], []
+    ranges_type = int(CommandType.kAddRowRanges)
+    for c in commands:
+        t = c.command_type
+        if t in ARG1:
+            _mark(sub_used, c.arg1)
+            if t in MULTI_TYPES:
+                multi.append(c)
+        elif t in ARG12:
+            _mark(sub_used, c.arg1)
+            _mark(sub_used, c.arg2)
+            if t in INDEXES_TYPES:
+                indexes.append(c)
+            elif t == ranges_type:
+                ranges.append(c)
+        elif t in ARG34:
+            _mark(sub_used, c.arg3)
+            _mark(sub_used, c.arg4)
+            props.append(c)
+        elif t in ARG3456:
+            for s in (c.arg3, c.arg4, c.arg5, c.arg6):
+                _mark(sub_used, s)
+            backs.append(c)
+    return multi, indexes, ranges, props, backs
+
+
+def map_submatrix_fields_py(commands, mapping):
+    """Replaces every submatrix field s > 0 of every command by
+    ``mapping[s]`` (a list indexed by old submatrix)."""
+    def new(s):
+        if s >= len(mapping):
+            raise IndexError("submatrix index %d out of range (%d submatrices)"
+                             % (s, len(mapping)))
+        return mapping[s] if s > 0 else s
+    for c in commands:
+        t = c.command_type
+        if t in ARG1:
+            c.arg1 = new(c.arg1)
+        elif t in ARG12:
+            c.arg1 = new(c.arg1)
+            c.arg2 = new(c.arg2)
+        elif t in ARG34:
+            c.arg3 = new(c.arg3)
+            c.arg4 = new(c.arg4)
+        elif t in ARG3456:
+            c.arg3 = new(c.arg3)
+            c.arg4 = new(c.arg4)
+            c.arg5 = new(c.arg5)
+            c.arg6 = new(c.arg6)
+
+
+def without_no_ops_py(commands):
+    """The commands other than kNoOperation, in order."""
+    no_op = int(CommandType.kNoOperation)
+    return [c for c in commands if c.command_type != no_op]
+
+
+def scan_indexes_multi_py(indexes_multi, sub_used):
+    """Sets ``sub_used[s] = 1`` for every submatrix s > 0 named by a pair
+    (s, row) of any indexes_multi table."""
+    for pairs in indexes_multi:
+        for s in {p[0] for p in pairs}:
+            if s > 0:
+                _mark(sub_used, s)
+
+
+def map_indexes_multi_py(indexes_multi, mapping):
+    """Replaces, in place, every table's pairs (s, row) with s > 0 by
+    (mapping[s], row)."""
+    for i, pairs in enumerate(indexes_multi):
+        out = []
+        for s, r in pairs:
+            if s >= len(mapping):
+                raise IndexError("submatrix index %d out of range (%d submatrices)"
+                                 % (s, len(mapping)))
+            out.append((mapping[s], r) if s > 0 else (s, r))
+        indexes_multi[i] = out
+
+
+def renumber_submatrices_py(submatrices, used, num_matrices):
+    """Steps 2 to 4 of renumbering for the submatrix and matrix lists.
+    ``used`` (one byte per submatrix) says which submatrices something refers
+    to; submatrix 0, the empty one, is always kept. Returns (new_submatrices,
+    old_to_new, matrix_used): the surviving submatrices in order (used ones,
+    the first of each group of identical ones, each naming its matrix's new
+    number; an unchanged record is kept as the same object), each old
+    submatrix's new number (-1 if unused; identical ones share the first's),
+    and which matrices a used submatrix lies in (matrix 0 always)."""
+    num_sub = len(submatrices)
+    matrix_used = [False] * num_matrices
+    if num_matrices:
+        matrix_used[0] = True
+    for s in range(1, num_sub):
+        if used[s]:
+            matrix_used[submatrices[s].matrix_index] = True
+    old_to_new_matrix = []
+    n = 0
+    for u in matrix_used:
+        old_to_new_matrix.append(n if u else -1)
+        n += u
+    old_to_new = [-1] * num_sub
+    new_submatrices = []
+    seen = {}
+    for s in range(num_sub):
+        info = submatrices[s]
+        if s == 0:
+            m = 0
+        else:
+            if not used[s]:
+                continue
+            key = (info.matrix_index, info.row_offset, info.num_rows, info.col_offset,
+                   info.num_cols)
+            j = seen.get(key)
+            if j is not None:
+                old_to_new[s] = j
+                continue
+            j = seen[key] = len(seen) + 1
+            old_to_new[s] = j
+            m = old_to_new_matrix[info.matrix_index]
+        new_submatrices.append(info if m == info.matrix_index else SubMatrixInfo(
+            m, info.row_offset, info.num_rows, info.col_offset, info.num_cols))
+    if num_sub:
+        old_to_new[0] = 0
+    return new_submatrices, old_to_new, matrix_used
+
+
+# The kernel's loops when it is loaded (the one pynnet3._fast.load policy),
+# else the twins above.
+_kernel = _fast.load("renumber_kernel")
+(scan_commands, map_submatrix_fields, without_no_ops, scan_indexes_multi, map_indexes_multi,
+ renumber_submatrices) = _fast.select(
+    _kernel, scan_commands_py, map_submatrix_fields_py, without_no_ops_py,
+    scan_indexes_multi_py, map_indexes_multi_py, renumber_submatrices_py)
 
 
 def _renumbering(used):
@@ -120,20 +278,20 @@ def renumber_computation(computation):
     if num_sub:
         used[0] = 1
     multi_users, index_users, range_users, propagates, backprops = \
-        _impl.scan_commands(computation.commands, used)
+        scan_commands(computation.commands, used)
     # 1. indexes_multi entries no command uses.
     _remove_unused_indexes_multi(computation, multi_users)
     # 2b. which submatrices the remaining indexes_multi entries refer to.
-    _impl.scan_indexes_multi(computation.indexes_multi, used)
+    scan_indexes_multi(computation.indexes_multi, used)
     # 3. old -> new maps; identical submatrices collapse onto the first.
     # (Submatrix fields are >= 0 in a valid computation; 0, "none", is the
     # empty submatrix, always kept.)
-    new_subs, old_to_new_sub, mat_used = _impl.renumber_submatrices(
+    new_subs, old_to_new_sub, mat_used = renumber_submatrices(
         subs, used, len(computation.matrices))
     # 4. apply to submatrices, then matrices.
     if len(new_subs) != num_sub:    # else every submatrix keeps its number
-        _impl.map_submatrix_fields(computation.commands, old_to_new_sub)
-        _impl.map_indexes_multi(computation.indexes_multi, old_to_new_sub)
+        map_submatrix_fields(computation.commands, old_to_new_sub)
+        map_indexes_multi(computation.indexes_multi, old_to_new_sub)
     computation.submatrices = new_subs
     computation.matrices = [m for m, u in zip(computation.matrices, mat_used) if u]
     if computation.matrix_debug_info:
@@ -166,4 +324,4 @@ def _remove_unused_indexes_multi(computation, users):
 def remove_no_ops(computation):
     """Kaldi's RemoveNoOps: drops every kNoOperation command (the permanent,
     marker and label no-ops stay)."""
-    computation.commands = _impl.without_no_ops(computation.commands)
+    computation.commands = without_no_ops(computation.commands)

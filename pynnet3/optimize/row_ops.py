@@ -25,10 +25,11 @@ Kaldi's Optimize() calls after these passes when any of them made a change.
 """
 
 from .. import _fast
-from ..compile.computation import Command
-from ..compile.computation import CommandType as C
+from ..compiler.computation import Command
+from ..compiler.computation import CommandType as C
 from ..errors import ComputationError
-from .computation_edit import commands_of_types, insert_commands, new_sub_matrix
+from .command_types import commands_of_types
+from .computation_edit import insert_commands, new_sub_matrix
 
 # How much larger than the number of rows a split source block may be (a
 # command over mostly-unused source rows would waste a kernel launch).
@@ -48,7 +49,7 @@ def leading_trailing_counts_py(rows, kind):
     ``rows``, where a row is a no-op when (kind 0) the index is negative,
     (kind 1) the pair's submatrix is negative, (kind 2) the range is empty;
     the leading count is len(rows) (and the trailing 0) when every row is.
-    The twin of ``pynnet3/_fast/row_ops.pyx``."""
+    The twin of ``pynnet3/_fast/row_ops_kernel.pyx``."""
     is_noop = _NOOP_TESTS[kind]
     n = len(rows)
     lead = 0
@@ -108,7 +109,7 @@ _SNIPPED_TYPES = (C.kAddRows, C.kAddRowsMulti, C.kAddToRowsMulti, C.kCopyToRowsM
 def consecutive_block_py(indexes):
     """If ``indexes`` is -1s, then k, k+1, ..., k+n-1 (n >= 1), then -1s,
     returns (position of k, k, n); else None. The twin of
-    ``pynnet3/_fast/row_ops.pyx``."""
+    ``pynnet3/_fast/row_ops_kernel.pyx``."""
     size = len(indexes)
     pos = 0
     while pos < size and indexes[pos] < 0:
@@ -128,11 +129,9 @@ def consecutive_block_py(indexes):
 
 # Compiled unless the user chose the twins (or it is not built: then
 # pynnet3._fast warns once).
-_fast_module = _fast.load("row_ops")
-_consecutive_block = (_fast_module.consecutive_block if _fast_module is not None
-                      else consecutive_block_py)
-_leading_trailing_counts = (_fast_module.leading_trailing_counts if _fast_module is not None
-                            else leading_trailing_counts_py)
+_kernel = _fast.load("row_ops_kernel")
+(_consecutive_block, _leading_trailing_counts) = _fast.select(
+    _kernel, consecutive_block_py, leading_trailing_counts_py)
 
 
 def replace_row_with_matrix_ops(computation):

@@ -15,11 +15,11 @@ import bisect
 
 import numpy as np
 
-from ..compile.computation import CommandType as C, MatrixStrideType
+from ..compiler.computation import CommandType as C, MatrixStrideType
 from .analysis import Analyzer, matrix_access_summary
-from .checker import command_type_bytes
-from .computation_edit import commands_of_types
-from .looped import fix_goto_label
+from .command_types import command_type_bytes
+from .command_types import commands_of_types
+from .computation_edit import fix_goto_label
 from .renumber import remove_no_ops
 
 

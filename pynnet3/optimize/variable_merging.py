@@ -18,7 +18,7 @@ Rounds repeat until nothing merges; each round ends with a renumbering.
 """
 
 from .. import _fast
-from ..compile.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
+from ..compiler.computation import CommandType as C, MatrixStrideType, SubMatrixInfo
 from ..components.base import ComponentProperty as P
 from . import analysis as _analysis
 from .analysis import (Analyzer, ComputationAnalysis, compute_matrix_to_submatrix,
@@ -36,7 +36,7 @@ def merge_candidates_py(commands, component_properties, remove_assignments,
     propagate in place (with propagate_in_place), backprops from output
     derivative s1 to input derivative s2 of components that can backprop in
     place and whose value arguments are neither (with backprop_in_place).
-    The twin of ``pynnet3/_fast/variable_merging.pyx``."""
+    The twin of ``pynnet3/_fast/variable_merging_kernel.pyx``."""
     copy_type = int(C.kMatrixCopy)
     propagate_type = int(C.kPropagate)
     backprop_types = (int(C.kBackprop), int(C.kBackpropNoModelUpdate))
@@ -71,21 +71,20 @@ _EQUAL_COLS = int(MatrixStrideType.kStrideEqualNumCols)
 _COPY = int(C.kMatrixCopy)
 
 
-# Compiled unless the user chose the twins (or it is not built: then
-# pynnet3._fast warns once).
-_fast_module = _fast.load("variable_merging")
-_merge_candidates = (_fast_module.merge_candidates if _fast_module is not None
-                     else merge_candidates_py)
-_merge_round = _fast_module.merge_round if _fast_module is not None else None
-# The compiled round reads the compiled analysis' arrays.
-_compiled_analysis = _analysis._impl is not _analysis._py
+# The kernel's when it is loaded (the one pynnet3._fast.load policy), else
+# the twins. The compiled round reads the compiled analysis' arrays (so it runs
+# only on the kernel's Analyzer).
+_kernel = _fast.load("variable_merging_kernel")
+_merge_candidates = _kernel.merge_candidates if _kernel is not None else merge_candidates_py
+_merge_round = _kernel.merge_round if _kernel is not None else None
+_compiled_analysis = _analysis.Analyzer is not _analysis.AnalyzerPy
 
 
 class VariableMergingOptimizer:
     """One round of merging on ``computation`` (a new instance per round, as
     the analysis is computed once, at construction).
 
-    The round runs in C (``merge_round`` of pynnet3/_fast/variable_merging.pyx)
+    The round runs in C (``merge_round`` of pynnet3/_fast/variable_merging_kernel.pyx)
     when both it and the compiled analysis are in use; the methods below are
     its twin, the readable specification."""
 
@@ -130,7 +129,7 @@ class VariableMergingOptimizer:
             use_kernel = _merge_round is not None and _compiled_analysis
         if use_kernel:
             # (the analysis kept the arguments: the commands are not read again)
-            candidates = _fast_module.merge_candidates_of_analysis(self.analyzer, props, *flags)
+            candidates = _kernel.merge_candidates_of_analysis(self.analyzer, props, *flags)
         else:
             candidates = _merge_candidates(comp.commands, props, *flags)
         if use_kernel:

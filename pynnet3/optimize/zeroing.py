@@ -7,20 +7,18 @@ matrix with a variable nothing else touches (the user reads those zeros, e.g.
 derivatives that derivative-time limits made always zero).
 
 Which zeroings go is decided in C (``unnecessary_zeroings`` in
-``pynnet3/_fast/analysis_passes.pyx``) when the compiled analysis is in use;
+``pynnet3/_fast/zeroing_kernel.pyx``) when the compiled analysis is in use;
 :func:`unnecessary_zeroings_py` is its twin.
 """
 
 from .. import _fast
-from ..compile.computation import CommandType as C
-from . import analysis as _analysis
-from .analysis import Analyzer, kWriteAccess
-from .computation_edit import commands_of_types
+from ..compiler.computation import CommandType as C
+from .analysis import Analyzer, AnalyzerPy, kWriteAccess
+from .command_types import commands_of_types
 
-_fast_module = _fast.load("analysis_passes")
-# The kernel reads the compiled analysis' arrays.
-_kernel = (_fast_module.unnecessary_zeroings
-           if _fast_module is not None and _analysis._impl is not _analysis._py else None)
+# The decision's kernel, which reads the compiled analysis' arrays (so it runs
+# only on the kernel's Analyzer).
+_kernel = _fast.load("zeroing_kernel")
 
 
 def unnecessary_zeroings_py(analyzer, commands, computation):
@@ -66,8 +64,8 @@ def remove_unnecessary_zeroing(nnet, computation):
     answer.)"""
     analyzer = Analyzer().init(nnet, computation)
     commands = computation.commands
-    if _kernel is not None:
-        found = _kernel(analyzer, commands)
+    if _kernel is not None and not isinstance(analyzer, AnalyzerPy):
+        found = _kernel.unnecessary_zeroings(analyzer, commands)
     else:
         found = unnecessary_zeroings_py(analyzer, commands, computation)
     for index in found:
