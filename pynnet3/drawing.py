@@ -56,9 +56,10 @@ from .nnet.descriptor import (BinarySumDescriptor, ConstantSumDescriptor,
                               ReplaceIndexForwardingDescriptor, RoundingForwardingDescriptor,
                               SimpleForwardingDescriptor, SimpleSumDescriptor,
                               SwitchingForwardingDescriptor, kSumOperation)
-from .nnet.format import kaldi_str
+from .common.floats import kaldi_str
 from .nnet.nnet import Nnet, kComponent, kDescriptor, kDimRange, kInput, kQuadratic
-from .nnet.utils import find_orphan_nodes, nnet_to_directed_graph
+from .nnet.nnet import find_orphan_nodes
+from .nnet.graph import nnet_to_directed_graph
 
 __all__ = ["draw", "nnet_to_dot", "write_picture", "picture_format", "info_attributes",
            "PICTURE_FORMATS", "DEFAULT_COMPONENT_ATTRIBUTES"]

@@ -31,7 +31,9 @@ everything Kaldi's readers accept for a kind is read. Bad input raises
 :class:`~pynnet3.PynnetError` naming the file, the key and the byte offset.
 """
 
+from .decoding import lattice_holders  # noqa: F401  (registers the lattice kinds)
 from .errors import PynnetError
+from .io import holders as _holders
 from .io import table as _table
 from .io.files import OutputSink
 
@@ -39,7 +41,7 @@ __all__ = ["read_table", "open_table", "write_table", "TableWriter", "read_objec
            "write_object", "TABLE_KINDS"]
 
 #: Every ``kind`` the table functions accept (besides ``None``).
-TABLE_KINDS = tuple(sorted(set(_table.HOLDERS) | {"lattice", "compact_lattice"}))
+TABLE_KINDS = tuple(sorted(_holders.HOLDERS))
 
 _LATTICE_KINDS = ("lattice", "compact_lattice")
 
@@ -79,33 +81,30 @@ def _auto_kind(stream):
     return "vector"
 
 
-class _AutoHolder(_table._Holder):
+class _AutoHolder(_holders.Holder):
     """Reads a matrix or a vector, whichever the object's header says."""
 
     __slots__ = ()
 
     def read_object(self, stream):
-        _table._take_header(stream)
-        return _table.HOLDERS[_auto_kind(stream)].read(stream)
+        _holders._take_header(stream)
+        return _holders.HOLDERS[_auto_kind(stream)].read(stream)
 
 
 def _auto_range(value, range_text, stream_error):
     kind = "matrix" if value.ndim == 2 else "vector"
-    return _table.HOLDERS[kind].extract_range(value, range_text, stream_error)
+    return _holders.HOLDERS[kind].extract_range(value, range_text, stream_error)
 
 
 def _kind(kind):
     """The holder name for ``kind``, registering the holders that live
     outside pynnet3.io (lattices) or here (auto) on first use."""
     if kind is None:
-        if "auto" not in _table.HOLDERS:
-            _table.HOLDERS["auto"] = _AutoHolder("matrix-or-vector", None, None,
+        if "auto" not in _holders.HOLDERS:
+            _holders.HOLDERS["auto"] = _AutoHolder("matrix-or-vector", None, None,
                                                  extract_range=_auto_range)
         return "auto"
-    if kind in _LATTICE_KINDS:
-        from .decode.lattice import register_lattice_holder
-        register_lattice_holder()
-    elif kind not in _table.HOLDERS or kind == "auto":
+    if kind not in _holders.HOLDERS or kind == "auto":
         raise PynnetError("unknown table kind %r (known: %s, or None for matrices and "
                           "vectors by their header)" % (kind, ", ".join(TABLE_KINDS)))
     return kind
@@ -120,7 +119,7 @@ def _value_kind(value):
             return _kind("compact_lattice")
         if name == "Lattice":
             return _kind("lattice")
-    return _table.infer_kind(value)
+    return _holders.infer_kind(value)
 
 
 class TableWriter(_table.TableWriter):
@@ -334,7 +333,7 @@ def read_object(rxfilename, kind=None):
         utt1 feats.ark:5 (7, 13)
         (2, 13)
     """
-    loader = _table._ObjectLoader(_table.HOLDERS[_kind(kind)])
+    loader = _table._ObjectLoader(_holders.HOLDERS[_kind(kind)])
     try:
         return loader.load(str(rxfilename), str(rxfilename))
     finally:
@@ -373,7 +372,7 @@ def write_object(wxfilename, value, binary=True, kind=None):
 
         [0.25 0.75]
     """
-    holder = _table.HOLDERS[_kind(kind) if kind is not None else _value_kind(value)]
+    holder = _holders.HOLDERS[_kind(kind) if kind is not None else _value_kind(value)]
     body = holder.object_bytes(value, binary)
     sink = OutputSink(str(wxfilename))
     try:

@@ -139,11 +139,12 @@ def _batchnorm_stats(nnet, rng, num_frames=1000, pooled=False):
     """Batch-norm statistics from one forward pass in training mode over
     random input (dropout in test mode), left in the components as a
     trained model has them."""
-    from pynnet3.compile import ComputationRequest, IoSpecification, compile
-    from pynnet3.compile.context import compute_simple_nnet_context
+    from pynnet3.compiler.request import ComputationRequest, IoSpecification
+    from pynnet3.driver.compile_and_optimize import compile
+    from pynnet3.model.context import compute_simple_nnet_context
     from pynnet3.compute.computer import NnetComputer
-    from pynnet3.nnet.index import Index
-    from pynnet3.nnet.utils import set_batchnorm_test_mode, set_dropout_test_mode
+    from pynnet3.common.index import Index
+    from pynnet3.nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
     if not any(c.type_name == "BatchNormComponent" for c in nnet.components):
         return
     set_dropout_test_mode(nnet, True)

@@ -248,12 +248,12 @@ def _chain_mdl(raw_in, mdl_out, feats):
     the first utterance, then the .mdl (tdnnf_chain's transition model, no
     priors)."""
     import numpy as np
-    from pynnet3.compile import ComputationRequest, IoSpecification
-    from pynnet3.compile import compile as compile_request
+    from pynnet3.compiler.request import ComputationRequest, IoSpecification
+    from pynnet3.driver.compile_and_optimize import compile as compile_request
     from pynnet3.compute.computer import NnetComputer
     from pynnet3.io.table import read_table
-    from pynnet3.nnet.am import AmNnetSimple, read_mdl, write_mdl
-    from pynnet3.nnet.index import Index
+    from pynnet3.model.am import AmNnetSimple, read_mdl, write_mdl
+    from pynnet3.common.index import Index
     from pynnet3.nnet.nnet import Nnet
     nnet = Nnet.read(raw_in)
     key, x = next(iter(read_table("ark:" + feats)))
@@ -365,9 +365,9 @@ def breakdown(case, num_utts):
     import numpy as np
     from pynnet3.bin import nnet3_latgen_faster as tool
     from pynnet3.bin._cli import ToolParser
-    from pynnet3.decode.decodable import DecodableAmNnetSimple as Decodable
-    from pynnet3.decode.determinize import determinize_lattice_phone_pruned_wrapper
-    from pynnet3.decode.token_lattice import raw_lattice_and_best_path
+    from pynnet3.decoding.decodable import DecodableAmNnetSimple as Decodable
+    from pynnet3.decoding.determinize_lattice import determinize_lattice_phone_pruned_wrapper
+    from pynnet3.decoding.token_lattice import raw_lattice_and_best_path
     from pynnet3.io.table import RandomAccessTableReader, read_table
     parser = ToolParser(tool.USAGE)
     tool.register_latgen_options(parser)

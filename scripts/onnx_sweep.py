@@ -135,7 +135,7 @@ def inference_only(case):
 
 def sweep_random(every_request=False):
     import onnxruntime
-    from pynnet3.compile.request import ComputationRequest
+    from pynnet3.compiler.request import ComputationRequest
     from pynnet3.io.table import read_table
     from pynnet3.nnet.nnet import Nnet
     from pynnet3.onnx.computation import request_model

@@ -10,7 +10,7 @@ import pynnet3
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.components import Component
 from pynnet3.io.table import read_table
-from pynnet3.nnet.utils import scale_nnet, set_nnet_as_gradient, vectorize_nnet
+from pynnet3.nnet.component_ops import scale_nnet, set_nnet_as_gradient, vectorize_nnet
 
 
 def _case_dirs():

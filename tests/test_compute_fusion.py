@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF
-from pynnet3.compile import ComputationRequest, compile
-from pynnet3.compile.computation import CommandType as T
-from pynnet3.compute import fused_kernels
+from pynnet3.compiler.request import ComputationRequest
+from pynnet3.driver.compile_and_optimize import compile
+from pynnet3.compiler.computation import CommandType as T
+from pynnet3.compute import fused_elementwise as fused_kernels
 from pynnet3.compute.arena import plan_arena
 from pynnet3.compute.backend import Backend, KaldiExactBackend
 from pynnet3.compute.layout import lay_out_for_products

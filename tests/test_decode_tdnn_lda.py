@@ -56,7 +56,7 @@ def test_fst_reader():
 def test_fst_records_are_the_files(tmp_path):
     """A const FST's records are the file's bytes, 64-byte aligned; a pipe
     reads the same; the epsilon counts of a built StdFst are the file's."""
-    from pynnet3.decode.fst import ARC_DTYPE, STATE_DTYPE
+    from pynnet3.decoding.fst import ARC_DTYPE, STATE_DTYPE
     path = os.path.join(DATA, "HCLG.fst")
     data = open(path, "rb").read()
     hclg = read_fst(path)

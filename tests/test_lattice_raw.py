@@ -10,15 +10,14 @@ import pytest
 
 from pynnet3._fast.lattice_determinize import CLattice
 from pynnet3._fast.lattice_raw import best_path_arrays, raw_lattice_arrays
-from pynnet3.decode.config import LatticeFasterDecoderConfig
-from pynnet3.decode.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
-                                      transition_id_to_pdf_table)
-from pynnet3.decode.decoder_fast import LatticeFasterDecoder
-from pynnet3.decode.fst import read_fst
-from pynnet3.decode.token_lattice import TokenLattice, best_path, get_raw_lattice
+from pynnet3.decoding.config import LatticeFasterDecoderConfig
+from pynnet3.decoding.decodable import DecodableAmNnetSimple, decodable_nnet_computer, transition_id_to_pdf_table
+from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
+from pynnet3.decoding.fst import read_fst
+from pynnet3.decoding.token_lattice import TokenLattice, best_path, get_raw_lattice
 from pynnet3.errors import PynnetError
 from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader
-from pynnet3.nnet.am import read_mdl
+from pynnet3.model.am import read_mdl
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "decode", "tdnn_lda")
 

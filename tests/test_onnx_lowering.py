@@ -22,7 +22,7 @@ onnxruntime = pytest.importorskip("onnxruntime")
 
 from conftest import KALDI_REF, TEST_DATA  # noqa: E402
 from kaldi_component_cases import component_type_of, read_component, read_data  # noqa: E402
-from pynnet3.compile.request import ComputationRequest  # noqa: E402
+from pynnet3.compiler.request import ComputationRequest  # noqa: E402
 from pynnet3.errors import ComputationError  # noqa: E402
 from pynnet3.io.table import read_table  # noqa: E402
 from pynnet3.nnet.nnet import Nnet  # noqa: E402
@@ -149,7 +149,7 @@ def test_training_mode_dropout_is_refused_naming_the_node():
         "component name=drop type=DropoutComponent dim=3 dropout-proportion=0.5\n"
         "component-node name=drop component=drop input=input\n"
         "output-node name=output input=drop\n")
-    from pynnet3.compile.request import IoSpecification
+    from pynnet3.compiler.request import IoSpecification
     request = ComputationRequest(inputs=[IoSpecification.from_t_range("input", 0, 4)],
                                  outputs=[IoSpecification.from_t_range("output", 0, 4)])
     with pytest.raises(NotLowerable, match="node 'drop'.*DropoutComponent.*training mode"):

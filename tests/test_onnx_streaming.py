@@ -19,9 +19,8 @@ onnxruntime = pytest.importorskip("onnxruntime")
 import pynnet3  # noqa: E402
 from conftest import KALDI_REF, TEST_DATA  # noqa: E402
 from pynnet3.bin import nnet3_compute_onnx, nnet3_to_onnx  # noqa: E402
-from pynnet3.compute.looped import (DecodableNnetSimpleLooped,  # noqa: E402
-                                    DecodableNnetSimpleLoopedInfo,
-                                    NnetSimpleLoopedComputationOptions, looped_chunk_ivector)
+from pynnet3.compute.decodable_simple_looped import DecodableNnetSimpleLooped, DecodableNnetSimpleLoopedInfo, looped_chunk_ivector
+from pynnet3.driver.compile_looped import NnetSimpleLoopedComputationOptions
 from pynnet3.compute.utterance import prepare_nnet_for_compute  # noqa: E402
 from pynnet3.io.table import read_table  # noqa: E402
 

@@ -158,7 +158,7 @@ cdef class CLattice:
                     nextstate, final_graph, final_acoustic):
         """A CLattice from flat arrays (arcs grouped by state, CSR:
         ``arc_begin`` has num_states + 1 entries; final costs +inf, +inf
-        where not final), as pynnet3._fast.lattice_raw makes them."""
+        where not final), as pynnet3._fast.token_lattice_kernel makes them."""
         cdef CLattice c = CLattice()
         cdef const long long[::1] ab = np.ascontiguousarray(arc_begin, dtype=np.int64)
         cdef const int[::1] il = np.ascontiguousarray(ilabel, dtype=np.int32)

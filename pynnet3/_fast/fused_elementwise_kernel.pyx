@@ -1,21 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: extra_compile_args = -O2 -ffp-contract=off
 """Fused element-wise passes of the default arithmetic (C loops in
-fused_elementwise_kernel.h: AVX-512, AVX2 or scalar, chosen at run time;
-twins: the ``*_py`` functions of ``pynnet3.compute.fused_kernels``, which
+fused_elementwise_ops.h: AVX-512, AVX2 or scalar, chosen at run time;
+twins: the ``*_py`` functions of ``pynnet3.compute.fused_elementwise``, which
 define the results and give the same bits: each operation is one float32
 rounding, in the twin's order, never contracted into a fused multiply-add).
 
 Matrices are float32 with contiguous rows and any row stride (a column
 range of a wider matrix is fine); the caller
-(``pynnet3.compute.fused_kernels``) checks shapes, that rows are
+(``pynnet3.compute.fused_elementwise``) checks shapes, that rows are
 contiguous, row indexes and aliasing.
 """
 
 from libc.stdint cimport int64_t
 
 
-cdef extern from "fused_elementwise_kernel.h" nogil:
+cdef extern from "fused_elementwise_ops.h" nogil:
     int pn_fused_level()
     void pn_bias_relu_scale_offset(int level, float *m, Py_ssize_t rows, Py_ssize_t cols,
                                    Py_ssize_t stride, const float *b, const float *s,

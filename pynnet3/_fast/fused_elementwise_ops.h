@@ -1,5 +1,5 @@
-/* Fused element-wise passes for pynnet3/_fast/fused_elementwise.pyx (the
- * twins, which define the results, are in pynnet3/compute/fused_kernels.py).
+/* Fused element-wise passes for pynnet3/_fast/fused_elementwise_kernel.pyx (the
+ * twins, which define the results, are in pynnet3/compute/fused_elementwise.py).
  *
  * Each element goes through the same float32 operations as the twin's NumPy
  * passes, one rounding each, never contracted into a fused multiply-add:

@@ -23,7 +23,7 @@ import sys
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._struct_options import options_from, register_options
+from ._option_groups import options_from, register_options
 
 log = logging.getLogger(__name__)
 

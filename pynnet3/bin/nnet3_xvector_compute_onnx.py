@@ -14,7 +14,7 @@ warnings; exit status 0 if at least one utterance was done.
 import logging
 import sys
 
-from ..compile.caching import CachingOptimizingCompilerOptions
+from ..driver.caching import CachingOptimizingCompilerOptions
 from ..compute.xvector import XvectorSkipped
 from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter

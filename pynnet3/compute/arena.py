@@ -29,7 +29,7 @@ plans share one when the caller runs them strictly one after the other
 its chunk shapes): it grows to the largest arena asked of it.
 """
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 
 __all__ = ["ArenaPlan", "Workspace", "plan_arena"]
 

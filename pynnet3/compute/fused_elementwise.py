@@ -10,7 +10,7 @@ each in one pass:
   gives +0 for every v <= 0, as NumPy's ``maximum(v, +0)`` on x86-64);
 - :func:`scaled_copy_add`: ``dest = alpha * src[rows] + beta * add``.
 
-Each runs the Cython kernel ``pynnet3/_fast/fused_elementwise.pyx`` when
+Each runs the Cython kernel ``pynnet3/_fast/fused_elementwise_kernel.pyx`` when
 built, else its twin ``*_py`` here, NumPy operations in the same order
 with the same float32 roundings: kernel and twin give the same bits, and
 both give the bits of the unfused NumPy passes they replace. Matrices are
@@ -26,7 +26,7 @@ from ..errors import ComputationError
 __all__ = ["bias_relu_scale_offset", "bias_relu_scale_offset_py", "scaled_copy_add",
            "scaled_copy_add_py"]
 
-_kernel = _fast.load("fused_elementwise")
+_kernel = _fast.load("fused_elementwise_kernel")
 _F32 = np.float32
 
 

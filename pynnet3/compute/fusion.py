@@ -10,14 +10,14 @@ networks) and returns what to run instead:
   place on S, optionally then a test-mode batch norm in place on S. Run as
   the product alone (``propagate_deferring_bias``), then one pass
   ``S = max(S + bias, 0) * scale + offset``
-  (:func:`~pynnet3.compute.fused_kernels.bias_relu_scale_offset`); a ReLU
+  (:func:`~pynnet3.compute.fused_elementwise.bias_relu_scale_offset`); a ReLU
   then batch norm without the product before them fuse the same way;
 - *scaled sum* (a Descriptor ``Sum(Scale(a, x), y)``): a kMatrixCopy
   ``D = a * X`` (X is D itself or another matrix) or a kCopyRows ``D = a *
   X[rows]`` (no -1 row, X another matrix), then, after nothing but
   deallocations of other matrices, a kMatrixAdd ``D += b * Y`` (Y another
   matrix): one pass ``D = a * X[rows] + b * Y``
-  (:func:`~pynnet3.compute.fused_kernels.scaled_copy_add`), run at the copy;
+  (:func:`~pynnet3.compute.fused_elementwise.scaled_copy_add`), run at the copy;
 - *zeroing before an adding product*: a kSetConst(0) of a whole matrix M
   whose next use is a kPropagate of a component that adds its output
   (kPropagateAdds; TDNN without bias, linear) into all of M, from another
@@ -33,9 +33,9 @@ only spans commands that overwrite them in place. The Kaldi-exact
 arithmetic never fuses (its roundings are Kaldi's, command by command).
 """
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 from ..components.base import ComponentProperty
-from .fused_kernels import bias_relu_scale_offset, scaled_copy_add
+from .fused_elementwise import bias_relu_scale_offset, scaled_copy_add
 
 __all__ = ["Fusions", "find_fusions"]
 

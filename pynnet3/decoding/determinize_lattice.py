@@ -53,6 +53,10 @@ _INF = math.inf
 # pynnet3._fast.load policy).
 _kernel = _fast.load("determinize_lattice_kernel")
 
+# A raw lattice's arrays (pynnet3/_fast/token_lattice_kernel.pyx) as the C
+# lattice the kernel's steps take; None without the kernel.
+clattice_from_arrays = _kernel.CLattice.from_arrays if _kernel is not None else None
+
 MAX_DETERMINIZE_TRIES = 10
 
 
@@ -210,7 +214,7 @@ class _FastSteps:
 
     @staticmethod
     def load(lat):
-        return _kernel.CLattice.from_lattice(lat)
+        return lat if isinstance(lat, _kernel.CLattice) else _kernel.CLattice.from_lattice(lat)
 
     @staticmethod
     def unload(lat):
@@ -367,10 +371,10 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None,
     then word determinization, ``max_mem`` 50,000,000, no minimization;
     without word determinization the (phone-determinized) lattice is
     converted as it is, as Kaldi's ConvertLattice does, and not minimized)
-    on
-    a raw lattice (transition-ids on input, words on output; the twin
-    (the kernel not loaded, or ``use_kernel`` false) changes it). Returns
-    (CompactLattice, success)."""
+    on a raw lattice (transition-ids on input, words on output): a
+    :class:`Lattice`, or with the kernel a CLattice (then it is changed, as
+    the twin (the kernel not loaded, or ``use_kernel`` false) changes a
+    Lattice). Returns (CompactLattice, success)."""
     steps = _steps(use_kernel)
     opts = opts if opts is not None else DeterminizeLatticePhonePrunedOptions()
     # Kaldi passes only delta and max_mem on to the passes

@@ -147,7 +147,7 @@ def check_compute(kaldi):
 def check_streaming(kaldi):
     """The streaming API, STREAM_PIECE frames at a time, against Kaldi's
     nnet3-compute with the same (per-utterance) i-vectors."""
-    from ..compute.looped import DecodableNnetLoopedOnline
+    from ..compute.decodable_simple_looped import DecodableNnetLoopedOnline
     from ..nnet.nnet import Nnet
     nnet = Nnet.read(path("tdnn_lda.raw"))
     ivectors = _read("ivectors.ark")
@@ -187,7 +187,7 @@ def check_xvector(kaldi):
 def check_decode(kaldi):
     """Decoder (final.mdl, HCLG.fst) against nnet3-latgen-faster: best-path
     words and alignment."""
-    from ..decode.api import Decoder
+    from ..decoding.api import Decoder
     with open(path("words.txt"), encoding="utf-8") as f:
         symbols = {int(i): w for w, i in (line.split() for line in f if line.strip())}
     decoder = Decoder(path("final.mdl"), path("HCLG.fst"), **DECODE_OPTIONS)
@@ -212,7 +212,7 @@ def check_decode(kaldi):
 def _info_header(nnet):
     """nnet3-info's text for ``nnet`` and its lines before the config lines."""
     from ..compute.utterance import SimpleNnetComputer, prepare_nnet_for_compute
-    from ..nnet.info import nnet_info
+    from ..model.info import nnet_info
     computer = SimpleNnetComputer(prepare_nnet_for_compute(nnet.copy()))
     text = nnet_info(nnet, (computer.nnet_left_context, computer.nnet_right_context))
     keys = ("left-context:", "right-context:", "num-parameters:", "modulus:")

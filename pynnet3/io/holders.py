@@ -30,7 +30,7 @@ _log = logging.getLogger(__name__)
 TOKEN_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
 
 __all__ = ["Holder", "HOLDERS", "register_holder", "holder_for", "infer_kind", "is_token",
-           "TOKEN_RE"]
+           "printable_key", "TOKEN_RE"]
 
 
 def is_token(key):
@@ -42,6 +42,22 @@ def is_token(key):
         if o < 128 and (o <= 32 or o == 127):
             return False
     return True
+
+
+def printable_key(key):
+    """``key`` for an error message: characters that are not printable (a
+    NUL from a binary file read as an archive, control characters) are
+    written as ``\\xNN`` escapes, so a message stays one line of text."""
+    if key.isprintable():
+        return key
+
+    def escape(c):
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:       # a byte that is not UTF-8 (surrogateescape)
+            code -= 0xDC00
+        return "\\x%02x" % code if code < 256 else "\\u%04x" % code
+
+    return "".join(c if c.isprintable() else escape(c) for c in key)
 
 
 # -- holders: how one object of each kind is read and written ------------------
@@ -104,11 +120,19 @@ class Holder:
         return self.read(stream)
 
     def object_bytes(self, value, binary):
+        return b"".join(self.object_pieces(value, binary))
+
+    def object_pieces(self, value, binary):
+        """The object's bytes as a list of bytes-like pieces, to write one
+        after the other (a matrix's data is its own memory, not a copy). A
+        holder without a ``write`` function gives its ``object_bytes``."""
+        if self.write is None:
+            return [self.object_bytes(value, binary)]
         out = OutputStream(binary and self.has_header)
         if self.has_header:
             out.write_header()
         self.write(out, value)
-        return out.getvalue()
+        return out.chunks()
 
 
 def _parse_range(range_text, dims, stream_error):

@@ -35,10 +35,10 @@ says which output and why.
 
 import numpy as np
 
-from ..compile import ComputationRequest, IoSpecification
-from ..compile.compiler import pruned_computation_graph
+from ..compiler.request import ComputationRequest, IoSpecification
+from ..compiler.compiler import pruned_computation_graph
 from ..errors import ComputationError
-from ..nnet.index import Index
+from ..common.index import Index
 from .computation import FLOAT, computation_graph
 from .graph import GraphBuilder
 

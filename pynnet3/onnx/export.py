@@ -26,12 +26,12 @@ import logging
 import os
 import tempfile
 
-from ..compile.computation import CommandType
-from ..compile.context import compute_simple_nnet_context
+from ..compiler.computation import CommandType
+from ..model.context import compute_simple_nnet_context
 from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_priors_of,
                                  prepare_nnet_for_compute)
 from ..errors import NnetError, PynnetError, UsageError
-from ..nnet.utils import is_simple_nnet
+from ..nnet.nnet import is_simple_nnet
 from .chunked import NeedsLengthGenericModel, chunk_request, chunk_shapes, chunked_graph
 from .components import NotLowerable
 from .metadata import CHUNK_OPTIONS, KIND_KEY
@@ -53,7 +53,7 @@ def read_network(model, use_priors=False):
     with ``use_priors`` a ``.mdl`` is required and its priors returned) or
     from an Nnet / AmNnetSimple object (copied)."""
     if isinstance(model, (str, os.PathLike)):
-        from ..nnet.am import read_mdl
+        from ..model.am import read_mdl
         from ..nnet.nnet import Nnet
         if use_priors:
             _, am_nnet = read_mdl(str(model))
@@ -190,8 +190,8 @@ def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
     DecodableNnetSimpleLooped with these options; ``nnet`` is changed in
     place to read one i-vector per chunk, as Kaldi changes it) as a
     streaming ONNX ModelProto (see :mod:`.streaming`)."""
-    from ..compute.looped import (DecodableNnetSimpleLoopedInfo,
-                                  NnetSimpleLoopedComputationOptions)
+    from ..compute.decodable_simple_looped import DecodableNnetSimpleLoopedInfo
+    from ..driver.compile_looped import NnetSimpleLoopedComputationOptions
     from .streaming import streaming_graph
     if not is_simple_nnet(nnet):
         raise NnetError("nnet3-to-onnx --streaming needs a 'simple' network (an input node "

@@ -36,7 +36,7 @@ another order).
 
 import numpy as np
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 from ..errors import ComputationError
 from .components import NotLowerable, lower_propagate, row_range_sums
 
@@ -148,7 +148,7 @@ class ComputationLowering:
                                                                       why))
 
     def _command_text(self, pc):
-        from ..compile.computation_io import command_string
+        from ..compiler.computation_io import command_string
         try:
             return command_string(self.computation, self.nnet, pc).strip()
         except Exception:  # a malformed command prints as its fields

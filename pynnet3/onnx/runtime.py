@@ -332,7 +332,7 @@ class StreamingOnnxComputer:
 
     def _chunk(self, utterance, k):
         """(input frames, i-vector rows) of chunk ``k`` of a queued utterance."""
-        from ..compute.looped import looped_chunk_input_range, looped_chunk_ivector
+        from ..compute.decodable_simple_looped import looped_chunk_input_range, looped_chunk_ivector
         _, feats, ivector, online, period = utterance
         begin, end = looped_chunk_input_range(k, self.chunk_frames, self.left, self.right)
         rows = np.clip(np.arange(begin, end), 0, feats.shape[0] - 1)

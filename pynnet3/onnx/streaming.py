@@ -34,7 +34,7 @@ within float32 rounding.
 
 import re
 
-from ..compile.computation import CommandType
+from ..compiler.computation import CommandType
 from ..errors import ComputationError
 from .computation import FLOAT
 from .graph import GraphBuilder
