@@ -2,7 +2,7 @@
 
 The same checks as test_computer_kaldi.py (outputs, input derivatives,
 parameter gradients against Kaldi's numbers, for every reference case), but the
-computation comes from ``pynnet3.compile.compile(nnet, request)`` on the case's
+computation comes from ``pynnet3.compile(nnet, request)`` on the case's
 ``request.txt``. Newly allocated matrices are filled with NaN, so a compiled
 computation that reads memory it never wrote fails here instead of passing by
 luck. The compiled computation also survives Write/Read (binary) unchanged:

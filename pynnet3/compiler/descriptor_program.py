@@ -3,7 +3,7 @@
 The Python Descriptor tree (``pynnet3.nnet.descriptor``) is the readable form;
 evaluating it once per Cindex from Cython would mean a Python call per row.
 This module flattens each Descriptor into an int32 array that
-``pynnet3/_fast/cindex.pxd`` interprets in C (GetDependencies, IsComputable with
+``pynnet3/_fast/descriptor_interpreter.pxd`` interprets in C (GetDependencies, IsComputable with
 the inputs used, MapToInput), with exactly the Python classes' semantics.
 
 Program layout (positions are absolute offsets into the same array; every
