@@ -3,7 +3,8 @@
 What a user needs, by task (each name's docstring has its arguments,
 returns, errors and an example; ``docs/api.md`` collects them):
 
-- models: :class:`Nnet` (``.raw`` networks, nnet3 configs), :class:`AmNnetSimple`
+- models: :class:`Nnet` (``.raw`` networks, nnet3 configs), :func:`nnet_info`
+  (``nnet3-info``'s text), :class:`AmNnetSimple`
   (``.mdl`` acoustic models: transition model, network, priors),
   :func:`prepare_for_test` (what Kaldi's tools do to a network before
   computing);
@@ -32,7 +33,7 @@ Example::
     from pynnet3 import examples
 
     nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
-    print(nnet.info().splitlines()[0])
+    print(pynnet3.nnet_info(nnet).splitlines()[0])
 """
 
 import importlib
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Nnet": ("pynnet3.nnet.nnet", "Nnet"),
     "AmNnetSimple": ("pynnet3.model.am", "AmNnetSimple"),
+    "nnet_info": ("pynnet3.model.info", "nnet_info"),
     "read_table": ("pynnet3.tables", "read_table"),
     "open_table": ("pynnet3.tables", "open_table"),
     "write_table": ("pynnet3.tables", "write_table"),

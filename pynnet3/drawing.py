@@ -57,8 +57,8 @@ from .nnet.descriptor import (BinarySumDescriptor, ConstantSumDescriptor,
                               SimpleForwardingDescriptor, SimpleSumDescriptor,
                               SwitchingForwardingDescriptor, kSumOperation)
 from .common.floats import kaldi_str
-from .nnet.nnet import Nnet, kComponent, kDescriptor, kDimRange, kInput, kQuadratic
-from .nnet.nnet import find_orphan_nodes
+from .nnet.nnet import Nnet, find_orphan_nodes
+from .nnet.node import kComponent, kDescriptor, kDimRange, kInput, kQuadratic
 from .nnet.graph import nnet_to_directed_graph
 
 __all__ = ["draw", "nnet_to_dot", "write_picture", "picture_format", "info_attributes",

@@ -24,7 +24,7 @@ OUTPUT = os.path.join(os.path.dirname(HERE), "docs", "api.md")
 
 # The reference's sections: (title, top-level names).
 GROUPS = [
-    ("Models", ["Nnet", "AmNnetSimple", "prepare_for_test"]),
+    ("Models", ["Nnet", "nnet_info", "AmNnetSimple", "prepare_for_test"]),
     ("Kaldi tables and objects", ["read_table", "open_table", "write_table", "TableWriter",
                                   "read_object", "write_object"]),
     ("Computing as Kaldi's tools do", ["compute_utterance", "compute_table", "compute_xvector",
@@ -37,7 +37,7 @@ GROUPS = [
 
 # The methods a user calls, per class (documented with their own sections).
 METHODS = {
-    "Nnet": ["read", "from_config", "write", "info", "copy", "input_dim", "output_dim",
+    "Nnet": ["read", "from_config", "write", "copy", "input_dim", "output_dim",
              "get_node_names", "num_components"],
     "AmNnetSimple": ["read", "write", "info", "num_pdfs"],
     "TableWriter": ["write", "close", "abort"],

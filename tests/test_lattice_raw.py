@@ -1,4 +1,4 @@
-"""The raw-lattice and best-path kernels (pynnet3/_fast/lattice_raw.pyx)
+"""The raw-lattice and best-path kernels (pynnet3/_fast/token_lattice_kernel.pyx)
 against their plain-Python twins (pynnet3.decode.token_lattice): the same
 states, arcs, order, weights and best paths, on real decoder output and on
 random token lattices whose epsilon links make TopSortTokens renumber."""
@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from pynnet3._fast.lattice_determinize import CLattice
-from pynnet3._fast.lattice_raw import best_path_arrays, raw_lattice_arrays
+from pynnet3._fast.determinize_lattice_kernel import CLattice
+from pynnet3._fast.token_lattice_kernel import best_path_arrays, raw_lattice_arrays
 from pynnet3.decoding.config import LatticeFasterDecoderConfig
 from pynnet3.decoding.decodable import DecodableAmNnetSimple, decodable_nnet_computer, transition_id_to_pdf_table
 from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder

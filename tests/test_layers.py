@@ -30,7 +30,7 @@ PACKAGE = REPO / "pynnet3"
 # Bottom first. To add a package, put it in the lowest layer above
 # everything it imports (and say why in docs/architecture.md).
 LAYERS = [
-    ["pynnet3.errors", "pynnet3._fast"],                   # the errors; the kernel loader
+    ["pynnet3.errors", "pynnet3._fast", "pynnet3.log"],    # errors; kernel loader; log lines
     ["pynnet3.common"],                                    # Index/Cindex, config lines, floats
     ["pynnet3.io", "pynnet3.numerics"],                    # streams, tables; Kaldi's arithmetic
     ["pynnet3.components", "pynnet3.hmm", "pynnet3.feat"],  # components; TransitionModel; CMVN
@@ -42,6 +42,7 @@ LAYERS = [
     ["pynnet3.decoding"],                                  # decoders, lattices
     ["pynnet3.onnx"],                                      # export
     ["pynnet3.bin"],                                       # the tools
+    ["pynnet3.tables"],                                    # tables for Python users
     ["pynnet3.examples", "pynnet3"],                       # the example; the top-level API
 ]
 

@@ -22,7 +22,7 @@ from pynnet3 import examples
 
 PUBLIC = ["AmNnetSimple", "ComputationRequest", "DecodableNnetLoopedOnline", "Decoder",
           "Nnet", "NnetComputer", "PynnetError", "TableWriter", "compile", "compute_table",
-          "compute_utterance", "compute_xvector", "decode", "draw", "open_table",
+          "compute_utterance", "compute_xvector", "decode", "draw", "nnet_info", "open_table",
           "prepare_for_test", "read_object", "read_table", "write_object", "write_table"]
 
 

@@ -22,9 +22,13 @@ from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
-from .nnet3_compute import (_Summary, log_summary, open_ivector_readers,
-                            register_arithmetic_options, register_ivector_options,
-                            register_simple_computation_options, utterance_ivectors)
+from ._option_groups import (open_ivector_readers, register_arithmetic_options,
+                             register_ivector_options, register_simple_computation_options,
+                             utterance_ivectors)
+from ._run_summary import RunSummary, log_summary
+from ..onnx.runtime import (ChunkedOnnxComputer, OnnxModel, StreamingOnnxComputer,
+                            check_chunk_options)
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +56,6 @@ def _given_ints(parser, opts, names):
 def check_model_options(parser, opts, model):
     """The options that are the model's must be the model's (UsageError
     naming the option otherwise); returns the online-ivector period to use."""
-    from ..onnx.runtime import check_chunk_options
     names = STREAMING_OPTION_NAMES if model.kind == "streaming" else CHUNK_OPTION_NAMES
     check_chunk_options(model.meta, _given_ints(parser, opts, names), str(model.path))
     if model.kind == "streaming":
@@ -100,7 +103,7 @@ def main(argv=None):
                         "models, a few hundred frames' worth for the others)")
     opts, args = parser.parse(argv, num_args=3)
     onnx_rxfilename, feature_rspecifier, matrix_wspecifier = args
-    summary = _Summary()
+    summary = RunSummary()
     if opts.kaldi_exact_arithmetic:
         raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own "
                          "kernels; use nnet3-compute for Kaldi's arithmetic bit for bit")
@@ -111,16 +114,13 @@ def main(argv=None):
         log.warning("--debug-computation, --computation.debug and --optimization.* act when "
                     "the computation is compiled, in nnet3-to-onnx; they do nothing here")
 
-    from ..onnx.runtime import OnnxModel
     model = OnnxModel(onnx_rxfilename, opts.num_threads, opts.use_gpu)
     if model.kind not in ("chunk", "streaming"):
         model.require_kind("chunk", "nnet3-compute-onnx")
     period = check_model_options(parser, opts, model)
     if model.kind == "streaming":
-        from ..onnx.runtime import StreamingOnnxComputer
         computer = StreamingOnnxComputer(model, opts.acoustic_scale, opts.batch_size)
     else:
-        from ..onnx.runtime import ChunkedOnnxComputer
         computer = ChunkedOnnxComputer(model, opts.acoustic_scale, opts.batch_size,
                                        opts.chunks_per_run)
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)
@@ -133,7 +133,6 @@ def main(argv=None):
 
         def finish(utt, output, num_frames):
             if opts.apply_exp:
-                import numpy as np
                 output = np.exp(output)
             writer.write(utt, output)
             summary.frame_count += num_frames

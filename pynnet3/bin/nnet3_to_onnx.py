@@ -24,6 +24,8 @@ import sys
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
 from ._option_groups import options_from, register_options
+from ..optimize.options import NnetOptimizeOptions
+from ..onnx.export import export
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,6 @@ See also: nnet3-compute-onnx, nnet3-xvector-compute-onnx, nnet3-compute
 
 @kaldi_tool
 def main(argv=None):
-    from ..optimize.options import NnetOptimizeOptions
     parser = ToolParser(USAGE)
     parser.register_int("extra-left-context", 0, "Number of frames of additional "
                         "left-context to add on top of the neural net's inherent left "
@@ -100,7 +101,6 @@ def main(argv=None):
             if parser.given(name):
                 raise UsageError("--%s does not apply to an x-vector model" % name)
 
-    from ..onnx.export import export
     model = export(nnet_rxfilename, onnx_wxfilename, kind,
                    frames_per_chunk=(opts.frames_per_chunk if parser.given("frames-per-chunk")
                                      else None),

@@ -20,8 +20,10 @@ from ..errors import UsageError
 from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
 from ._progress import ProgressBar
-from .nnet3_compute import (_Summary, log_summary, register_arithmetic_options,
-                            register_simple_computation_options)
+from ._option_groups import (register_arithmetic_options, register_options,
+                             register_simple_computation_options)
+from ._run_summary import RunSummary, log_summary
+from ..onnx.runtime import OnnxModel, XvectorOnnxComputer
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +57,13 @@ def main(argv=None):
                         "specified file path (nothing to read for an ONNX model: ignored)")
     parser.register_str("cached-compiler-out", "", "If set, write the cached compiler to the "
                         "specified file path (nothing to write for an ONNX model: ignored)")
-    CachingOptimizingCompilerOptions.register(parser, "")
+    register_options(parser, "", CachingOptimizingCompilerOptions())
     register_arithmetic_options(parser)
     parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
                         "(0: one per core)")
     opts, args = parser.parse(argv, num_args=3)
     onnx_rxfilename, feature_rspecifier, vector_wspecifier = args
-    summary = _Summary()
+    summary = RunSummary()
     if opts.kaldi_exact_arithmetic:
         raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own "
                          "kernels; use nnet3-xvector-compute for Kaldi's arithmetic bit for "
@@ -72,7 +74,6 @@ def main(argv=None):
         log.warning("--%s: there is no compilation when running an ONNX model; ignored",
                     ", --".join(ignored))
 
-    from ..onnx.runtime import OnnxModel, XvectorOnnxComputer
     model = OnnxModel(onnx_rxfilename, opts.num_threads, opts.use_gpu)
     computer = XvectorOnnxComputer(model, opts.chunk_size, opts.min_chunk_size, opts.pad_input)
     with TableWriter(vector_wspecifier, kind="vector") as writer, \

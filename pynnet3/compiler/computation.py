@@ -74,6 +74,24 @@ INDEXES_RANGES_ARG = {_T.kAddRowRanges: "arg3"}
 del _T
 
 
+def touched_matrices(computation, c):
+    """The matrices command ``c`` touches, through any submatrix it names
+    (its submatrix arguments and the pairs of its indexes_multi table)."""
+    subs = computation.submatrices
+    num_subs = len(subs)
+    out = set()
+    for name in SUBMATRIX_ARGS.get(c.command_type, ()):
+        s = getattr(c, name)
+        if 0 < s < num_subs:
+            out.add(subs[s].matrix_index)
+    multi = INDEXES_MULTI_ARG.get(c.command_type)
+    if multi is not None and 0 <= getattr(c, multi) < len(computation.indexes_multi):
+        for s, _ in computation.indexes_multi[getattr(c, multi)]:
+            if 0 < s < num_subs:
+                out.add(subs[s].matrix_index)
+    return out
+
+
 class MatrixStrideType(IntEnum):
     kDefaultStride = 0
     kStrideEqualNumCols = 1
@@ -179,8 +197,9 @@ class PrecomputedIndexesInfo:
 class NnetComputation:
     """Kaldi's NnetComputation: the matrices, submatrices, index tables and
     commands that compute a request (what :func:`pynnet3.compile` returns and
-    :class:`pynnet3.NnetComputer` runs). ``print(nnet)`` shows it as Kaldi
-    prints it."""
+    :class:`pynnet3.NnetComputer` runs).
+    :func:`pynnet3.compiler.computation_io.print_computation` gives its text
+    as Kaldi prints it."""
 
     matrices: list = field(default_factory=list)            # MatrixInfo
     matrix_debug_info: list = field(default_factory=list)   # MatrixDebugInfo (may be empty)
@@ -209,22 +228,6 @@ class NnetComputation:
         self.submatrices.append(SubMatrixInfo(matrix_index, row_offset, num_rows,
                                               col_offset, num_cols))
         return len(self.submatrices) - 1
-
-    def print(self, nnet, file=None):
-        """Writes the computation as Kaldi's NnetComputation::Print does (the
-        text of Kaldi's ``computation.opt.txt`` files): matrices,
-        submatrices, then one line per command.
-
-        Args:
-            nnet: the network it was compiled for (node and component names).
-            file: a text stream (default ``sys.stdout``).
-
-        Returns:
-            None.
-        """
-        import sys
-        from .computation_io import print_computation
-        (sys.stdout if file is None else file).write(print_computation(self, nnet))
 
     def is_whole_matrix(self, submatrix_index):
         s = self.submatrices[submatrix_index]

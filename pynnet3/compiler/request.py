@@ -105,7 +105,7 @@ class ComputationRequest:
     serialization (text or binary).
 
     Args:
-        inputs: a list of IoSpecification (``pynnet3.compile.IoSpecification``:
+        inputs: a list of IoSpecification (``pynnet3.compiler.request.IoSpecification``:
             a node name, a list of Indexes, ``has_deriv``);
             ``IoSpecification.from_t_range(name, begin, end)`` gives t =
             begin .. end - 1.
@@ -122,7 +122,7 @@ class ComputationRequest:
     Example::
 
         import pynnet3
-        from pynnet3.compile import IoSpecification
+        from pynnet3.compiler.request import IoSpecification
 
         request = pynnet3.ComputationRequest(
             inputs=[IoSpecification.from_t_range("input", -8, 18),

@@ -20,6 +20,7 @@ threads.
 import contextlib
 import ctypes
 import threading
+import numpy
 
 __all__ = ["available", "get_threads", "set_threads", "single_threaded"]
 
@@ -45,7 +46,6 @@ def _loaded_libraries():
 def _find():
     global _functions
     if _functions is None:
-        import numpy  # noqa: F401  (loads the BLAS library NumPy uses)
         found = ()
         for path in _loaded_libraries():
             try:

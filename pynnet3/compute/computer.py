@@ -83,7 +83,7 @@ class NnetComputer:
         import numpy as np
         import pynnet3
         from pynnet3 import examples
-        from pynnet3.compile import IoSpecification
+        from pynnet3.compiler.request import IoSpecification
 
         nnet = pynnet3.prepare_for_test(examples.path("tdnn_lda.raw"))
         request = pynnet3.ComputationRequest(

@@ -51,6 +51,7 @@ from ..model.context import compute_simple_nnet_context
 from ..nnet.nnet import is_simple_nnet
 from .computer import NnetComputer
 from .utterance import prepare_nnet_for_compute
+from ..nnet.nnet import Nnet
 
 __all__ = ["NnetSimpleLoopedComputationOptions", "DecodableNnetSimpleLoopedInfo",
            "looped_chunk_input_range", "looped_chunk_ivector",
@@ -388,7 +389,6 @@ class DecodableNnetLoopedOnline:
             info = model
         else:
             if isinstance(model, str):
-                from ..nnet.nnet import Nnet
                 model = Nnet.read(model)
             known = set(NnetSimpleLoopedComputationOptions.__dataclass_fields__)
             unknown = set(options) - known

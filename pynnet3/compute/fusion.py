@@ -33,7 +33,7 @@ only spans commands that overwrite them in place. The Kaldi-exact
 arithmetic never fuses (its roundings are Kaldi's, command by command).
 """
 
-from ..compiler.computation import CommandType
+from ..compiler.computation import CommandType, touched_matrices
 from ..components.base import ComponentProperty
 from .fused_elementwise import bias_relu_scale_offset, scaled_copy_add
 
@@ -221,7 +221,7 @@ def _overwriting_propagates(fusions, computation, nnet, plan):
                         and (p.arg3 == 0 or subs[p.arg3].matrix_index != m)):
                     fusions.skip.add(i)
                     fusions.ops[j] = _overwriting_run(p, components[p.arg1])
-        for m in _matrices_of(computation, c):
+        for m in touched_matrices(computation, c):
             next_touch[m] = i
 
 
@@ -232,6 +232,3 @@ def _overwriting_run(c, component):
     return run
 
 
-def _matrices_of(computation, c):
-    from .plan import _touched_matrices      # plan imports this module
-    return _touched_matrices(computation, c)

@@ -31,7 +31,7 @@ one network (its component properties) and one backend; it is not
 thread-safe (one NnetComputer at a time per plan).
 """
 
-from ..compiler.computation import INDEXES_MULTI_ARG, SUBMATRIX_ARGS, CommandType
+from ..compiler.computation import CommandType, touched_matrices
 from ..components.base import ComponentProperty
 from .arena import Workspace, plan_arena
 from .fusion import find_fusions
@@ -149,23 +149,6 @@ class ExecutionPlan:
         return r
 
 
-def _touched_matrices(computation, c):
-    """The matrices a command touches (through any submatrix it names)."""
-    subs = computation.submatrices
-    num_subs = len(subs)
-    out = set()
-    for name in SUBMATRIX_ARGS.get(c.command_type, ()):
-        s = getattr(c, name)
-        if 0 < s < num_subs:
-            out.add(subs[s].matrix_index)
-    multi = INDEXES_MULTI_ARG.get(c.command_type)
-    if multi is not None and 0 <= getattr(c, multi) < len(computation.indexes_multi):
-        for s, _ in computation.indexes_multi[getattr(c, multi)]:
-            if 0 < s < num_subs:
-                out.add(subs[s].matrix_index)
-    return out
-
-
 def _overwrites_whole(computation, nnet, c, m):
     """True if command ``c`` writes every element of matrix ``m`` without
     reading what was there."""
@@ -215,7 +198,7 @@ def _unneeded_zeroing(computation, nnet):
     next_touch = {}
     for i in range(len(commands) - 1, -1, -1):
         c = commands[i]
-        touched = _touched_matrices(computation, c)
+        touched = touched_matrices(computation, c)
         if (c.command_type == T.kSetConst and c.alpha == 0.0 and 0 < c.arg1 < len(subs)
                 and computation.is_whole_matrix(c.arg1)):
             m = subs[c.arg1].matrix_index

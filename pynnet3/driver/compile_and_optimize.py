@@ -18,7 +18,7 @@ def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
             check=False):
     """Compiles a request for a network into the computation Kaldi's tools
     run: Kaldi's Compiler::CreateComputation, then Optimize(). The optimized
-    computation prints as Kaldi's (``computation.print(nnet)``) and its
+    computation prints as Kaldi's (:func:`~pynnet3.compiler.computation_io.print_computation`) and its
     outputs are Kaldi's numbers when run with :class:`pynnet3.NnetComputer`.
 
     Args:
@@ -36,8 +36,8 @@ def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
 
     Returns:
         An NnetComputation: ``commands``, ``matrices``, ...;
-        ``computation.print(nnet)`` writes it as Kaldi's
-        NnetComputation::Print.
+        ``print_computation(computation, nnet)`` (pynnet3.compiler.computation_io)
+        gives its text as Kaldi's NnetComputation::Print.
 
     Raises:
         ComputationError: an output cannot be computed from the inputs given
@@ -47,7 +47,8 @@ def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
 
         import pynnet3
         from pynnet3 import examples
-        from pynnet3.compile import IoSpecification
+        from pynnet3.compiler.computation_io import print_computation
+        from pynnet3.compiler.request import IoSpecification
 
         nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
         request = pynnet3.ComputationRequest(
@@ -57,7 +58,7 @@ def compile(nnet, request, optimize=True, options=None, output_debug_info=True,
         plain = pynnet3.compile(nnet, request, optimize=False)
         computation = pynnet3.compile(nnet, request)
         print(len(plain.commands), "commands ->", len(computation.commands), "optimized")
-        computation.print(nnet)
+        print(print_computation(computation, nnet).splitlines()[0])
     """
     computation = Compiler(request, nnet).create_computation(output_debug_info)
     if not optimize:

@@ -29,7 +29,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import path
+from .files import path
+from ..tables import read_table
+from ..errors import PynnetError
+import logging
+from ..bin import nnet3_compute
+from ..log import set_program_name
+from ..compute.decodable_simple_looped import DecodableNnetLoopedOnline
+from ..nnet.nnet import Nnet
+from ..compute.api import compute_xvector
+from ..decoding.api import Decoder
+from ..compute.utterance import SimpleNnetComputer, prepare_nnet_for_compute
+from ..model.info import nnet_info
+from ..io.table import classify_wspecifier
+from ..tables import write_table
 
 __all__ = ["TOLERANCE", "Check", "load_kaldi_outputs", "check_compute", "check_streaming",
            "check_xvector", "check_decode", "main"]
@@ -70,7 +83,6 @@ class Check:
 
 
 def _read(name, kind=None):
-    from ..tables import read_table
     return dict(read_table("ark:" + path(name), kind))
 
 
@@ -101,7 +113,6 @@ def _compare(what, utt, ours, kaldi, detail):
 
 def _kaldi_key(kaldi, utt):
     if utt not in kaldi:
-        from ..errors import PynnetError
         raise PynnetError("Kaldi's output has no utterance %s" % utt)
     return kaldi[utt]
 
@@ -110,9 +121,6 @@ def run_nnet3_compute(output_wspecifier):
     """Runs pynnet3's ``nnet3-compute`` tool in this process with the options
     of ``compute.apply_exp.cmd`` on the shipped files; returns its exit
     status (its log goes to stderr)."""
-    import logging
-    from ..bin import nnet3_compute
-    from ..log import set_program_name
     folder = os.path.dirname(path("feats.ark"))
     options = [o.replace("ark:online-ivectors.ark",
                          "ark:" + os.path.join(folder, "online-ivectors.ark"))
@@ -131,8 +139,6 @@ def run_nnet3_compute(output_wspecifier):
 
 def check_compute(kaldi):
     """nnet3-compute (pynnet3's tool) against Kaldi's: (checks, outputs)."""
-    from ..errors import PynnetError
-    from ..tables import read_table
     with tempfile.TemporaryDirectory() as tmp:
         archive = os.path.join(tmp, "output.ark")
         if run_nnet3_compute("ark:" + archive) != 0:
@@ -147,8 +153,6 @@ def check_compute(kaldi):
 def check_streaming(kaldi):
     """The streaming API, STREAM_PIECE frames at a time, against Kaldi's
     nnet3-compute with the same (per-utterance) i-vectors."""
-    from ..compute.decodable_simple_looped import DecodableNnetLoopedOnline
-    from ..nnet.nnet import Nnet
     nnet = Nnet.read(path("tdnn_lda.raw"))
     ivectors = _read("ivectors.ark")
     checks = []
@@ -173,8 +177,6 @@ def check_streaming(kaldi):
 
 def check_xvector(kaldi):
     """compute_xvector against nnet3-xvector-compute."""
-    from ..compute.api import compute_xvector
-    from ..nnet.nnet import Nnet
     nnet = Nnet.read(path("xvector.raw"))
     checks = []
     for utt, feats in _read("xvector-feats.ark").items():
@@ -187,7 +189,6 @@ def check_xvector(kaldi):
 def check_decode(kaldi):
     """Decoder (final.mdl, HCLG.fst) against nnet3-latgen-faster: best-path
     words and alignment."""
-    from ..decoding.api import Decoder
     with open(path("words.txt"), encoding="utf-8") as f:
         symbols = {int(i): w for w, i in (line.split() for line in f if line.strip())}
     decoder = Decoder(path("final.mdl"), path("HCLG.fst"), **DECODE_OPTIONS)
@@ -211,8 +212,6 @@ def check_decode(kaldi):
 
 def _info_header(nnet):
     """nnet3-info's text for ``nnet`` and its lines before the config lines."""
-    from ..compute.utterance import SimpleNnetComputer, prepare_nnet_for_compute
-    from ..model.info import nnet_info
     computer = SimpleNnetComputer(prepare_nnet_for_compute(nnet.copy()))
     text = nnet_info(nnet, (computer.nnet_left_context, computer.nnet_right_context))
     keys = ("left-context:", "right-context:", "num-parameters:", "modulus:")
@@ -220,12 +219,10 @@ def _info_header(nnet):
 
 
 def _wspecifier(arg):
-    from ..io.table import classify_wspecifier
     return arg if classify_wspecifier(arg)[0] is not None else "ark:" + arg
 
 
 def _writes_stdout(wspecifier):
-    from ..io.table import classify_wspecifier
     kind, archive, script, _ = classify_wspecifier(wspecifier)
     return "-" in (archive, script) or (kind in ("ark", "both") and archive == "")
 
@@ -238,11 +235,20 @@ def _report(out, title, checks):
 
 
 def main(argv=None, out=None):
-    """The command line (see the module docstring); returns the exit status."""
-    from ..errors import PynnetError
-    from ..log import set_program_name
-    from ..nnet.nnet import Nnet
-    from ..tables import write_table
+    """``python -m pynnet3.examples``: computes the examples with pynnet3 and
+    compares each with Kaldi's output (this module).
+
+    Args:
+        argv: the command-line arguments (default ``sys.argv[1:]``).
+        out: where the report goes (default standard output).
+
+    Returns:
+        The exit status: 0 when everything agrees with Kaldi, 1 otherwise
+        (also when a file cannot be read: one ERROR line on stderr).
+
+    Raises:
+        Nothing on bad input: errors become the ERROR line and status 1.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--dir"]:
         (out or sys.stdout).write(os.path.dirname(path("feats.ark")) + "\n")

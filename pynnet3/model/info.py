@@ -19,8 +19,37 @@ from .context import compute_simple_nnet_context
 
 
 def nnet_info(nnet, context=None):
-    """Kaldi's Nnet::Info(). ``context``: (left, right) to print instead of
-    computing it (None: computed for simple networks)."""
+    """What ``nnet3-info`` prints for a network: Kaldi's Nnet::Info(), byte
+    for byte.
+
+    Args:
+        nnet: an :class:`~pynnet3.Nnet`.
+        context: (left, right) to print instead of computing it (None: the
+            network's context, computed for 'simple' networks as Kaldi's
+            ComputeSimpleNnetContext does).
+
+    Returns:
+        The text (str), lines ending in newlines: context lines for a
+        'simple' network, parameters, modulus, one config line per node with
+        dimensions, one line per component.
+
+    Raises:
+        ComputationError: the context of a 'simple' network cannot be
+            computed (its output is not computable from its inputs).
+
+    Example::
+
+        import pynnet3
+        from pynnet3 import examples
+
+        nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+        text = pynnet3.nnet_info(nnet)
+        print(text == open(examples.path("tdnn_lda.info.txt")).read())
+
+    Output::
+
+        True
+    """
     lines = []
     if is_simple_nnet(nnet):
         if context is None:

@@ -13,11 +13,11 @@ does.
 
 See docs/onnx.md for the models' inputs, outputs, metadata and state.
 """
+from .export import export as export_
 
 __all__ = ["export"]
 
 
 def export(*args, **kwargs):
     """See :func:`pynnet3.onnx.export.export`."""
-    from .export import export as export_
     return export_(*args, **kwargs)

@@ -41,6 +41,7 @@ from ..errors import ComputationError
 from ..common.index import Index
 from .computation import FLOAT, computation_graph
 from .graph import GraphBuilder
+from .lower import ComputationLowering
 
 __all__ = ["ChunkShape", "NeedsLengthGenericModel", "chunk_shapes", "cone_input_extents",
            "chunked_graph", "chunk_request"]
@@ -204,7 +205,6 @@ def chunked_graph(nnet, shapes, computations, has_ivector, log_priors=None):
         def on_output(node, value, rows, cols):
             result[node] = value
 
-        from .lower import ComputationLowering
         ComputationLowering(builder, computation, nnet, on_input, on_output).run()
         value = result["output"]
         if log_priors is not None:

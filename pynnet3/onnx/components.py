@@ -19,6 +19,8 @@ import math
 import numpy as np
 
 from ..errors import ComputationError
+from ..components.scale_offset import _nonzero
+from ..components.normalize import SQUARED_NORM_FLOOR
 
 __all__ = ["lower_propagate", "NotLowerable", "LOWERINGS", "row_range_sums"]
 
@@ -183,7 +185,6 @@ def _fixed_bias(ctx, c, x, indexes):
 
 
 def _scale_and_offset(ctx, c, x, indexes):
-    from ..components.scale_offset import _nonzero
     scales = _nonzero(np, np.asarray(c.scales, np.float32))
     reps = c.dim // c.scales.shape[0]
     y = ctx.g.op("Mul", [x, ctx.g.const(np.tile(scales, reps), "scales")])
@@ -261,7 +262,6 @@ def _dropout_mask(ctx, c, x, indexes):
 
 
 def _normalize(ctx, c, x, indexes):
-    from ..components.normalize import SQUARED_NORM_FLOOR
     g = ctx.g
     x4 = _blocks(g, x, c.input_dim(), c.block_dim)
     sumsq = _reduce_sum(g, g.op("Mul", [x4, x4]), 3, keepdims=1)

@@ -12,6 +12,7 @@ optimized) and returns the model.
 from ..errors import ComputationError
 from .graph import GraphBuilder
 from .lower import ComputationLowering
+from ..driver.compile_and_optimize import compile as compile_
 
 __all__ = ["computation_graph", "request_model", "FLOAT"]
 
@@ -45,7 +46,6 @@ def computation_graph(nnet, computation, g=None, input_names=None, output_names=
 def request_model(nnet, request, optimize_options=None, metadata=None):
     """The ONNX model of ``request`` on ``nnet`` (which must not need
     derivatives), compiled and optimized as Kaldi's tools do."""
-    from .. import compile as compile_
     if request.need_model_derivative or any(io.has_deriv for io in
                                             list(request.inputs) + list(request.outputs)):
         raise ComputationError("ONNX export: the request asks for derivatives; only "

@@ -53,7 +53,7 @@ from ..nnet.descriptor import (BinarySumDescriptor, ConstantSumDescriptor,
                                ReplaceIndexForwardingDescriptor, RoundingForwardingDescriptor,
                                SimpleForwardingDescriptor, SimpleSumDescriptor,
                                kSumOperation)
-from ..nnet.nnet import NodeType
+from ..nnet.node import NodeType
 from .components import LOWERINGS, NotLowerable, PropagateContext, statistics_pooling_output
 from .graph import INT64_MAX
 

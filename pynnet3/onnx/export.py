@@ -28,13 +28,21 @@ import tempfile
 
 from ..compiler.computation import CommandType
 from ..model.context import compute_simple_nnet_context
-from ..compute.utterance import (ChunkLayout, SimpleComputationOptions, log_priors_of,
+from ..compute.utterance import (ChunkLayout, SimpleComputationOptions,
                                  prepare_nnet_for_compute)
 from ..errors import NnetError, PynnetError, UsageError
 from ..nnet.nnet import is_simple_nnet
 from .chunked import NeedsLengthGenericModel, chunk_request, chunk_shapes, chunked_graph
 from .components import NotLowerable
 from .metadata import CHUNK_OPTIONS, KIND_KEY
+from ..model.am import log_priors, read_mdl
+from ..nnet.nnet import Nnet
+from ..compute.compilation import make_compiler
+from .dynamic import LengthGenericLowering
+from .graph import GraphBuilder
+from ..compute.decodable_simple_looped import DecodableNnetSimpleLoopedInfo
+from ..driver.compile_looped import NnetSimpleLoopedComputationOptions
+from .streaming import streaming_graph
 
 logger = logging.getLogger("pynnet3")
 
@@ -53,8 +61,6 @@ def read_network(model, use_priors=False):
     with ``use_priors`` a ``.mdl`` is required and its priors returned) or
     from an Nnet / AmNnetSimple object (copied)."""
     if isinstance(model, (str, os.PathLike)):
-        from ..model.am import read_mdl
-        from ..nnet.nnet import Nnet
         if use_priors:
             _, am_nnet = read_mdl(str(model))
             return am_nnet.nnet, am_nnet.priors
@@ -111,7 +117,6 @@ def _check(model):
 
 
 def _compiler(nnet, optimize_options):
-    from ..compute.compilation import make_compiler
     return make_compiler(nnet, optimize_options)
 
 
@@ -131,9 +136,8 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
     left, right = compute_simple_nnet_context(nnet)
     layout = ChunkLayout(opts, left, right, nnet.modulus())
     has_ivector = nnet.input_dim("ivector") > 0
-    log_priors = log_priors_of(priors, nnet.output_dim("output"))
+    log_priors = log_priors(priors, nnet.output_dim("output"))
     meta = {}
-    from .dynamic import LengthGenericLowering
     try:
         if any_length:
             raise NeedsLengthGenericModel("a graph for chunks of any length was asked for")
@@ -154,7 +158,6 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
                     % (size, MAX_UNROLLED_COMMANDS))
     except NeedsLengthGenericModel as e:
         # Kaldi's chunks depend on their own length: one graph for any length
-        from .graph import GraphBuilder
         logger.info("Exporting a chunk computation for chunks of any length: %s", e)
         lowering = LengthGenericLowering(nnet, opts.frame_subsampling_factor)
         g = lowering.lower(GraphBuilder("nnet3_chunk_any_length"), None, log_priors)
@@ -190,9 +193,6 @@ def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
     DecodableNnetSimpleLooped with these options; ``nnet`` is changed in
     place to read one i-vector per chunk, as Kaldi changes it) as a
     streaming ONNX ModelProto (see :mod:`.streaming`)."""
-    from ..compute.decodable_simple_looped import DecodableNnetSimpleLoopedInfo
-    from ..driver.compile_looped import NnetSimpleLoopedComputationOptions
-    from .streaming import streaming_graph
     if not is_simple_nnet(nnet):
         raise NnetError("nnet3-to-onnx --streaming needs a 'simple' network (an input node "
                         "'input', an output node 'output', optionally an input node "
@@ -205,7 +205,7 @@ def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
     if optimize_options is not None:
         opts.optimize_config = optimize_options
     info = DecodableNnetSimpleLoopedInfo(opts, nnet, prepared=True)
-    log_priors = log_priors_of(priors, nnet.output_dim("output"))
+    log_priors = log_priors(priors, nnet.output_dim("output"))
     ivector_rows = ((info.num_ivectors(0), info.num_ivectors(1), info.num_ivectors(2))
                     if info.has_ivectors else (0, 0, 0))
     begin1, end1 = info.chunk_input_range(0)
@@ -239,8 +239,6 @@ def xvector_model(nnet, source=""):
     'output' node at t = 0 from the frames 0..T-1 of any T) as an ONNX
     ModelProto: input ``input`` [batch, frames, dim], output ``output``
     [batch, 1, dim] (see :mod:`.dynamic`)."""
-    from .dynamic import LengthGenericLowering
-    from .graph import GraphBuilder
     if nnet.get_node_index("input") < 0 or nnet.output_dim("output") <= 0:
         raise NnetError("an x-vector network needs an input node 'input' and an output node "
                         "'output'")

@@ -39,6 +39,7 @@ import numpy as np
 from ..compiler.computation import CommandType
 from ..errors import ComputationError
 from .components import NotLowerable, lower_propagate, row_range_sums
+from ..compiler.computation_io import command_string
 
 __all__ = ["ComputationLowering"]
 
@@ -148,7 +149,6 @@ class ComputationLowering:
                                                                       why))
 
     def _command_text(self, pc):
-        from ..compiler.computation_io import command_string
         try:
             return command_string(self.computation, self.nnet, pc).strip()
         except Exception:  # a malformed command prints as its fields

@@ -22,6 +22,9 @@ import numpy as np
 from ..compute.utterance import ChunkLayout, SimpleComputationOptions
 from ..errors import ComputationError, UsageError
 from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_shape)
+from .dynamic import Expr
+from ..compute.decodable_simple_looped import looped_chunk_input_range, looped_chunk_ivector
+from ..compute.xvector import XvectorAverage, xvector_chunks
 
 logger = logging.getLogger("pynnet3")
 
@@ -88,7 +91,6 @@ def output_computable(meta, source="the model"):
     can compute, expressions of T (the number of input frames), provided
     every (lo, hi) of conditions is non-empty (pynnet3.output-computable,
     pynnet3.output-computable-if)."""
-    from .dynamic import Expr
     text = meta.get("pynnet3.output-computable")
     if text is None:
         raise UsageError("%s has no 'pynnet3.output-computable' in its metadata" % source)
@@ -279,8 +281,8 @@ class StreamingOnnxComputer:
     over whole utterances, from a ``streaming`` model run chunk after chunk
     with its state (see :mod:`pynnet3.onnx.streaming`): the chunks' input
     frames (edge frames repeated) and i-vectors are those of pynnet3's own
-    looped decodable (:func:`pynnet3.compute.looped.looped_chunk_input_range`,
-    :func:`~pynnet3.compute.looped.looped_chunk_ivector`). The utterances of
+    looped decodable (:func:`pynnet3.compute.decodable_simple_looped.looped_chunk_input_range`,
+    :func:`~pynnet3.compute.decodable_simple_looped.looped_chunk_ivector`). The utterances of
     a batch step together (one run of the model per chunk)."""
 
     def __init__(self, model, acoustic_scale=1.0, batch_size=1):
@@ -332,7 +334,6 @@ class StreamingOnnxComputer:
 
     def _chunk(self, utterance, k):
         """(input frames, i-vector rows) of chunk ``k`` of a queued utterance."""
-        from ..compute.decodable_simple_looped import looped_chunk_input_range, looped_chunk_ivector
         _, feats, ivector, online, period = utterance
         begin, end = looped_chunk_input_range(k, self.chunk_frames, self.left, self.right)
         rows = np.clip(np.arange(begin, end), 0, feats.shape[0] - 1)
@@ -405,7 +406,6 @@ class XvectorOnnxComputer:
         """The utterance's x-vector (float32, xvector_dim);
         :class:`~pynnet3.compute.xvector.XvectorSkipped` where
         nnet3-xvector-compute skips the utterance."""
-        from ..compute.xvector import XvectorAverage, xvector_chunks
         features = np.asarray(features, dtype=np.float32)
         if features.ndim != 2 or features.shape[0] == 0:
             raise UsageError("Zero-length utterance: %s" % utt)

@@ -1,7 +1,7 @@
 """The looped computation of Kaldi's online decoding as a streaming ONNX model.
 
 Kaldi's DecodableNnetSimpleLooped compiles one *looped* computation
-(:func:`pynnet3.compile.looped.compile_looped`): commands for the first two
+(:func:`pynnet3.driver.compile_looped.compile_looped`): commands for the first two
 chunks, a label, the commands of one further chunk, and a goto back to the
 label. The matrices alive at the label are what one chunk hands to the next
 (recurrent states, activations later chunks reuse instead of recomputing
