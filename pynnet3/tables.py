@@ -32,6 +32,7 @@ everything Kaldi's readers accept for a kind is read. Bad input raises
 """
 
 from .decoding import lattice_holders  # noqa: F401  (registers the lattice kinds)
+from .decoding.lattice import CompactLattice, Lattice
 from .errors import PynnetError
 from .io import holders as _holders
 from .io import table as _table
@@ -112,13 +113,10 @@ def _kind(kind):
 
 def _value_kind(value):
     """The kind a value is written as when ``kind`` is None."""
-    from_module = type(value).__module__
-    if from_module.startswith("pynnet3.decode"):
-        name = type(value).__name__
-        if name == "CompactLattice":
-            return _kind("compact_lattice")
-        if name == "Lattice":
-            return _kind("lattice")
+    if isinstance(value, CompactLattice):
+        return _kind("compact_lattice")
+    if isinstance(value, Lattice):
+        return _kind("lattice")
     return _holders.infer_kind(value)
 
 

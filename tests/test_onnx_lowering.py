@@ -138,7 +138,7 @@ def test_backward_commands_are_refused():
     nnet = Nnet.read(str(case / "model.raw"))
     request = ComputationRequest.read(str(case / "request.txt"))
     request.outputs[0].has_deriv = True
-    computation = compile_.compile(nnet, request)
+    computation = compile_(nnet, request)
     with pytest.raises(NotLowerable, match="derivative of output|backward pass"):
         computation_graph(nnet, computation)
 

@@ -50,7 +50,7 @@ def request_model(nnet, request, optimize_options=None, metadata=None):
                                             list(request.inputs) + list(request.outputs)):
         raise ComputationError("ONNX export: the request asks for derivatives; only "
                                "inference requests export")
-    computation = compile_.compile(nnet, request, options=optimize_options)
+    computation = compile_(nnet, request, options=optimize_options)
     meta = {"nnet3.request": request.print_request()}
     meta.update(metadata or {})
     return computation_graph(nnet, computation).model(meta)

@@ -35,7 +35,7 @@ from ..nnet.nnet import is_simple_nnet
 from .chunked import NeedsLengthGenericModel, chunk_request, chunk_shapes, chunked_graph
 from .components import NotLowerable
 from .metadata import CHUNK_OPTIONS, KIND_KEY
-from ..model.am import log_priors, read_mdl
+from ..model.am import log_priors as log_priors_of, read_mdl
 from ..nnet.nnet import Nnet
 from ..compute.compilation import make_compiler
 from .dynamic import LengthGenericLowering
@@ -136,7 +136,7 @@ def chunk_model(nnet, opts=None, priors=None, optimize_options=None, online_ivec
     left, right = compute_simple_nnet_context(nnet)
     layout = ChunkLayout(opts, left, right, nnet.modulus())
     has_ivector = nnet.input_dim("ivector") > 0
-    log_priors = log_priors(priors, nnet.output_dim("output"))
+    log_priors = log_priors_of(priors, nnet.output_dim("output"))
     meta = {}
     try:
         if any_length:
@@ -205,7 +205,7 @@ def streaming_model(nnet, frames_per_chunk=24, extra_left_context_initial=0,
     if optimize_options is not None:
         opts.optimize_config = optimize_options
     info = DecodableNnetSimpleLoopedInfo(opts, nnet, prepared=True)
-    log_priors = log_priors(priors, nnet.output_dim("output"))
+    log_priors = log_priors_of(priors, nnet.output_dim("output"))
     ivector_rows = ((info.num_ivectors(0), info.num_ivectors(1), info.num_ivectors(2))
                     if info.has_ivectors else (0, 0, 0))
     begin1, end1 = info.chunk_input_range(0)
