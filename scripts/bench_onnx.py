@@ -101,7 +101,7 @@ def main():
     if not KALDI.is_file():
         sys.exit("Kaldi's binaries not found at %s" % KALDI)
     workdir = Path(args.workdir)
-    bench_compute.prepare(workdir)
+    bench_compute.prepare(workdir, {CASES[case][0] for case in args.cases.split(",")})
     print("CPU: %s" % cpu_name())
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     print("%-14s %-20s %9s %9s %9s %8s" % ("case", "tool", "wall s", "CPU s", "peak MB",
