@@ -13,7 +13,8 @@
   LatticeFasterDecoderConfig and DeterminizeLatticePhonePrunedOptions are
   registered this way;
 - Kaldi's NnetSimpleComputationOptions (nnet3-compute, nnet3-latgen-faster,
-  nnet3-xvector-compute);
+  nnet3-xvector-compute), and its chunk options alone (nnet3-to-onnx);
+- nnet3-xvector-compute's options (also nnet3-xvector-compute-onnx's);
 - the i-vector options and the readers they open, with Kaldi's per-utterance
   checks;
 - pynnet3's choice of arithmetic (``--kaldi-exact-arithmetic``).
@@ -28,6 +29,7 @@ import logging
 from ..compute.backend import KaldiExactBackend
 from ..compute.device import USE_GPU_VALUES, select_backend
 from ..compute.utterance import SimpleComputationOptions
+from ..driver.caching import CachingOptimizingCompilerOptions
 from ..errors import UsageError
 from ..io.table import RandomAccessTableReader, RandomAccessTableReaderMapped
 from ..optimize.options import NnetOptimizeOptions
@@ -74,10 +76,12 @@ def options_from(opts, prefix, defaults):
 
 # -- NnetSimpleComputationOptions ---------------------------------------------------------
 
-def register_simple_computation_options(parser, acoustic_scale=0.1):
-    """Kaldi's NnetSimpleComputationOptions::Register (NnetOptimizeOptions
-    under the prefix ``optimization``, NnetComputeOptions under
-    ``computation``); read them back with :func:`optimize_options`."""
+def register_chunk_options(parser):
+    """The chunking options of Kaldi's NnetSimpleComputationOptions
+    (``--extra-left-context``, ``--extra-right-context``,
+    ``--extra-left-context-initial``, ``--extra-right-context-final``,
+    ``--frame-subsampling-factor``, ``--frames-per-chunk``) with Kaldi's
+    defaults and documentation; nnet3-to-onnx records them in the model."""
     parser.register_int("extra-left-context", 0, "Number of frames of additional "
                         "left-context to add on top of the neural net's inherent left "
                         "context (may be useful in recurrent setups")
@@ -91,13 +95,21 @@ def register_simple_computation_options(parser, acoustic_scale=0.1):
     parser.register_int("frame-subsampling-factor", 1, "Required if the frame-rate of the "
                         "output (e.g. in 'chain' models) is less than the frame-rate of "
                         "the original alignment.")
-    parser.register_float("acoustic-scale", acoustic_scale, "Scaling factor for acoustic "
-                          "log-likelihoods (caution: is a no-op if set in the program "
-                          "nnet3-compute")
     parser.register_int("frames-per-chunk", 50, "Number of frames in each chunk that is "
                         "separately evaluated by the neural net.  Measured before any "
                         "subsampling, if the --frame-subsampling-factor options is used "
                         "(i.e. counts input frames")
+
+
+def register_simple_computation_options(parser, acoustic_scale=0.1):
+    """Kaldi's NnetSimpleComputationOptions::Register (the chunk options of
+    :func:`register_chunk_options`, NnetOptimizeOptions under the prefix
+    ``optimization``, NnetComputeOptions under ``computation``); read them
+    back with :func:`simple_computation_options` and :func:`optimize_options`."""
+    register_chunk_options(parser)
+    parser.register_float("acoustic-scale", acoustic_scale, "Scaling factor for acoustic "
+                          "log-likelihoods (caution: is a no-op if set in the program "
+                          "nnet3-compute")
     parser.register_bool("debug-computation", False, "If true, turn on debug for the "
                          "actual computation (very verbose!)")
     parser.register_bool("computation.debug", False, "If true, turn on debug for the "
@@ -169,6 +181,36 @@ def utterance_ivectors(utt, features, ivector_reader, online_reader):
             return None
         online_ivectors = online_reader.value(utt)
     return ivector, online_ivectors
+
+
+# -- x-vectors -------------------------------------------------------------------------------
+
+CACHED_COMPILER_IN_DOC = "If set, read the cached compiler from the specified file path."
+CACHED_COMPILER_OUT_DOC = "If set, write the cached compiler to the specified file path."
+
+
+def register_xvector_options(parser, use_gpu_doc, cached_compiler_in_doc=CACHED_COMPILER_IN_DOC,
+                             cached_compiler_out_doc=CACHED_COMPILER_OUT_DOC):
+    """The options nnet3-xvector-compute registers, with Kaldi's defaults and
+    documentation but for the three given here: NnetSimpleComputationOptions
+    (accepted as Kaldi accepts them; only the chunking ones below act),
+    ``--use-gpu``, ``--chunk-size``, ``--min-chunk-size``, ``--pad-input``,
+    ``--cached-compiler-in`` / ``--cached-compiler-out``,
+    CachingOptimizingCompilerOptions without a prefix, and pynnet3's
+    arithmetic (:func:`register_arithmetic_options`)."""
+    register_simple_computation_options(parser, acoustic_scale=1.0)
+    parser.register_str("use-gpu", "no", use_gpu_doc)
+    parser.register_int("chunk-size", -1, "If set, extracts xvectors from specified "
+                        "chunk-size, and averages.  If not set, extracts an xvector from "
+                        "all available features.")
+    parser.register_int("min-chunk-size", 100, "Minimum chunk-size allowed when "
+                        "extracting xvectors.")
+    parser.register_bool("pad-input", True, "If true, duplicate the first and last frames "
+                         "of the input features as required to equal min-chunk-size.")
+    parser.register_str("cached-compiler-in", "", cached_compiler_in_doc)
+    parser.register_str("cached-compiler-out", "", cached_compiler_out_doc)
+    register_options(parser, "", CachingOptimizingCompilerOptions())
+    register_arithmetic_options(parser)
 
 
 # -- pynnet3's arithmetic ----------------------------------------------------------------------

@@ -19,13 +19,11 @@ import logging
 import sys
 
 from ..errors import UsageError
-from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
-from ._progress import ProgressBar
 from ._option_groups import (open_ivector_readers, register_arithmetic_options,
-                             register_ivector_options, register_simple_computation_options,
-                             utterance_ivectors)
+                             register_ivector_options, register_simple_computation_options)
 from ._run_summary import RunSummary, log_summary
+from ._utterance_loop import write_outputs
 from ..onnx.runtime import (ChunkedOnnxComputer, OnnxModel, StreamingOnnxComputer,
                             check_chunk_options)
 import numpy as np
@@ -127,32 +125,9 @@ def main(argv=None):
     if opts.online_ivectors and period <= 0:
         raise UsageError("You need to set the --online-ivector-period option!")
 
-    with TableWriter(matrix_wspecifier, kind="matrix") as writer, \
-            SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
-        progress = ProgressBar(feature_reader.num_entries, "utterances")
-
-        def finish(utt, output, num_frames):
-            if opts.apply_exp:
-                output = np.exp(output)
-            writer.write(utt, output)
-            summary.frame_count += num_frames
-            summary.num_success += 1
-
-        for utt, features in feature_reader:
-            progress.step()
-            found = utterance_ivectors(utt, features, ivector_reader, online_ivector_reader)
-            if found is None:
-                summary.num_fail += 1
-                continue
-            ivector, online_ivectors = found
-            for done in computer.add(utt, features, ivector, online_ivectors, period):
-                finish(*done)
-        for done in computer.flush():
-            finish(*done)
-        progress.close()
-    for reader in (online_ivector_reader, ivector_reader):
-        if reader is not None:
-            reader.close()
+    write_outputs(feature_rspecifier, matrix_wspecifier, computer.add, computer.flush,
+                  (ivector_reader, online_ivector_reader), period,
+                  np.exp if opts.apply_exp else None, summary)
     log_summary(summary, log)
     return 0 if summary.num_success != 0 else 1
 

@@ -23,7 +23,7 @@ import sys
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._option_groups import options_from, register_options
+from ._option_groups import options_from, register_chunk_options, register_options
 from ..optimize.options import NnetOptimizeOptions
 from ..onnx.export import export
 
@@ -46,23 +46,7 @@ See also: nnet3-compute-onnx, nnet3-xvector-compute-onnx, nnet3-compute
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    parser.register_int("extra-left-context", 0, "Number of frames of additional "
-                        "left-context to add on top of the neural net's inherent left "
-                        "context (may be useful in recurrent setups")
-    parser.register_int("extra-right-context", 0, "Number of frames of additional "
-                        "right-context to add on top of the neural net's inherent right "
-                        "context (may be useful in recurrent setups")
-    parser.register_int("extra-left-context-initial", -1, "If >= 0, overrides the "
-                        "--extra-left-context value at the start of an utterance.")
-    parser.register_int("extra-right-context-final", -1, "If >= 0, overrides the "
-                        "--extra-right-context value at the end of an utterance.")
-    parser.register_int("frame-subsampling-factor", 1, "Required if the frame-rate of the "
-                        "output (e.g. in 'chain' models) is less than the frame-rate of "
-                        "the original alignment.")
-    parser.register_int("frames-per-chunk", 50, "Number of frames in each chunk that is "
-                        "separately evaluated by the neural net.  Measured before any "
-                        "subsampling, if the --frame-subsampling-factor options is used "
-                        "(i.e. counts input frames")
+    register_chunk_options(parser)
     parser.register_int("online-ivector-period", 0, "Number of frames between iVectors in "
                         "the matrices the model will be given online i-vectors from "
                         "(recorded in the model; nnet3-compute-onnx uses it)")
