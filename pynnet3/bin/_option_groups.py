@@ -17,7 +17,8 @@
 - nnet3-xvector-compute's options (also nnet3-xvector-compute-onnx's);
 - the i-vector options and the readers they open, with Kaldi's per-utterance
   checks;
-- pynnet3's choice of arithmetic (``--kaldi-exact-arithmetic``).
+- pynnet3's choice of arithmetic (``--kaldi-exact-arithmetic``), and what
+  the tools running an ONNX model share.
 
 (The scoring tools' ``--mode`` is in :mod:`._scoring`: they start without
 loading the network machinery these groups need.)
@@ -270,3 +271,19 @@ def compute_backend(opts, use_gpu=None):
     return select_backend(use_gpu) if use_gpu is not None else "numpy"
 
 
+# -- running an exported ONNX model ------------------------------------------------------------
+
+def register_onnx_runtime_options(parser):
+    """The option of the tools that run an exported model with onnxruntime
+    (``--num-threads``)."""
+    parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
+                        "(0: one per core)")
+
+
+def check_onnx_arithmetic(opts, nnet3_tool):
+    """A tool running an ONNX model cannot give Kaldi's arithmetic: with
+    --kaldi-exact-arithmetic a UsageError pointing to ``nnet3_tool``, the
+    tool that computes the same with the nnet3 model."""
+    if opts.kaldi_exact_arithmetic:
+        raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own kernels; "
+                         "use %s for Kaldi's arithmetic bit for bit" % nnet3_tool)

@@ -20,8 +20,9 @@ import sys
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._option_groups import (open_ivector_readers, register_arithmetic_options,
-                             register_ivector_options, register_simple_computation_options)
+from ._option_groups import (check_onnx_arithmetic, open_ivector_readers,
+                             register_arithmetic_options, register_ivector_options,
+                             register_onnx_runtime_options, register_simple_computation_options)
 from ._run_summary import RunSummary, log_summary
 from ._utterance_loop import write_outputs
 from ..onnx.runtime import (ChunkedOnnxComputer, OnnxModel, StreamingOnnxComputer,
@@ -94,17 +95,14 @@ def main(argv=None):
                          "them inside the model)")
     parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose chunks "
                         "are computed together in one run of the model")
-    parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
-                        "(0: one per core)")
+    register_onnx_runtime_options(parser)
     parser.register_int("chunks-per-run", 0, "pynnet3 only: at most this many chunks in one "
                         "run of the model (0: as many as --batch-size gives for recurrent "
                         "models, a few hundred frames' worth for the others)")
     opts, args = parser.parse(argv, num_args=3)
     onnx_rxfilename, feature_rspecifier, matrix_wspecifier = args
     summary = RunSummary()
-    if opts.kaldi_exact_arithmetic:
-        raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own "
-                         "kernels; use nnet3-compute for Kaldi's arithmetic bit for bit")
+    check_onnx_arithmetic(opts, "nnet3-compute")
     if opts.batch_size < 1:
         raise UsageError("--batch-size must be >= 1, got %d" % opts.batch_size)
     if any(parser.given(o) for o in ("debug-computation", "computation.debug")) or \

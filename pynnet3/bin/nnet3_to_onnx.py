@@ -72,13 +72,11 @@ def main(argv=None):
         raise UsageError("--streaming and --xvector cannot be combined")
     kind = "streaming" if opts.streaming else "xvector" if opts.xvector else "chunk"
     if kind != "chunk":
-        for name in ("extra-left-context", "extra-right-context", "extra-right-context-final"):
+        for name in ("extra-left-context", "extra-right-context", "extra-right-context-final",
+                     "any-length"):
             if parser.given(name):
                 raise UsageError("--%s applies to nnet3-compute's chunks, not to a %s model"
                                  % (name, kind))
-    if kind != "chunk" and parser.given("any-length"):
-        raise UsageError("--any-length applies to nnet3-compute's chunks, not to a %s model"
-                         % kind)
     if kind == "xvector":
         for name in ("frames-per-chunk", "extra-left-context-initial",
                      "frame-subsampling-factor", "online-ivector-period", "use-priors"):

@@ -14,9 +14,9 @@ warnings; exit status 0 if at least one utterance was done.
 import logging
 import sys
 
-from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._option_groups import register_xvector_options
+from ._option_groups import (check_onnx_arithmetic, register_onnx_runtime_options,
+                             register_xvector_options)
 from ._run_summary import RunSummary, log_summary
 from ._utterance_loop import write_xvectors
 from ..onnx.runtime import OnnxModel, XvectorOnnxComputer
@@ -46,15 +46,11 @@ def main(argv=None):
         "(nothing to read for an ONNX model: ignored)",
         cached_compiler_out_doc="If set, write the cached compiler to the specified file path "
         "(nothing to write for an ONNX model: ignored)")
-    parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
-                        "(0: one per core)")
+    register_onnx_runtime_options(parser)
     opts, args = parser.parse(argv, num_args=3)
     onnx_rxfilename, feature_rspecifier, vector_wspecifier = args
     summary = RunSummary()
-    if opts.kaldi_exact_arithmetic:
-        raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own "
-                         "kernels; use nnet3-xvector-compute for Kaldi's arithmetic bit for "
-                         "bit")
+    check_onnx_arithmetic(opts, "nnet3-xvector-compute")
     ignored = [o for o in ("cached-compiler-in", "cached-compiler-out", "cache-capacity",
                            "use-shortcut") if parser.given(o)]
     if ignored:
