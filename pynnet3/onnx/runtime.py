@@ -25,7 +25,8 @@ from ..errors import ComputationError, UsageError
 from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_shape)
 from .dynamic import Expr
 from ..compute.decodable_simple_looped import looped_chunk_input_range, looped_chunk_ivector
-from ..compute.xvector import XvectorAverage, xvector_chunks
+from ..compute.xvector import (XvectorAverage, check_chunk_size, xvector_chunks,
+                               xvector_features)
 
 logger = logging.getLogger("pynnet3")
 
@@ -364,9 +365,7 @@ class XvectorOnnxComputer:
 
     def __init__(self, model, chunk_size=-1, min_chunk_size=100, pad_input=True):
         model.require_kind("xvector", "nnet3-xvector-compute-onnx")
-        if chunk_size == 0 or chunk_size < -1:
-            raise UsageError("--chunk-size must be -1 (whole utterance) or > 0, got %d"
-                             % chunk_size)
+        check_chunk_size(chunk_size)
         self.model = model
         self.chunk_size = chunk_size
         self.min_chunk_size = min_chunk_size
@@ -379,12 +378,7 @@ class XvectorOnnxComputer:
         """The utterance's x-vector (float32, xvector_dim);
         :class:`~pynnet3.compute.xvector.XvectorSkipped` where
         nnet3-xvector-compute skips the utterance."""
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] == 0:
-            raise UsageError("Zero-length utterance: %s" % utt)
-        if features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[1]))
+        features = xvector_features(features, self.input_dim, utt)
         chunks = xvector_chunks(features.shape[0], self.chunk_size, self.min_chunk_size,
                                 self.pad_input, utt)
         average = XvectorAverage(self.xvector_dim)
