@@ -20,7 +20,7 @@ import logging
 import numpy as np
 
 from ..compute.batch import UtteranceQueue
-from ..compute.utterance import ChunkLayout, SimpleComputationOptions
+from ..compute.utterance import ChunkLayout, SimpleComputationOptions, check_input_dims
 from ..errors import ComputationError, UsageError
 from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_shape)
 from .dynamic import Expr
@@ -186,19 +186,10 @@ class ChunkedOnnxComputer(UtteranceQueue):
 
     # -- checks ----------------------------------------------------------------------------
     def check_dims(self, features, ivector=None, online_ivectors=None):
-        """nnet3-compute's dimension checks (Kaldi's wording)."""
-        if features.ndim != 2 or features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[-1]))
-        if ivector is not None:
-            ivector_dim = len(ivector)
-        elif online_ivectors is not None:
-            ivector_dim = online_ivectors.shape[1]
-        else:
-            ivector_dim = 0
-        if ivector_dim != self.ivector_dim:
-            raise UsageError("Neural net expects 'ivector' features with dimension %d but "
-                             "you provided %d" % (self.ivector_dim, ivector_dim))
+        """nnet3-compute's dimension checks (Kaldi's wording; with both kinds
+        of i-vector, the batch one is checked)."""
+        check_input_dims(features, ivector, online_ivectors, self.input_dim, self.ivector_dim,
+                         allow_both_ivectors=True)
 
     def _check_computable(self, num_input, first, num_outputs):
         lo, hi, conditions = self.computable
