@@ -14,7 +14,8 @@
   registered this way;
 - Kaldi's NnetSimpleComputationOptions (nnet3-compute, nnet3-latgen-faster,
   nnet3-xvector-compute), and its chunk options alone (nnet3-to-onnx);
-- nnet3-xvector-compute's options (also nnet3-xvector-compute-onnx's);
+- nnet3-compute's and nnet3-xvector-compute's options (also those of their
+  ONNX counterparts);
 - the i-vector options and the readers they open, with Kaldi's per-utterance
   checks;
 - pynnet3's choice of arithmetic (``--kaldi-exact-arithmetic``), and what
@@ -182,6 +183,23 @@ def utterance_ivectors(utt, features, ivector_reader, online_reader):
             return None
         online_ivectors = online_reader.value(utt)
     return ivector, online_ivectors
+
+
+# -- nnet3-compute ----------------------------------------------------------------------------
+
+def register_compute_options(parser, use_gpu_doc, use_priors_doc, batch_size_doc):
+    """The options nnet3-compute registers, with Kaldi's defaults and
+    documentation but for the three given here: NnetSimpleComputationOptions
+    (no acoustic scaling by default), the i-vector options, pynnet3's
+    arithmetic, ``--apply-exp``, ``--use-gpu``, ``--use-priors`` and pynnet3's
+    ``--batch-size``."""
+    register_simple_computation_options(parser, acoustic_scale=1.0)
+    register_ivector_options(parser)
+    register_arithmetic_options(parser)
+    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
+    parser.register_str("use-gpu", "yes", use_gpu_doc)
+    parser.register_bool("use-priors", False, use_priors_doc)
+    parser.register_int("batch-size", 1, batch_size_doc)
 
 
 # -- x-vectors -------------------------------------------------------------------------------

@@ -29,9 +29,8 @@ from ..nnet.nnet import Nnet
 from ..numerics.openblas_plan import openblas_threads_from_environment
 from ._cli import ToolParser, kaldi_tool
 from ._option_groups import (chunks_per_computation, compute_backend, open_ivector_readers,
-                             optimize_options, register_arithmetic_options,
-                             register_chunks_option, register_ivector_options,
-                             register_simple_computation_options, simple_computation_options)
+                             optimize_options, register_chunks_option,
+                             register_compute_options, simple_computation_options)
 from ._run_summary import RunSummary, log_summary
 from ._utterance_loop import write_outputs
 
@@ -60,19 +59,12 @@ def read_network(rxfilename, use_priors):
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    # nnet3-compute does no acoustic scaling by default.
-    register_simple_computation_options(parser, acoustic_scale=1.0)
-    register_ivector_options(parser)
-    register_arithmetic_options(parser)
-    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
-    parser.register_str("use-gpu", "yes", "yes|no|optional|wait, only has effect if "
-                        "compiled with CUDA")
-    parser.register_bool("use-priors", False, "If true, subtract the logs of the priors "
-                         "stored with the model (in this case, a .mdl file is expected as "
-                         "input).")
-    parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose "
-                        "chunks are computed together in one computation (1: one chunk "
-                        "of one utterance at a time, as Kaldi)")
+    register_compute_options(
+        parser, "yes|no|optional|wait, only has effect if compiled with CUDA",
+        "If true, subtract the logs of the priors stored with the model (in this case, a "
+        ".mdl file is expected as input).",
+        "pynnet3 only: number of utterances whose chunks are computed together in one "
+        "computation (1: one chunk of one utterance at a time, as Kaldi)")
     register_chunks_option(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, matrix_wspecifier = args

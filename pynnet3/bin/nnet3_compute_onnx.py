@@ -21,8 +21,7 @@ import sys
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
 from ._option_groups import (check_onnx_arithmetic, open_ivector_readers,
-                             register_arithmetic_options, register_ivector_options,
-                             register_onnx_runtime_options, register_simple_computation_options)
+                             register_compute_options, register_onnx_runtime_options)
 from ._run_summary import RunSummary, log_summary
 from ._utterance_loop import write_outputs
 from ..onnx.runtime import (ChunkedOnnxComputer, OnnxModel, StreamingOnnxComputer,
@@ -83,18 +82,14 @@ def check_model_options(parser, opts, model):
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    register_simple_computation_options(parser, acoustic_scale=1.0)
-    register_ivector_options(parser)
-    register_arithmetic_options(parser)
-    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
-    parser.register_str("use-gpu", "yes", "yes|no|optional|wait: use onnxruntime's CUDA "
-                        "execution provider where it is installed")
-    parser.register_bool("use-priors", False, "If true, subtract the logs of the priors "
-                         "stored with the model (here: the model must have been exported "
-                         "from a .mdl with nnet3-to-onnx --use-priors=true, which subtracts "
-                         "them inside the model)")
-    parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose chunks "
-                        "are computed together in one run of the model")
+    register_compute_options(
+        parser, "yes|no|optional|wait: use onnxruntime's CUDA execution provider where it "
+        "is installed",
+        "If true, subtract the logs of the priors stored with the model (here: the model "
+        "must have been exported from a .mdl with nnet3-to-onnx --use-priors=true, which "
+        "subtracts them inside the model)",
+        "pynnet3 only: number of utterances whose chunks are computed together in one run "
+        "of the model")
     register_onnx_runtime_options(parser)
     parser.register_int("chunks-per-run", 0, "pynnet3 only: at most this many chunks in one "
                         "run of the model (0: as many as --batch-size gives for recurrent "
