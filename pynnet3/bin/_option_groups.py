@@ -120,15 +120,23 @@ def register_simple_computation_options(parser, acoustic_scale=0.1):
     register_options(parser, "optimization", NnetOptimizeOptions())
 
 
+def context_options(opts):
+    """The extra-context options and --frame-subsampling-factor of
+    :func:`register_chunk_options` as keyword arguments (``extra_left_context``
+    ... ``frame_subsampling_factor``)."""
+    return dict(extra_left_context=opts.extra_left_context,
+                extra_right_context=opts.extra_right_context,
+                extra_left_context_initial=opts.extra_left_context_initial,
+                extra_right_context_final=opts.extra_right_context_final,
+                frame_subsampling_factor=opts.frame_subsampling_factor)
+
+
 def simple_computation_options(opts):
-    return SimpleComputationOptions(
-        extra_left_context=opts.extra_left_context,
-        extra_right_context=opts.extra_right_context,
-        extra_left_context_initial=opts.extra_left_context_initial,
-        extra_right_context_final=opts.extra_right_context_final,
-        frame_subsampling_factor=opts.frame_subsampling_factor,
-        frames_per_chunk=opts.frames_per_chunk,
-        acoustic_scale=opts.acoustic_scale)
+    """The SimpleComputationOptions given by
+    :func:`register_simple_computation_options`' options."""
+    return SimpleComputationOptions(frames_per_chunk=opts.frames_per_chunk,
+                                    acoustic_scale=opts.acoustic_scale,
+                                    **context_options(opts))
 
 
 def optimize_options(opts):

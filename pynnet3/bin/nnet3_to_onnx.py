@@ -23,7 +23,8 @@ import sys
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._option_groups import options_from, register_chunk_options, register_options
+from ._option_groups import (context_options, options_from, register_chunk_options,
+                             register_options)
 from ..optimize.options import NnetOptimizeOptions
 from ..onnx.export import export
 
@@ -86,11 +87,7 @@ def main(argv=None):
     model = export(nnet_rxfilename, onnx_wxfilename, kind,
                    frames_per_chunk=(opts.frames_per_chunk if parser.given("frames-per-chunk")
                                      else None),
-                   extra_left_context=opts.extra_left_context,
-                   extra_right_context=opts.extra_right_context,
-                   extra_left_context_initial=opts.extra_left_context_initial,
-                   extra_right_context_final=opts.extra_right_context_final,
-                   frame_subsampling_factor=opts.frame_subsampling_factor,
+                   **context_options(opts),
                    online_ivector_period=opts.online_ivector_period,
                    use_priors=opts.use_priors,
                    optimize_options=options_from(opts, "optimization", NnetOptimizeOptions()),
