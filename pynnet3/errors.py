@@ -32,6 +32,14 @@ class PynnetError(Exception):
     """
 
 
+def _where(source, position):
+    """The start of an error message naming a place: ``"SOURCE" + position +
+    ": "``, or nothing when ``source`` is None."""
+    if source is None:
+        return ""
+    return f"{source}{position}: "
+
+
 class KaldiFormatError(PynnetError):
     """A Kaldi file (model, archive, matrix...) is not what was expected.
 
@@ -43,13 +51,8 @@ class KaldiFormatError(PynnetError):
         self.source = source
         self.offset = offset
         self.detail = message
-        where = ""
-        if source is not None:
-            where = f"{source}"
-            if offset is not None:
-                where += f" (byte offset {offset})"
-            where += ": "
-        super().__init__(where + message)
+        super().__init__(_where(source, "" if offset is None else f" (byte offset {offset})")
+                         + message)
 
 
 class ConfigError(PynnetError):
@@ -63,13 +66,7 @@ class ConfigError(PynnetError):
         self.line_number = line_number
         self.line = line
         self.detail = message
-        where = ""
-        if source is not None:
-            where = f"{source}"
-            if line_number is not None:
-                where += f":{line_number}"
-            where += ": "
-        text = where + message
+        text = _where(source, "" if line_number is None else f":{line_number}") + message
         if line is not None:
             text += f" (in config line: {line.strip()})"
         super().__init__(text)

@@ -8,6 +8,7 @@ closing lines (:func:`log_summary`).
 
 import logging
 import threading
+import time
 
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
@@ -192,3 +193,42 @@ def parse_latgen_args(args):
     alignment_wspecifier = args[5] if len(args) > 5 else ""
     return (model_in, fst_in, feature_rspecifier, lattice_wspecifier, words_wspecifier,
             alignment_wspecifier)
+
+
+def decode_in_order(setup, inputs, write):
+    """Decodes the utterances one after another on this thread (a
+    ``decode_all`` for :func:`run_latgen`)."""
+    for utt, features, ivector, online in inputs:
+        write(utt, setup.decode(utt, features, ivector, online))
+
+
+def run_latgen(opts, args, decode_all, **summary_options):
+    """One run of either tool after its options are parsed (``args``: its
+    4 to 6 positional arguments): loads the model, network and graph
+    (:class:`LatgenSetup`), opens the output tables (:class:`LatgenWriters`),
+    then ``decode_all(setup, inputs, write)`` decodes every ``(utt, features,
+    ivector, online_ivectors)`` that ``inputs`` yields
+    (:func:`utterance_inputs`) and calls ``write(utt, result)`` for each in
+    input order. The tables are closed when all is written and aborted (no
+    half-written output) when anything raises. Logs the closing lines
+    (:func:`log_summary`, with ``summary_options``) and returns Kaldi's exit
+    status: 0 if at least one utterance was decoded."""
+    model_in, fst_in, feature_rspecifier, lat_wspec, words_wspec, ali_wspec = \
+        parse_latgen_args(args)
+    setup = LatgenSetup(opts, model_in, fst_in)
+    writers = LatgenWriters(setup, lat_wspec, words_wspec, ali_wspec)
+    counts = {"success": 0, "fail": 0}
+
+    def write(utt, result):
+        writers.write_result(utt, result, counts)
+
+    try:
+        setup.load_graph()
+        start = time.time()
+        decode_all(setup, utterance_inputs(opts, feature_rspecifier, counts), write)
+        writers.close()
+    except BaseException:
+        writers.abort()
+        raise
+    log_summary(setup, writers, counts, time.time() - start, **summary_options)
+    return 0 if counts["success"] != 0 else 1

@@ -13,10 +13,13 @@
   LatticeFasterDecoderConfig and DeterminizeLatticePhonePrunedOptions are
   registered this way;
 - Kaldi's NnetSimpleComputationOptions (nnet3-compute, nnet3-latgen-faster,
-  nnet3-xvector-compute);
+  nnet3-xvector-compute), and its chunk options alone (nnet3-to-onnx);
+- nnet3-compute's and nnet3-xvector-compute's options (also those of their
+  ONNX counterparts);
 - the i-vector options and the readers they open, with Kaldi's per-utterance
   checks;
-- pynnet3's choice of arithmetic (``--kaldi-exact-arithmetic``).
+- pynnet3's choice of arithmetic (``--kaldi-exact-arithmetic``), and what
+  the tools running an ONNX model share.
 
 (The scoring tools' ``--mode`` is in :mod:`._scoring`: they start without
 loading the network machinery these groups need.)
@@ -28,6 +31,7 @@ import logging
 from ..compute.backend import KaldiExactBackend
 from ..compute.device import USE_GPU_VALUES, select_backend
 from ..compute.utterance import SimpleComputationOptions
+from ..driver.caching import CachingOptimizingCompilerOptions
 from ..errors import UsageError
 from ..io.table import RandomAccessTableReader, RandomAccessTableReaderMapped
 from ..optimize.options import NnetOptimizeOptions
@@ -74,10 +78,12 @@ def options_from(opts, prefix, defaults):
 
 # -- NnetSimpleComputationOptions ---------------------------------------------------------
 
-def register_simple_computation_options(parser, acoustic_scale=0.1):
-    """Kaldi's NnetSimpleComputationOptions::Register (NnetOptimizeOptions
-    under the prefix ``optimization``, NnetComputeOptions under
-    ``computation``); read them back with :func:`optimize_options`."""
+def register_chunk_options(parser):
+    """The chunking options of Kaldi's NnetSimpleComputationOptions
+    (``--extra-left-context``, ``--extra-right-context``,
+    ``--extra-left-context-initial``, ``--extra-right-context-final``,
+    ``--frame-subsampling-factor``, ``--frames-per-chunk``) with Kaldi's
+    defaults and documentation; nnet3-to-onnx records them in the model."""
     parser.register_int("extra-left-context", 0, "Number of frames of additional "
                         "left-context to add on top of the neural net's inherent left "
                         "context (may be useful in recurrent setups")
@@ -91,13 +97,21 @@ def register_simple_computation_options(parser, acoustic_scale=0.1):
     parser.register_int("frame-subsampling-factor", 1, "Required if the frame-rate of the "
                         "output (e.g. in 'chain' models) is less than the frame-rate of "
                         "the original alignment.")
-    parser.register_float("acoustic-scale", acoustic_scale, "Scaling factor for acoustic "
-                          "log-likelihoods (caution: is a no-op if set in the program "
-                          "nnet3-compute")
     parser.register_int("frames-per-chunk", 50, "Number of frames in each chunk that is "
                         "separately evaluated by the neural net.  Measured before any "
                         "subsampling, if the --frame-subsampling-factor options is used "
                         "(i.e. counts input frames")
+
+
+def register_simple_computation_options(parser, acoustic_scale=0.1):
+    """Kaldi's NnetSimpleComputationOptions::Register (the chunk options of
+    :func:`register_chunk_options`, NnetOptimizeOptions under the prefix
+    ``optimization``, NnetComputeOptions under ``computation``); read them
+    back with :func:`simple_computation_options` and :func:`optimize_options`."""
+    register_chunk_options(parser)
+    parser.register_float("acoustic-scale", acoustic_scale, "Scaling factor for acoustic "
+                          "log-likelihoods (caution: is a no-op if set in the program "
+                          "nnet3-compute")
     parser.register_bool("debug-computation", False, "If true, turn on debug for the "
                          "actual computation (very verbose!)")
     parser.register_bool("computation.debug", False, "If true, turn on debug for the "
@@ -106,15 +120,23 @@ def register_simple_computation_options(parser, acoustic_scale=0.1):
     register_options(parser, "optimization", NnetOptimizeOptions())
 
 
+def context_options(opts):
+    """The extra-context options and --frame-subsampling-factor of
+    :func:`register_chunk_options` as keyword arguments (``extra_left_context``
+    ... ``frame_subsampling_factor``)."""
+    return dict(extra_left_context=opts.extra_left_context,
+                extra_right_context=opts.extra_right_context,
+                extra_left_context_initial=opts.extra_left_context_initial,
+                extra_right_context_final=opts.extra_right_context_final,
+                frame_subsampling_factor=opts.frame_subsampling_factor)
+
+
 def simple_computation_options(opts):
-    return SimpleComputationOptions(
-        extra_left_context=opts.extra_left_context,
-        extra_right_context=opts.extra_right_context,
-        extra_left_context_initial=opts.extra_left_context_initial,
-        extra_right_context_final=opts.extra_right_context_final,
-        frame_subsampling_factor=opts.frame_subsampling_factor,
-        frames_per_chunk=opts.frames_per_chunk,
-        acoustic_scale=opts.acoustic_scale)
+    """The SimpleComputationOptions given by
+    :func:`register_simple_computation_options`' options."""
+    return SimpleComputationOptions(frames_per_chunk=opts.frames_per_chunk,
+                                    acoustic_scale=opts.acoustic_scale,
+                                    **context_options(opts))
 
 
 def optimize_options(opts):
@@ -169,6 +191,53 @@ def utterance_ivectors(utt, features, ivector_reader, online_reader):
             return None
         online_ivectors = online_reader.value(utt)
     return ivector, online_ivectors
+
+
+# -- nnet3-compute ----------------------------------------------------------------------------
+
+def register_compute_options(parser, use_gpu_doc, use_priors_doc, batch_size_doc):
+    """The options nnet3-compute registers, with Kaldi's defaults and
+    documentation but for the three given here: NnetSimpleComputationOptions
+    (no acoustic scaling by default), the i-vector options, pynnet3's
+    arithmetic, ``--apply-exp``, ``--use-gpu``, ``--use-priors`` and pynnet3's
+    ``--batch-size``."""
+    register_simple_computation_options(parser, acoustic_scale=1.0)
+    register_ivector_options(parser)
+    register_arithmetic_options(parser)
+    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
+    parser.register_str("use-gpu", "yes", use_gpu_doc)
+    parser.register_bool("use-priors", False, use_priors_doc)
+    parser.register_int("batch-size", 1, batch_size_doc)
+
+
+# -- x-vectors -------------------------------------------------------------------------------
+
+CACHED_COMPILER_IN_DOC = "If set, read the cached compiler from the specified file path."
+CACHED_COMPILER_OUT_DOC = "If set, write the cached compiler to the specified file path."
+
+
+def register_xvector_options(parser, use_gpu_doc, cached_compiler_in_doc=CACHED_COMPILER_IN_DOC,
+                             cached_compiler_out_doc=CACHED_COMPILER_OUT_DOC):
+    """The options nnet3-xvector-compute registers, with Kaldi's defaults and
+    documentation but for the three given here: NnetSimpleComputationOptions
+    (accepted as Kaldi accepts them; only the chunking ones below act),
+    ``--use-gpu``, ``--chunk-size``, ``--min-chunk-size``, ``--pad-input``,
+    ``--cached-compiler-in`` / ``--cached-compiler-out``,
+    CachingOptimizingCompilerOptions without a prefix, and pynnet3's
+    arithmetic (:func:`register_arithmetic_options`)."""
+    register_simple_computation_options(parser, acoustic_scale=1.0)
+    parser.register_str("use-gpu", "no", use_gpu_doc)
+    parser.register_int("chunk-size", -1, "If set, extracts xvectors from specified "
+                        "chunk-size, and averages.  If not set, extracts an xvector from "
+                        "all available features.")
+    parser.register_int("min-chunk-size", 100, "Minimum chunk-size allowed when "
+                        "extracting xvectors.")
+    parser.register_bool("pad-input", True, "If true, duplicate the first and last frames "
+                         "of the input features as required to equal min-chunk-size.")
+    parser.register_str("cached-compiler-in", "", cached_compiler_in_doc)
+    parser.register_str("cached-compiler-out", "", cached_compiler_out_doc)
+    register_options(parser, "", CachingOptimizingCompilerOptions())
+    register_arithmetic_options(parser)
 
 
 # -- pynnet3's arithmetic ----------------------------------------------------------------------
@@ -228,3 +297,19 @@ def compute_backend(opts, use_gpu=None):
     return select_backend(use_gpu) if use_gpu is not None else "numpy"
 
 
+# -- running an exported ONNX model ------------------------------------------------------------
+
+def register_onnx_runtime_options(parser):
+    """The option of the tools that run an exported model with onnxruntime
+    (``--num-threads``)."""
+    parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
+                        "(0: one per core)")
+
+
+def check_onnx_arithmetic(opts, nnet3_tool):
+    """A tool running an ONNX model cannot give Kaldi's arithmetic: with
+    --kaldi-exact-arithmetic a UsageError pointing to ``nnet3_tool``, the
+    tool that computes the same with the nnet3 model."""
+    if opts.kaldi_exact_arithmetic:
+        raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own kernels; "
+                         "use %s for Kaldi's arithmetic bit for bit" % nnet3_tool)

@@ -24,18 +24,15 @@ from ..compute.batch import BatchedSimpleComputer
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import SimpleNnetComputer, apply_exp, prepare_nnet_for_compute
 from ..errors import UsageError
-from ..io.table import SequentialTableReader, TableWriter
 from ..model.am import read_mdl
 from ..nnet.nnet import Nnet
 from ..numerics.openblas_plan import openblas_threads_from_environment
 from ._cli import ToolParser, kaldi_tool
 from ._option_groups import (chunks_per_computation, compute_backend, open_ivector_readers,
-                             optimize_options, register_arithmetic_options,
-                             register_chunks_option, register_ivector_options,
-                             register_simple_computation_options, simple_computation_options,
-                             utterance_ivectors)
-from ._progress import ProgressBar
+                             optimize_options, register_chunks_option,
+                             register_compute_options, simple_computation_options)
 from ._run_summary import RunSummary, log_summary
+from ._utterance_loop import write_outputs
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +59,12 @@ def read_network(rxfilename, use_priors):
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    # nnet3-compute does no acoustic scaling by default.
-    register_simple_computation_options(parser, acoustic_scale=1.0)
-    register_ivector_options(parser)
-    register_arithmetic_options(parser)
-    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
-    parser.register_str("use-gpu", "yes", "yes|no|optional|wait, only has effect if "
-                        "compiled with CUDA")
-    parser.register_bool("use-priors", False, "If true, subtract the logs of the priors "
-                         "stored with the model (in this case, a .mdl file is expected as "
-                         "input).")
-    parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose "
-                        "chunks are computed together in one computation (1: one chunk "
-                        "of one utterance at a time, as Kaldi)")
+    register_compute_options(
+        parser, "yes|no|optional|wait, only has effect if compiled with CUDA",
+        "If true, subtract the logs of the priors stored with the model (in this case, a "
+        ".mdl file is expected as input).",
+        "pynnet3 only: number of utterances whose chunks are computed together in one "
+        "computation (1: one chunk of one utterance at a time, as Kaldi)")
     register_chunks_option(parser)
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, matrix_wspecifier = args
@@ -105,44 +95,24 @@ def main(argv=None):
         debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     if opts.online_ivectors and opts.online_ivector_period <= 0:
         raise UsageError("You need to set the --online-ivector-period option!")
-    batcher = None
     if opts.batch_size > 1:
         batcher = BatchedSimpleComputer(computer, opts.batch_size)
+        compute, flush = batcher.add, batcher.flush
+    else:
+        def compute(utt, features, ivector, online_ivectors, period):
+            yield (utt, computer.compute_utterance(features, ivector, online_ivectors, period),
+                   features.shape[0])
 
-    with TableWriter(matrix_wspecifier, kind="matrix") as writer, \
-            SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
-        progress = ProgressBar(feature_reader.num_entries, "utterances")
+        def flush():
+            return ()
 
-        def finish(utt, output, num_frames):
-            if opts.apply_exp:
-                output = apply_exp(output, opts.kaldi_exact_arithmetic)
-            writer.write(utt, output)
-            summary.frame_count += num_frames
-            summary.num_success += 1
-
-        for utt, features in feature_reader:
-            progress.step()
-            found = utterance_ivectors(utt, features, ivector_reader, online_ivector_reader)
-            if found is None:
-                summary.num_fail += 1
-                continue
-            ivector, online_ivectors = found
-            if batcher is None:
-                output = computer.compute_utterance(features, ivector, online_ivectors,
-                                                    opts.online_ivector_period)
-                finish(utt, output, features.shape[0])
-                del output      # before the next utterance's output is made
-            else:
-                for done in batcher.add(utt, features, ivector, online_ivectors,
-                                        opts.online_ivector_period):
-                    finish(*done)
-        if batcher is not None:
-            for done in batcher.flush():
-                finish(*done)
-        progress.close()
-    for reader in (online_ivector_reader, ivector_reader):
-        if reader is not None:
-            reader.close()
+    exp = None
+    if opts.apply_exp:
+        def exp(output):
+            return apply_exp(output, opts.kaldi_exact_arithmetic)
+    write_outputs(feature_rspecifier, matrix_wspecifier, compute, flush,
+                  (ivector_reader, online_ivector_reader), opts.online_ivector_period, exp,
+                  summary)
     log_summary(summary, log)
     log_compiler_summary(compiler)
     return 0 if summary.num_success != 0 else 1

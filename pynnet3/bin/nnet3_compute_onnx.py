@@ -19,13 +19,11 @@ import logging
 import sys
 
 from ..errors import UsageError
-from ..io.table import SequentialTableReader, TableWriter
 from ._cli import ToolParser, kaldi_tool
-from ._progress import ProgressBar
-from ._option_groups import (open_ivector_readers, register_arithmetic_options,
-                             register_ivector_options, register_simple_computation_options,
-                             utterance_ivectors)
+from ._option_groups import (check_onnx_arithmetic, open_ivector_readers,
+                             register_compute_options, register_onnx_runtime_options)
 from ._run_summary import RunSummary, log_summary
+from ._utterance_loop import write_outputs
 from ..onnx.runtime import (ChunkedOnnxComputer, OnnxModel, StreamingOnnxComputer,
                             check_chunk_options)
 import numpy as np
@@ -84,29 +82,22 @@ def check_model_options(parser, opts, model):
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    register_simple_computation_options(parser, acoustic_scale=1.0)
-    register_ivector_options(parser)
-    register_arithmetic_options(parser)
-    parser.register_bool("apply-exp", False, "If true, apply exp function to output")
-    parser.register_str("use-gpu", "yes", "yes|no|optional|wait: use onnxruntime's CUDA "
-                        "execution provider where it is installed")
-    parser.register_bool("use-priors", False, "If true, subtract the logs of the priors "
-                         "stored with the model (here: the model must have been exported "
-                         "from a .mdl with nnet3-to-onnx --use-priors=true, which subtracts "
-                         "them inside the model)")
-    parser.register_int("batch-size", 1, "pynnet3 only: number of utterances whose chunks "
-                        "are computed together in one run of the model")
-    parser.register_int("num-threads", 1, "pynnet3 only: onnxruntime's intra-op threads "
-                        "(0: one per core)")
+    register_compute_options(
+        parser, "yes|no|optional|wait: use onnxruntime's CUDA execution provider where it "
+        "is installed",
+        "If true, subtract the logs of the priors stored with the model (here: the model "
+        "must have been exported from a .mdl with nnet3-to-onnx --use-priors=true, which "
+        "subtracts them inside the model)",
+        "pynnet3 only: number of utterances whose chunks are computed together in one run "
+        "of the model")
+    register_onnx_runtime_options(parser)
     parser.register_int("chunks-per-run", 0, "pynnet3 only: at most this many chunks in one "
                         "run of the model (0: as many as --batch-size gives for recurrent "
                         "models, a few hundred frames' worth for the others)")
     opts, args = parser.parse(argv, num_args=3)
     onnx_rxfilename, feature_rspecifier, matrix_wspecifier = args
     summary = RunSummary()
-    if opts.kaldi_exact_arithmetic:
-        raise UsageError("--kaldi-exact-arithmetic: onnxruntime computes with its own "
-                         "kernels; use nnet3-compute for Kaldi's arithmetic bit for bit")
+    check_onnx_arithmetic(opts, "nnet3-compute")
     if opts.batch_size < 1:
         raise UsageError("--batch-size must be >= 1, got %d" % opts.batch_size)
     if any(parser.given(o) for o in ("debug-computation", "computation.debug")) or \
@@ -127,32 +118,9 @@ def main(argv=None):
     if opts.online_ivectors and period <= 0:
         raise UsageError("You need to set the --online-ivector-period option!")
 
-    with TableWriter(matrix_wspecifier, kind="matrix") as writer, \
-            SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
-        progress = ProgressBar(feature_reader.num_entries, "utterances")
-
-        def finish(utt, output, num_frames):
-            if opts.apply_exp:
-                output = np.exp(output)
-            writer.write(utt, output)
-            summary.frame_count += num_frames
-            summary.num_success += 1
-
-        for utt, features in feature_reader:
-            progress.step()
-            found = utterance_ivectors(utt, features, ivector_reader, online_ivector_reader)
-            if found is None:
-                summary.num_fail += 1
-                continue
-            ivector, online_ivectors = found
-            for done in computer.add(utt, features, ivector, online_ivectors, period):
-                finish(*done)
-        for done in computer.flush():
-            finish(*done)
-        progress.close()
-    for reader in (online_ivector_reader, ivector_reader):
-        if reader is not None:
-            reader.close()
+    write_outputs(feature_rspecifier, matrix_wspecifier, computer.add, computer.flush,
+                  (ivector_reader, online_ivector_reader), period,
+                  np.exp if opts.apply_exp else None, summary)
     log_summary(summary, log)
     return 0 if summary.num_success != 0 else 1
 

@@ -12,11 +12,9 @@ The steps (loading, per-utterance decoding, writing) are in
 """
 
 import sys
-import time
 
 from ._cli import ToolParser, kaldi_tool
-from ._latgen import (LatgenSetup, LatgenWriters, log_summary, parse_latgen_args,
-                      register_latgen_options, utterance_inputs)
+from ._latgen import decode_in_order, register_latgen_options, run_latgen
 
 USAGE = """Generate lattices using nnet3 neural net model.
 Usage: nnet3-latgen-faster [options] <nnet-in> <fst-in|fsts-rspecifier> <features-rspecifier> <lattice-wspecifier> [ <words-wspecifier> [<alignments-wspecifier>] ]
@@ -29,23 +27,7 @@ def main(argv=None):
     parser = ToolParser(USAGE)
     register_latgen_options(parser)
     opts, args = parser.parse(argv, num_args=(4, 6))
-    model_in, fst_in, feature_rspecifier, lat_wspec, words_wspec, ali_wspec = \
-        parse_latgen_args(args)
-    setup = LatgenSetup(opts, model_in, fst_in)
-    writers = LatgenWriters(setup, lat_wspec, words_wspec, ali_wspec)
-    counts = {"success": 0, "fail": 0}
-    try:
-        setup.load_graph()
-        start = time.time()
-        for utt, features, ivector, online in utterance_inputs(opts, feature_rspecifier,
-                                                               counts):
-            writers.write_result(utt, setup.decode(utt, features, ivector, online), counts)
-        writers.close()
-    except BaseException:
-        writers.abort()
-        raise
-    log_summary(setup, writers, counts, time.time() - start)
-    return 0 if counts["success"] != 0 else 1
+    return run_latgen(opts, args, decode_in_order)
 
 
 if __name__ == "__main__":

@@ -26,13 +26,11 @@ equivalent) so that they do not compete for the cores.
 import logging
 import queue
 import sys
-import time
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
 from ._task_sequencer import TaskSequencer
-from ._latgen import (LatgenSetup, LatgenWriters, log_summary, parse_latgen_args,
-                      register_latgen_options, utterance_inputs)
+from ._latgen import decode_in_order, register_latgen_options, run_latgen
 
 logger = logging.getLogger("pynnet3")
 
@@ -58,37 +56,24 @@ def main(argv=None):
         raise UsageError("num-threads-total, if specified, must be >= num-threads (and "
                          "num-threads >= 0); got --num-threads=%d --num-threads-total=%d"
                          % (opts.num_threads, opts.num_threads_total))
-    model_in, fst_in, feature_rspecifier, lat_wspec, words_wspec, ali_wspec = \
-        parse_latgen_args(args)
-    setup = LatgenSetup(opts, model_in, fst_in)
-    writers = LatgenWriters(setup, lat_wspec, words_wspec, ali_wspec)
-    counts = {"success": 0, "fail": 0}
-    try:
-        setup.load_graph()
-        start = time.time()
-        inputs = utterance_inputs(opts, feature_rspecifier, counts)
+
+    def decode_all(setup, inputs, write):
         if opts.num_threads <= 1:
-            for utt, features, ivector, online in inputs:
-                writers.write_result(utt, setup.decode(utt, features, ivector, online),
-                                     counts)
-        else:
-            total = (opts.num_threads_total if opts.num_threads_total > 0
-                     else opts.num_threads + 20)
-            job = _DecodeJob(setup, opts.num_threads)
-            with TaskSequencer(opts.num_threads, total) as sequencer:
-                for args in inputs:
-                    for done_utt, result in sequencer.submit(job, *args):
-                        writers.write_result(done_utt, result, counts)
-                for done_utt, result in sequencer.drain():
-                    writers.write_result(done_utt, result, counts)
-        writers.close()
-    except BaseException:
-        writers.abort()
-        raise
-    log_summary(setup, writers, counts, time.time() - start,
-                rtf_text="100 feature frames/sec", rtf_factor=max(opts.num_threads, 1),
-                compiler_summary=opts.num_threads <= 1)
-    return 0 if counts["success"] != 0 else 1
+            decode_in_order(setup, inputs, write)
+            return
+        total = (opts.num_threads_total if opts.num_threads_total > 0
+                 else opts.num_threads + 20)
+        job = _DecodeJob(setup, opts.num_threads)
+        with TaskSequencer(opts.num_threads, total) as sequencer:
+            for utterance in inputs:
+                for done_utt, result in sequencer.submit(job, *utterance):
+                    write(done_utt, result)
+            for done_utt, result in sequencer.drain():
+                write(done_utt, result)
+
+    return run_latgen(opts, args, decode_all, rtf_text="100 feature frames/sec",
+                      rtf_factor=max(opts.num_threads, 1),
+                      compiler_summary=opts.num_threads <= 1)
 
 
 class _DecodeJob:

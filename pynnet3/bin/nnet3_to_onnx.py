@@ -23,7 +23,8 @@ import sys
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._option_groups import options_from, register_options
+from ._option_groups import (context_options, options_from, register_chunk_options,
+                             register_options)
 from ..optimize.options import NnetOptimizeOptions
 from ..onnx.export import export
 
@@ -46,23 +47,7 @@ See also: nnet3-compute-onnx, nnet3-xvector-compute-onnx, nnet3-compute
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    parser.register_int("extra-left-context", 0, "Number of frames of additional "
-                        "left-context to add on top of the neural net's inherent left "
-                        "context (may be useful in recurrent setups")
-    parser.register_int("extra-right-context", 0, "Number of frames of additional "
-                        "right-context to add on top of the neural net's inherent right "
-                        "context (may be useful in recurrent setups")
-    parser.register_int("extra-left-context-initial", -1, "If >= 0, overrides the "
-                        "--extra-left-context value at the start of an utterance.")
-    parser.register_int("extra-right-context-final", -1, "If >= 0, overrides the "
-                        "--extra-right-context value at the end of an utterance.")
-    parser.register_int("frame-subsampling-factor", 1, "Required if the frame-rate of the "
-                        "output (e.g. in 'chain' models) is less than the frame-rate of "
-                        "the original alignment.")
-    parser.register_int("frames-per-chunk", 50, "Number of frames in each chunk that is "
-                        "separately evaluated by the neural net.  Measured before any "
-                        "subsampling, if the --frame-subsampling-factor options is used "
-                        "(i.e. counts input frames")
+    register_chunk_options(parser)
     parser.register_int("online-ivector-period", 0, "Number of frames between iVectors in "
                         "the matrices the model will be given online i-vectors from "
                         "(recorded in the model; nnet3-compute-onnx uses it)")
@@ -88,13 +73,11 @@ def main(argv=None):
         raise UsageError("--streaming and --xvector cannot be combined")
     kind = "streaming" if opts.streaming else "xvector" if opts.xvector else "chunk"
     if kind != "chunk":
-        for name in ("extra-left-context", "extra-right-context", "extra-right-context-final"):
+        for name in ("extra-left-context", "extra-right-context", "extra-right-context-final",
+                     "any-length"):
             if parser.given(name):
                 raise UsageError("--%s applies to nnet3-compute's chunks, not to a %s model"
                                  % (name, kind))
-    if kind != "chunk" and parser.given("any-length"):
-        raise UsageError("--any-length applies to nnet3-compute's chunks, not to a %s model"
-                         % kind)
     if kind == "xvector":
         for name in ("frames-per-chunk", "extra-left-context-initial",
                      "frame-subsampling-factor", "online-ivector-period", "use-priors"):
@@ -104,11 +87,7 @@ def main(argv=None):
     model = export(nnet_rxfilename, onnx_wxfilename, kind,
                    frames_per_chunk=(opts.frames_per_chunk if parser.given("frames-per-chunk")
                                      else None),
-                   extra_left_context=opts.extra_left_context,
-                   extra_right_context=opts.extra_right_context,
-                   extra_left_context_initial=opts.extra_left_context_initial,
-                   extra_right_context_final=opts.extra_right_context_final,
-                   frame_subsampling_factor=opts.frame_subsampling_factor,
+                   **context_options(opts),
                    online_ivector_period=opts.online_ivector_period,
                    use_priors=opts.use_priors,
                    optimize_options=options_from(opts, "optimization", NnetOptimizeOptions()),

@@ -14,16 +14,14 @@ import sys
 
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import prepare_nnet_for_compute
-from ..compute.xvector import XvectorComputer, XvectorSkipped
+from ..compute.xvector import XvectorComputer
 from ..driver.caching import CachingOptimizingCompilerOptions
-from ..io.table import SequentialTableReader, TableWriter
 from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
 from ._option_groups import (compute_backend, optimize_options, options_from,
-                             register_arithmetic_options, register_options,
-                             register_simple_computation_options)
-from ._progress import ProgressBar
+                             register_xvector_options)
 from ._run_summary import RunSummary, log_summary
+from ._utterance_loop import write_xvectors
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +47,8 @@ See also: nnet3-compute
 @kaldi_tool
 def main(argv=None):
     parser = ToolParser(USAGE)
-    # The options nnet3-xvector-compute registers (the simple-computation
-    # ones are accepted as Kaldi accepts them; only the chunking ones act).
-    register_simple_computation_options(parser, acoustic_scale=1.0)
-    parser.register_str("use-gpu", "no", "yes|no|optional|wait, only has effect if "
-                        "compiled with CUDA")
-    parser.register_int("chunk-size", -1, "If set, extracts xvectors from specified "
-                        "chunk-size, and averages.  If not set, extracts an xvector from "
-                        "all available features.")
-    parser.register_int("min-chunk-size", 100, "Minimum chunk-size allowed when "
-                        "extracting xvectors.")
-    parser.register_bool("pad-input", True, "If true, duplicate the first and last frames "
-                         "of the input features as required to equal min-chunk-size.")
-    parser.register_str("cached-compiler-in", "", "If set, read the cached compiler from the "
-                        "specified file path.")
-    parser.register_str("cached-compiler-out", "", "If set, write the cached compiler to the "
-                        "specified file path.")
-    register_options(parser, "", CachingOptimizingCompilerOptions())
-    register_arithmetic_options(parser)
+    register_xvector_options(parser, "yes|no|optional|wait, only has effect if compiled with "
+                             "CUDA")
     opts, args = parser.parse(argv, num_args=3)
     nnet_rxfilename, feature_rspecifier, vector_wspecifier = args
     summary = RunSummary()
@@ -82,25 +64,7 @@ def main(argv=None):
     computer = XvectorComputer(nnet, opts.chunk_size, opts.min_chunk_size, opts.pad_input,
                                backend=backend, compiler=compiler)
 
-    with TableWriter(vector_wspecifier, kind="vector") as writer, \
-            SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
-        progress = ProgressBar(feature_reader.num_entries, "utterances")
-        for utt, features in feature_reader:
-            progress.step()
-            if features.shape[0] == 0:
-                log.warning("Zero-length utterance: %s", utt)
-                summary.num_fail += 1
-                continue
-            try:
-                xvector = computer.compute(features, utt)
-            except XvectorSkipped as e:
-                log.warning("%s", e)
-                summary.num_fail += 1
-                continue
-            writer.write(utt, xvector)
-            summary.frame_count += features.shape[0]
-            summary.num_success += 1
-        progress.close()
+    write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log)
     log_summary(summary, log)
     if opts.cached_compiler_out:
         log.info("Writing cache to %s", opts.cached_compiler_out)

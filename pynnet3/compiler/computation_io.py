@@ -573,29 +573,30 @@ def check_computation_references(comp, stream=None):
                  % (ci, c.arg1, len(comp.commands)))
 
 
+def _write_counted(stream, count_token, list_token, items, write_item):
+    """``count_token`` and the number of ``items``, then ``list_token`` and
+    each item written by ``write_item(stream, item)`` (what
+    :func:`_read_counted` reads before the items)."""
+    stream.write_token(count_token)
+    _write_size_t(stream, len(items))
+    stream.write_token(list_token)
+    for item in items:
+        write_item(stream, item)
+
+
 def write_computation(computation, stream):
     """Kaldi's NnetComputation::Write (version 5) to an OutputStream."""
     comp = computation
     stream.write_token("<NnetComputation>")
     stream.write_token("<Version>")
     stream.write_int32(_VERSION)
-    stream.write_token("<NumMatrices>")
-    _write_size_t(stream, len(comp.matrices))
-    stream.write_token("<Matrices>")
-    for m in comp.matrices:
-        _write_matrix_info(stream, m)
+    _write_counted(stream, "<NumMatrices>", "<Matrices>", comp.matrices, _write_matrix_info)
     _newline(stream)
-    stream.write_token("<NumMatrixDebugInfo>")
-    _write_size_t(stream, len(comp.matrix_debug_info))
-    stream.write_token("<MatrixDebugInfo>")
-    for info in comp.matrix_debug_info:
-        _write_debug_info(stream, info)
+    _write_counted(stream, "<NumMatrixDebugInfo>", "<MatrixDebugInfo>",
+                   comp.matrix_debug_info, _write_debug_info)
     _newline(stream)
-    stream.write_token("<NumSubMatrices>")
-    _write_size_t(stream, len(comp.submatrices))
-    stream.write_token("<SubMatrices>")
-    for s in comp.submatrices:
-        _write_submatrix_info(stream, s)
+    _write_counted(stream, "<NumSubMatrices>", "<SubMatrices>", comp.submatrices,
+                   _write_submatrix_info)
     _newline(stream)
     stream.write_token("<NumComponentPrecomputedIndexes>")
     _write_size_t(stream, len(comp.component_precomputed_indexes))
@@ -608,26 +609,16 @@ def write_computation(computation, stream):
         write_index_vector(stream, info.input_indexes)
         write_index_vector(stream, info.output_indexes)
     _newline(stream)
-    stream.write_token("<NumIndexes>")
-    _write_size_t(stream, len(comp.indexes))
-    stream.write_token("<Indexes>")
-    for v in comp.indexes:
-        stream.write_int_vector(v)
+    _write_counted(stream, "<NumIndexes>", "<Indexes>", comp.indexes,
+                   lambda out, v: out.write_int_vector(v))
     for count_token, list_token, table in (
             ("<NumIndexesMulti>", "<IndexesMulti>", comp.indexes_multi),
             ("<NumIndexesRanges>", "<IndexesRanges>", comp.indexes_ranges)):
         _newline(stream)
-        stream.write_token(count_token)
-        _write_size_t(stream, len(table))
-        stream.write_token(list_token)
-        for pairs in table:
-            stream.write_int_pair_vector(pairs)
+        _write_counted(stream, count_token, list_token, table,
+                       lambda out, pairs: out.write_int_pair_vector(pairs))
     _newline(stream)
-    stream.write_token("<NumCommands>")
-    _write_size_t(stream, len(comp.commands))
-    stream.write_token("<Commands>")
-    for c in comp.commands:
-        _write_command(stream, c)
+    _write_counted(stream, "<NumCommands>", "<Commands>", comp.commands, _write_command)
     _newline(stream)
     stream.write_token("<NeedModelDerivative>")
     stream.write_bool(comp.need_model_derivative)

@@ -95,6 +95,21 @@ class IoSpecification:
             stream.write_raw(b"\n")
 
 
+def _write_specs(stream, name, specs):
+    """Kaldi's ``<NumX> n <X> spec...`` of a ComputationRequest (``name``:
+    Inputs or Outputs), each part followed by a newline in text mode."""
+    text = not stream.binary
+    stream.write_token("<Num%s>" % name)
+    _write_size_t(stream, len(specs))
+    if text:
+        stream.write_raw(b"\n")
+    stream.write_token("<%s>" % name)
+    for spec in specs:
+        spec.write_to(stream)
+    if text:
+        stream.write_raw(b"\n")
+
+
 @dataclass(slots=True)
 class ComputationRequest:
     """Kaldi's ComputationRequest: what a computation is asked to do. For
@@ -196,34 +211,17 @@ class ComputationRequest:
         return self
 
     def write_to(self, stream):
-        text = not stream.binary
         stream.write_token("<ComputationRequest>")
-        if text:
+        if not stream.binary:
             stream.write_raw(b"\n")
-        stream.write_token("<NumInputs>")
-        _write_size_t(stream, len(self.inputs))
-        if text:
-            stream.write_raw(b"\n")
-        stream.write_token("<Inputs>")
-        for spec in self.inputs:
-            spec.write_to(stream)
-        if text:
-            stream.write_raw(b"\n")
-        stream.write_token("<NumOutputs>")
-        _write_size_t(stream, len(self.outputs))
-        if text:
-            stream.write_raw(b"\n")
-        stream.write_token("<Outputs>")
-        for spec in self.outputs:
-            spec.write_to(stream)
-        if text:
-            stream.write_raw(b"\n")
+        _write_specs(stream, "Inputs", self.inputs)
+        _write_specs(stream, "Outputs", self.outputs)
         stream.write_token("<NeedModelDerivative>")
         stream.write_bool(self.need_model_derivative)
         stream.write_token("<StoreComponentStats>")
         stream.write_bool(self.store_component_stats)
         stream.write_token("</ComputationRequest>")
-        if text:
+        if not stream.binary:
             stream.write_raw(b"\n")
 
     def to_bytes(self, binary=False):

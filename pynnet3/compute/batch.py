@@ -18,20 +18,22 @@ import numpy as np
 
 from ..errors import UsageError
 
-__all__ = ["BatchedSimpleComputer"]
+__all__ = ["BatchedSimpleComputer", "UtteranceQueue"]
 
 
-class BatchedSimpleComputer:
-    """Collects utterances (:meth:`add`) and computes them ``batch_size`` at
-    a time; finished utterances come back, in the order they were added, as
-    ``(key, output, num_frames)`` from :meth:`add` and :meth:`flush`."""
+class UtteranceQueue:
+    """Utterances queued (:meth:`add`) and computed ``batch_size`` at a time
+    by a subclass's ``_compute(pending)``; finished utterances come back, in
+    the order they were added, as ``(key, output, num_frames)`` from
+    :meth:`add` and :meth:`flush`. Every utterance is checked when it is
+    queued, as Kaldi checks it before computing: the subclass's
+    ``check_utterance(features, ivector, online_ivectors)``, then that online
+    i-vectors come with a period. (pynnet3's batched computer and the ONNX
+    runtime's computers share this.)"""
 
-    __slots__ = ("computer", "batch_size", "_pending")
+    __slots__ = ("batch_size", "_pending")
 
-    def __init__(self, computer, batch_size):
-        if batch_size < 1:
-            raise UsageError("batch size must be >= 1, got %d" % batch_size)
-        self.computer = computer
+    def __init__(self, batch_size):
         self.batch_size = batch_size
         self._pending = []
 
@@ -39,10 +41,7 @@ class BatchedSimpleComputer:
         """Queues one utterance (checked now, as Kaldi checks it); returns
         the utterances finished by this call (a list, often empty)."""
         features = np.asarray(features, dtype=np.float32)
-        c = self.computer
-        c.check_dims(features, ivector, online_ivectors)
-        if features.shape[0] == 0:
-            raise UsageError("Zero-length utterance")
+        self.check_utterance(features, ivector, online_ivectors)
         if online_ivectors is not None and online_ivector_period <= 0:
             raise UsageError("You need to set the --online-ivector-period option!")
         self._pending.append((key, features, ivector, online_ivectors, online_ivector_period))
@@ -50,11 +49,41 @@ class BatchedSimpleComputer:
             return self.flush()
         return []
 
+    def compute_utterance(self, features, ivector=None, online_ivectors=None,
+                          online_ivector_period=0):
+        """One utterance's output, computed now (called with nothing queued)."""
+        done = self.add(None, features, ivector, online_ivectors, online_ivector_period)
+        done += self.flush()
+        return done[0][1]
+
     def flush(self):
         """Computes every queued utterance; returns them finished, in order."""
         pending, self._pending = self._pending, []
         if not pending:
             return []
+        return self._compute(pending)
+
+
+class BatchedSimpleComputer(UtteranceQueue):
+    """Collects utterances (:meth:`add`) and computes them ``batch_size`` at
+    a time with a :class:`~pynnet3.compute.utterance.SimpleNnetComputer`
+    (see :class:`UtteranceQueue`)."""
+
+    __slots__ = ("computer",)
+
+    def __init__(self, computer, batch_size):
+        if batch_size < 1:
+            raise UsageError("batch size must be >= 1, got %d" % batch_size)
+        super().__init__(batch_size)
+        self.computer = computer
+
+    def check_utterance(self, features, ivector, online_ivectors):
+        """The computer's dimension checks, then a non-empty utterance."""
+        self.computer.check_dims(features, ivector, online_ivectors)
+        if features.shape[0] == 0:
+            raise UsageError("Zero-length utterance")
+
+    def _compute(self, pending):
         outputs = self.computer.compute_utterances([p[1:] for p in pending])
         return [(key, output, feats.shape[0])
                 for (key, feats, _, _, _), output in zip(pending, outputs)]

@@ -82,7 +82,7 @@ from .plan import ExecutionPlan
 logger = logging.getLogger("pynnet3")
 
 __all__ = ["SimpleComputationOptions", "ChunkPlan", "ChunkLayout", "SimpleNnetComputer",
-           "prepare_nnet_for_compute", "apply_exp",
+           "prepare_nnet_for_compute", "apply_exp", "check_input_dims",
            "compute_utterance"]
 
 # The automatic batch of chunks (SimpleNnetComputer.chunks_per_computation)
@@ -288,6 +288,29 @@ class ChunkLayout:
 
 # -- the computer --------------------------------------------------------------------------------
 
+def check_input_dims(features, ivector, online_ivectors, input_dim, ivector_dim,
+                     allow_both_ivectors=False):
+    """Kaldi's dimension checks of an utterance's inputs, with Kaldi's
+    messages (UsageError): ``features`` a matrix of ``input_dim`` columns,
+    then the i-vector (``ivector``, else ``online_ivectors``' columns, else
+    none) of ``ivector_dim``. Giving both kinds of i-vector is an error
+    unless ``allow_both_ivectors`` (then ``ivector`` is the one checked)."""
+    if features.ndim != 2 or features.shape[1] != input_dim:
+        raise UsageError("Neural net expects 'input' features with dimension %d but you "
+                         "provided %d" % (input_dim, features.shape[-1]))
+    if not allow_both_ivectors and ivector is not None and online_ivectors is not None:
+        raise UsageError("give either a batch i-vector or online i-vectors, not both")
+    if ivector is not None:
+        given_dim = len(ivector)
+    elif online_ivectors is not None:
+        given_dim = online_ivectors.shape[1]
+    else:
+        given_dim = 0
+    if given_dim != ivector_dim:
+        raise UsageError("Neural net expects 'ivector' features with dimension %d but "
+                         "you provided %d" % (ivector_dim, given_dim))
+
+
 class SimpleNnetComputer:
     """Computes a simple network's output for utterances, chunk by chunk, as
     Kaldi's DecodableNnetSimple (see the module docstring; the chunks are
@@ -399,21 +422,9 @@ class SimpleNnetComputer:
 
     # -- inputs ----------------------------------------------------------------------------------
     def check_dims(self, features, ivector=None, online_ivectors=None):
-        """Kaldi's dimension checks of the features and i-vectors."""
-        if features.ndim != 2 or features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[-1]))
-        if ivector is not None and online_ivectors is not None:
-            raise UsageError("give either a batch i-vector or online i-vectors, not both")
-        if ivector is not None:
-            ivector_dim = len(ivector)
-        elif online_ivectors is not None:
-            ivector_dim = online_ivectors.shape[1]
-        else:
-            ivector_dim = 0
-        if ivector_dim != self.ivector_dim:
-            raise UsageError("Neural net expects 'ivector' features with dimension %d but "
-                             "you provided %d" % (self.ivector_dim, ivector_dim))
+        """Kaldi's dimension checks of the features and i-vectors
+        (:func:`check_input_dims`; not both kinds of i-vector)."""
+        check_input_dims(features, ivector, online_ivectors, self.input_dim, self.ivector_dim)
 
     chunk_ivector = staticmethod(ChunkLayout.chunk_ivector)
 

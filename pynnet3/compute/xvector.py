@@ -27,7 +27,8 @@ from .plan import ExecutionPlan
 
 logger = logging.getLogger("pynnet3")
 
-__all__ = ["XvectorComputer", "XvectorSkipped", "xvector_chunks", "XvectorAverage"]
+__all__ = ["XvectorComputer", "XvectorSkipped", "xvector_chunks", "XvectorAverage",
+           "check_chunk_size", "xvector_features"]
 
 
 class XvectorSkipped(UsageError):
@@ -47,9 +48,7 @@ class XvectorComputer:
         if nnet.get_node_index("input") < 0 or nnet.output_dim("output") <= 0:
             raise NnetError("an x-vector network needs an input node 'input' and an "
                             "output node 'output'")
-        if chunk_size == 0 or chunk_size < -1:
-            raise UsageError("--chunk-size must be -1 (whole utterance) or > 0, got %d"
-                             % chunk_size)
+        check_chunk_size(chunk_size)
         self.nnet = nnet
         self.chunk_size = chunk_size
         self.min_chunk_size = min_chunk_size
@@ -84,18 +83,33 @@ class XvectorComputer:
 
     def compute(self, features, utt=""):
         """The utterance's x-vector (float32, xvector_dim)."""
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] == 0:
-            raise UsageError("Zero-length utterance: %s" % utt)
-        if features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[1]))
+        features = xvector_features(features, self.input_dim, utt)
         chunks = xvector_chunks(features.shape[0], self.chunk_size, self.min_chunk_size,
                                 self.pad_input, utt)
         average = XvectorAverage(self.xvector_dim, self.backend)
         for rows, weight in chunks:
             average.add(self.compute_chunk(np.ascontiguousarray(features[rows])), weight)
         return average.result()
+
+
+def check_chunk_size(chunk_size):
+    """UsageError unless ``chunk_size`` is -1 (the whole utterance) or > 0."""
+    if chunk_size == 0 or chunk_size < -1:
+        raise UsageError("--chunk-size must be -1 (whole utterance) or > 0, got %d"
+                         % chunk_size)
+
+
+def xvector_features(features, input_dim, utt=""):
+    """``features`` as a float32 array, checked as nnet3-xvector-compute
+    checks an utterance's (UsageError naming ``utt`` for an empty one, or
+    Kaldi's message for a feature dimension other than ``input_dim``)."""
+    features = np.asarray(features, dtype=np.float32)
+    if features.ndim != 2 or features.shape[0] == 0:
+        raise UsageError("Zero-length utterance: %s" % utt)
+    if features.shape[1] != input_dim:
+        raise UsageError("Neural net expects 'input' features with dimension %d but you "
+                         "provided %d" % (input_dim, features.shape[1]))
+    return features
 
 
 def xvector_chunks(num_rows, chunk_size, min_chunk_size, pad_input, utt=""):

@@ -128,16 +128,20 @@ class _TaskQueue:
     def top(self):
         return self.c[0]
 
-    def push(self, task):
+    def _sift_up(self, hole, value):
+        """libstdc++'s __push_heap: moves ``value`` up from ``hole`` past
+        every parent that is less than it."""
         c = self.c
-        c.append(task)
-        hole = len(c) - 1
         parent = (hole - 1) // 2
-        while hole > 0 and self._less(c[parent], task):
+        while hole > 0 and self._less(c[parent], value):
             c[hole] = c[parent]
             hole = parent
             parent = (hole - 1) // 2
-        c[hole] = task
+        c[hole] = value
+
+    def push(self, task):
+        self.c.append(task)
+        self._sift_up(len(self.c) - 1, task)
 
     def pop(self):
         c = self.c
@@ -159,12 +163,7 @@ class _TaskQueue:
             child = 2 * (child + 1)
             c[hole] = c[child - 1]
             hole = child - 1
-        parent = (hole - 1) // 2
-        while hole > 0 and self._less(c[parent], last):
-            c[hole] = c[parent]
-            hole = parent
-            parent = (hole - 1) // 2
-        c[hole] = last
+        self._sift_up(hole, last)
         return top
 
 

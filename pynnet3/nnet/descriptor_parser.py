@@ -42,6 +42,18 @@ def _convert_real(text):
     return None
 
 
+def _read_real(toks, name, expected):
+    """The float32 value of the next token of a ``name(...)`` expression
+    (consumed); DescriptorError saying ``expected`` when it is not a real
+    number."""
+    alpha = _convert_real(toks.peek())
+    if alpha is None:
+        raise DescriptorError("Parsing %s() in descriptor: expected %s, got: %s"
+                              % (name, expected, toks.peek()))
+    toks.advance()
+    return alpha
+
+
 def _convert_int(text):
     """Kaldi's ConvertStringToInteger<int32>: the value or None."""
     if not _INT_RE.match(text):
@@ -222,22 +234,12 @@ class _General:
             ans.value2 = toks.read_int("Replace")
             toks.expect(")", "ReplaceIndex")
         elif t == kScale:
-            alpha = _convert_real(toks.peek())
-            if alpha is None:
-                raise DescriptorError("Parsing Scale() in descriptor: expected "
-                                      "floating-point scale, got: %s" % toks.peek())
-            ans.alpha = alpha
-            toks.advance()
+            ans.alpha = _read_real(toks, "Scale", "floating-point scale")
             toks.expect(",", "Scale")
             ans.children.append(_General.parse(node_names, toks))
             toks.expect(")", "Scale")
         else:  # kConst
-            alpha = _convert_real(toks.peek())
-            if alpha is None:
-                raise DescriptorError("Parsing Const() in descriptor: expected "
-                                      "floating-point value, got: %s" % toks.peek())
-            ans.alpha = alpha
-            toks.advance()
+            ans.alpha = _read_real(toks, "Const", "floating-point value")
             toks.expect(",", "Const")
             dim = _convert_int(toks.peek())
             if dim is None or dim <= 0:

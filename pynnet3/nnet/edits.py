@@ -121,14 +121,20 @@ def _set_learning_rate(nnet, cfl):
     logger.info("Set learning rates for %d components.", len(matching))
 
 
+def _set_on_components(matching, attribute, value):
+    """Sets ``attribute`` to ``value`` on every matching component, through
+    its ``set_<attribute>`` method where it has one."""
+    for _, comp in matching:
+        if hasattr(comp, "set_" + attribute):
+            getattr(comp, "set_" + attribute)(value)
+        else:
+            setattr(comp, attribute, value)
+
+
 def _set_learning_rate_factor(nnet, cfl):
     matching = _matching_components(nnet, cfl, _is_updatable)
     factor = _required_float(cfl, "learning-rate-factor")
-    for _, comp in matching:
-        if hasattr(comp, "set_learning_rate_factor"):
-            comp.set_learning_rate_factor(factor)
-        else:
-            comp.learning_rate_factor = factor
+    _set_on_components(matching, "learning_rate_factor", factor)
     logger.info("Set learning rate factors for %d components.", len(matching))
 
 
@@ -167,11 +173,7 @@ def _remove_output_nodes(nnet, cfl):
 def _set_dropout_proportion(nnet, cfl):
     matching = _matching_components(nnet, cfl, lambda comp: comp.type_name in _DROPOUT_TYPES)
     proportion = _required_float(cfl, "proportion")
-    for _, comp in matching:
-        if hasattr(comp, "set_dropout_proportion"):
-            comp.set_dropout_proportion(proportion)
-        else:
-            comp.dropout_proportion = proportion
+    _set_on_components(matching, "dropout_proportion", proportion)
     logger.info("Set dropout proportions for %d components.", len(matching))
 
 

@@ -401,22 +401,24 @@ def _composite(ctx, c, x, indexes):
     return value
 
 
+def _gathered_columns(g, x, cols):
+    """The columns of ``x`` that the component's 2-d column map ``cols``
+    names, as a tensor [.., .., rows of ``cols``, columns of ``cols``]."""
+    num_rows, num_cols = cols.shape
+    gathered = g.op("Gather", [x, g.const(cols.reshape(-1), "cols")], axis=2)
+    return g.reshape(gathered, [0, 0, num_rows, num_cols])
+
+
 def _convolution(ctx, c, x, indexes):
     g = ctx.g
-    cols = c._column_map()
-    num_patches, patch_dim = cols.shape
-    patches = g.op("Gather", [x, g.const(cols.reshape(-1), "cols")], axis=2)
-    patches = g.reshape(patches, [0, 0, num_patches, patch_dim])
+    patches = _gathered_columns(g, x, c._column_map())
     y = _add_bias(g, g.matmul_t(patches, c.filter_params), c.bias_params)
     return ctx.plus_old(g.reshape(y, [0, 0, c.output_dim()]))
 
 
 def _maxpooling(ctx, c, x, indexes):
     g = ctx.g
-    cols = c._column_map()
-    pool_size, num_pools = cols.shape
-    members = g.op("Gather", [x, g.const(cols.reshape(-1), "cols")], axis=2)
-    members = g.reshape(members, [0, 0, pool_size, num_pools])
+    members = _gathered_columns(g, x, c._column_map())
     # Kaldi starts from -1e20 and keeps the larger value
     return g.op("Max", [g.op("ReduceMax", [members], axes=[2], keepdims=0),
                         g.scalar(-1e20)])

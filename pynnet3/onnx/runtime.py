@@ -19,12 +19,14 @@ import logging
 
 import numpy as np
 
-from ..compute.utterance import ChunkLayout, SimpleComputationOptions
+from ..compute.batch import UtteranceQueue
+from ..compute.utterance import ChunkLayout, SimpleComputationOptions, check_input_dims
 from ..errors import ComputationError, UsageError
 from .metadata import (CHUNK_OPTIONS, KIND_KEY, bool_value, int_value, parse_shape)
 from .dynamic import Expr
 from ..compute.decodable_simple_looped import looped_chunk_input_range, looped_chunk_ivector
-from ..compute.xvector import XvectorAverage, xvector_chunks
+from ..compute.xvector import (XvectorAverage, check_chunk_size, xvector_chunks,
+                               xvector_features)
 
 logger = logging.getLogger("pynnet3")
 
@@ -137,7 +139,7 @@ def check_chunk_options(meta, given, source="the model"):
                              % (name, value, source, name, recorded, name, value))
 
 
-class ChunkedOnnxComputer:
+class ChunkedOnnxComputer(UtteranceQueue):
     """nnet3-compute's output of utterances from a ``chunk`` model (see the
     module docstring). ``acoustic_scale``: multiplies the output (after any
     priors the model subtracts), as nnet3-compute. ``batch_size``: the
@@ -151,6 +153,7 @@ class ChunkedOnnxComputer:
             raise UsageError("--chunks-per-run must be >= 0, got %d" % chunks_per_run)
         if batch_size < 1:
             raise UsageError("--batch-size must be >= 1, got %d" % batch_size)
+        super().__init__(batch_size)
         self.model = model
         meta = model.meta
         self.opts = chunk_options_from(meta, str(model.path))
@@ -160,7 +163,6 @@ class ChunkedOnnxComputer:
         self.ivector_dim = model.int("nnet3.ivector-dim")
         self.output_dim = model.int("nnet3.output-dim")
         self.acoustic_scale = np.float32(acoustic_scale)
-        self.batch_size = batch_size
         self.shapes = {}
         for name in ("regular", "initial"):
             text = meta.get("pynnet3.chunk." + name)
@@ -181,23 +183,13 @@ class ChunkedOnnxComputer:
             frames = self.shapes["regular"]["input-frames"] if self.shapes else 0
             chunks_per_run = 1 << 30 if unrolled else max(1, 256 // max(1, frames))
         self.chunks_per_run = chunks_per_run
-        self._pending = []
 
     # -- checks ----------------------------------------------------------------------------
     def check_dims(self, features, ivector=None, online_ivectors=None):
-        """nnet3-compute's dimension checks (Kaldi's wording)."""
-        if features.ndim != 2 or features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[-1]))
-        if ivector is not None:
-            ivector_dim = len(ivector)
-        elif online_ivectors is not None:
-            ivector_dim = online_ivectors.shape[1]
-        else:
-            ivector_dim = 0
-        if ivector_dim != self.ivector_dim:
-            raise UsageError("Neural net expects 'ivector' features with dimension %d but "
-                             "you provided %d" % (self.ivector_dim, ivector_dim))
+        """nnet3-compute's dimension checks (Kaldi's wording; with both kinds
+        of i-vector, the batch one is checked)."""
+        check_input_dims(features, ivector, online_ivectors, self.input_dim, self.ivector_dim,
+                         allow_both_ivectors=True)
 
     def _check_computable(self, num_input, first, num_outputs):
         lo, hi, conditions = self.computable
@@ -206,32 +198,15 @@ class ChunkedOnnxComputer:
         check_computable(self.computable, num_input, first, last, "nnet3-compute")
 
     # -- utterances ---------------------------------------------------------------------------
-    def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
-        """Queues one utterance; returns the utterances finished by this call
-        (``(key, output, num_frames)``, in the order they were added)."""
-        features = np.asarray(features, dtype=np.float32)
+    def check_utterance(self, features, ivector, online_ivectors):
+        """nnet3-compute's dimension checks, then a non-empty utterance."""
         self.check_dims(features, ivector, online_ivectors)
         if features.shape[0] == 0:
             raise UsageError("Zero-length utterance")
-        if online_ivectors is not None and online_ivector_period <= 0:
-            raise UsageError("You need to set the --online-ivector-period option!")
-        self._pending.append((key, features, ivector, online_ivectors, online_ivector_period))
-        if len(self._pending) >= self.batch_size:
-            return self.flush()
-        return []
 
-    def compute_utterance(self, features, ivector=None, online_ivectors=None,
-                          online_ivector_period=0):
-        """One utterance's output (nnet3-compute's matrix, before --apply-exp)."""
-        done = self.add(None, features, ivector, online_ivectors, online_ivector_period)
-        done += self.flush()
-        return done[0][1]
-
-    def flush(self):
-        """Computes every queued utterance; returns them finished, in order."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return []
+    def _compute(self, pending):
+        """The queued utterances' outputs (nnet3-compute's matrices, before
+        --apply-exp)."""
         layout = self.layout
         outputs = []
         groups = {}         # shape name -> [(utterance, plan, input rows, i-vector)]
@@ -276,7 +251,7 @@ class ChunkedOnnxComputer:
                 for u, (key, feats, _, _, _) in enumerate(pending)]
 
 
-class StreamingOnnxComputer:
+class StreamingOnnxComputer(UtteranceQueue):
     """The outputs of Kaldi's looped decodable (DecodableNnetSimpleLooped)
     over whole utterances, from a ``streaming`` model run chunk after chunk
     with its state (see :mod:`pynnet3.onnx.streaming`): the chunks' input
@@ -289,6 +264,7 @@ class StreamingOnnxComputer:
         model.require_kind("streaming", "nnet3-compute-onnx")
         if batch_size < 1:
             raise UsageError("--batch-size must be >= 1, got %d" % batch_size)
+        super().__init__(batch_size)
         self.model = model
         m = model.int
         self.chunk_frames = m("pynnet3.streaming.chunk-frames")
@@ -303,15 +279,12 @@ class StreamingOnnxComputer:
         self.ivector_dim = m("nnet3.ivector-dim")
         self.output_dim = m("nnet3.output-dim")
         self.acoustic_scale = np.float32(acoustic_scale)
-        self.batch_size = batch_size
         self.states = [i for i in model.session.get_inputs() if i.name.startswith("state/")]
         self.uses_ivector = "ivector" in model.inputs
-        self._pending = []
 
-    def add(self, key, features, ivector=None, online_ivectors=None, online_ivector_period=0):
-        """Queues one utterance; returns the utterances finished by this call
-        (``(key, output, num_frames)``, in the order they were added)."""
-        features = np.asarray(features, dtype=np.float32)
+    def check_utterance(self, features, ivector, online_ivectors):
+        """The looped decodable's checks: a non-empty matrix of the network's
+        input dimension, i-vectors where the network takes them."""
         if features.ndim != 2 or features.shape[0] == 0:
             raise UsageError("looped decoding needs a non-empty feature matrix")
         if features.shape[1] != self.input_dim:
@@ -319,18 +292,13 @@ class StreamingOnnxComputer:
                              % (features.shape[1], self.input_dim))
         if self.ivector_dim > 0 and ivector is None and online_ivectors is None:
             raise UsageError("Neural net expects iVectors but none provided.")
-        if online_ivectors is not None and online_ivector_period <= 0:
-            raise UsageError("You need to set the --online-ivector-period option!")
-        self._pending.append((key, features, ivector, online_ivectors, online_ivector_period))
-        if len(self._pending) >= self.batch_size:
-            return self.flush()
-        return []
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=1):
-        done = self.add(None, features, ivector, online_ivectors, online_ivector_period)
-        done += self.flush()
-        return done[0][1]
+        """One utterance's output (online i-vectors: one per frame unless
+        ``online_ivector_period`` says otherwise)."""
+        return super().compute_utterance(features, ivector, online_ivectors,
+                                         online_ivector_period)
 
     def _chunk(self, utterance, k):
         """(input frames, i-vector rows) of chunk ``k`` of a queued utterance."""
@@ -344,11 +312,8 @@ class StreamingOnnxComputer:
             ivecs = np.tile(np.asarray(vector, np.float32), (n, 1))
         return feats[rows], ivecs
 
-    def flush(self):
-        """Computes every queued utterance; returns them finished, in order."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return []
+    def _compute(self, pending):
+        """The queued utterances, stepped through their chunks together."""
         per_chunk = self.chunk_frames // self.subsampling
         totals = [(feats.shape[0] + self.subsampling - 1) // self.subsampling
                   for _, feats, _, _, _ in pending]
@@ -391,9 +356,7 @@ class XvectorOnnxComputer:
 
     def __init__(self, model, chunk_size=-1, min_chunk_size=100, pad_input=True):
         model.require_kind("xvector", "nnet3-xvector-compute-onnx")
-        if chunk_size == 0 or chunk_size < -1:
-            raise UsageError("--chunk-size must be -1 (whole utterance) or > 0, got %d"
-                             % chunk_size)
+        check_chunk_size(chunk_size)
         self.model = model
         self.chunk_size = chunk_size
         self.min_chunk_size = min_chunk_size
@@ -406,12 +369,7 @@ class XvectorOnnxComputer:
         """The utterance's x-vector (float32, xvector_dim);
         :class:`~pynnet3.compute.xvector.XvectorSkipped` where
         nnet3-xvector-compute skips the utterance."""
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] == 0:
-            raise UsageError("Zero-length utterance: %s" % utt)
-        if features.shape[1] != self.input_dim:
-            raise UsageError("Neural net expects 'input' features with dimension %d but you "
-                             "provided %d" % (self.input_dim, features.shape[1]))
+        features = xvector_features(features, self.input_dim, utt)
         chunks = xvector_chunks(features.shape[0], self.chunk_size, self.min_chunk_size,
                                 self.pad_input, utt)
         average = XvectorAverage(self.xvector_dim)

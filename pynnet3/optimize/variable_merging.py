@@ -197,18 +197,13 @@ class VariableMergingOptimizer:
         # c5: nothing already merged this round.
         dirty = self.variable_dirty
         cache = self._variables_cache
-        variables = cache.get(s1)
-        if variables is None:
-            variables = self._variables(s1)
-        for v in variables:
-            if dirty[v]:
-                return False, False
-        variables = cache.get(s2)
-        if variables is None:
-            variables = self._variables(s2)
-        for v in variables:
-            if dirty[v]:
-                return False, False
+        for s in (s1, s2):
+            variables = cache.get(s)
+            if variables is None:
+                variables = self._variables(s)
+            for v in variables:
+                if dirty[v]:
+                    return False, False
         # c1: not two inputs or two outputs; c2: inputs and outputs whole.
         is_input = self.summary.is_input
         is_output = self.summary.is_output
