@@ -135,7 +135,7 @@ def raw_lattices():
     from pynnet3.decoding.config import LatticeFasterDecoderConfig
     from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
                                           transition_id_to_pdf_table)
-    from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
+    from pynnet3.decoding.lattice_faster_decoder import make_decoder
     from pynnet3.decoding.fst import read_fst
     from pynnet3.decoding.token_lattice import get_raw_lattice
     from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader
@@ -144,8 +144,9 @@ def raw_lattices():
     computer = decodable_nnet_computer(am_nnet)
     tid_to_pdf = transition_id_to_pdf_table(trans_model)
     ivectors = RandomAccessTableReader("ark:" + os.path.join(DATA, "online-ivectors.ark"))
-    decoder = LatticeFasterDecoder(read_fst(os.path.join(DATA, "HCLG.fst")),
-                                   LatticeFasterDecoderConfig(beam=16, lattice_beam=10))
+    # the kernel's search, or its twin where the kernels are not used
+    decoder = make_decoder(read_fst(os.path.join(DATA, "HCLG.fst")),
+                           LatticeFasterDecoderConfig(beam=16, lattice_beam=10))
     lats = {}
     for key, feats in SequentialTableReader("ark:" + os.path.join(DATA, "feats.ark")):
         if key not in ("utt1", "utt2"):
