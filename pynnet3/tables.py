@@ -44,8 +44,6 @@ __all__ = ["read_table", "open_table", "write_table", "TableWriter", "read_objec
 #: Every ``kind`` the table functions accept (besides ``None``).
 TABLE_KINDS = tuple(sorted(_holders.HOLDERS))
 
-_LATTICE_KINDS = ("lattice", "compact_lattice")
-
 # Kaldi's binary headers of the matrices and vectors, and the kind each one is.
 _BINARY_KINDS = {"FM": "matrix", "CM": "matrix", "CM2": "matrix", "CM3": "matrix",
                  "DM": "double_matrix", "FV": "vector", "DV": "double_vector"}
@@ -98,8 +96,9 @@ def _auto_range(value, range_text, stream_error):
 
 
 def _kind(kind):
-    """The holder name for ``kind``, registering the holders that live
-    outside pynnet3.io (lattices) or here (auto) on first use."""
+    """The holder name for ``kind`` (the lattice kinds are registered when
+    this module imports pynnet3.decoding.lattice_holders; ``auto``, this
+    module's own, on first use)."""
     if kind is None:
         if "auto" not in _holders.HOLDERS:
             _holders.HOLDERS["auto"] = _AutoHolder("matrix-or-vector", None, None,
