@@ -363,21 +363,21 @@ def breakdown(case, num_utts):
     """CPU seconds in-process: network, search, raw lattice + best path,
     determinization (our default BLAS arithmetic)."""
     import numpy as np
-    from pynnet3.bin import nnet3_latgen_faster as tool
+    from pynnet3.bin import _latgen, nnet3_latgen_faster as tool
     from pynnet3.bin._cli import ToolParser
     from pynnet3.decoding.decodable import DecodableAmNnetSimple as Decodable
     from pynnet3.decoding.determinize_lattice import determinize_lattice_phone_pruned_wrapper
     from pynnet3.decoding.token_lattice import raw_lattice_and_best_path
     from pynnet3.io.table import RandomAccessTableReader, read_table
     parser = ToolParser(tool.USAGE)
-    tool.register_latgen_options(parser)
+    _latgen.register_latgen_options(parser)
     opts, args = parser.parse(["--print-args=false", "--online-ivector-period=10"]
                               + case.options + [case.model, case.graph, "ark:x", "ark:y"],
                               num_args=(4, 6))
     cwd = os.getcwd()
     os.chdir(case.cwd)
     try:
-        setup = tool.LatgenSetup(opts, case.model, case.graph)
+        setup = _latgen.LatgenSetup(opts, case.model, case.graph)
         setup.load_graph()
         ivectors = RandomAccessTableReader("ark:" + case.ivectors)
         t = dict(network=0.0, search=0.0, lattice=0.0, determinize=0.0)
