@@ -1,0 +1,119 @@
+#!/usr/bin/env python
+"""How fast can nnet3-compute be on this CPU? The products' share and bound.
+
+For each case of scripts/bench_compute.py (same models, inputs and options,
+built in the same --workdir), with one BLAS thread:
+
+1. Kaldi's tool and ours run alternately (--repeat pairs), as in
+   bench_compute.py: CPU seconds, medians.
+2. Our tool runs once more in-process with every matrix product timed
+   (NumPy's matmul, CPU seconds) and its floating-point operations counted
+   (2 m k n per product).
+3. This CPU's single-thread sgemm rate is measured on a 2048 x 2048 x 2048
+   product (NumPy's OpenBLAS; best of 3): a practical peak.
+
+Printed per case: the products' GFLOP per run, the share of our CPU time
+they take and the rate they run at, the time they would need at the
+measured peak, and the bound on the ratio: Kaldi's CPU time divided by
+that time. A pynnet3 that does the same products as Kaldi cannot be faster
+than the bound (everything else it does only adds time); a target above
+it needs fewer operations, not faster code.
+
+Usage: python scripts/bench_gemm_bound.py [--cases=chain_mini,chain_wsj]
+         [--repeat=2] [--workdir=/tmp/pynnet3-bench]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_compute as bc  # noqa: E402  (cases, models, inputs, the launcher)
+
+# Run in a child (the BLAS thread count must be set before NumPy loads):
+# our tool in-process with NumPy's matmul timed and counted in the
+# component modules that make the products, then the peak.
+_CHILD = r"""
+import sys, time, types, numpy as np
+module, argv = sys.argv[1], sys.argv[2:]
+import importlib
+tool = importlib.import_module(module)
+import pynnet3.components.affine as affine, pynnet3.components.tdnn as tdnn
+seconds, flops = [0.0], [0]
+matmul = np.matmul
+def timed(a, b, out=None, **kw):
+    start = time.process_time()
+    result = matmul(a, b, out=out, **kw)
+    seconds[0] += time.process_time() - start
+    flops[0] += 2 * a.shape[0] * a.shape[1] * b.shape[-1]
+    return result
+numpy_timed = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
+numpy_timed.matmul = timed
+affine.array_module = tdnn.array_module = lambda x: numpy_timed
+start = time.process_time()
+tool.main(argv)
+total = time.process_time() - start
+a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+out = np.empty_like(a)
+best = float("inf")
+for _ in range(3):
+    start = time.perf_counter()
+    np.matmul(a, a, out=out)
+    best = min(best, time.perf_counter() - start)
+print("RESULT %r %r %r %r" % (total, seconds[0], flops[0], 2 * 2048 ** 3 / best))
+"""
+
+
+def measure_products(case, workdir):
+    argv = bc.ours_argv(case, workdir)
+    module = argv[2]
+    env = bc.environment(1, True)
+    result = subprocess.run([sys.executable, "-c", _CHILD, module] + argv[3:], env=env,
+                            capture_output=True, text=True)
+    line = [x for x in result.stdout.splitlines() if x.startswith("RESULT ")]
+    if result.returncode != 0 or not line:
+        raise SystemExit("in-process run failed:\n" + result.stderr[-2000:])
+    total, seconds, flops, peak = (float(x) for x in line[0].split()[1:])
+    return total, seconds, flops, peak
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default="chain_mini,chain_wsj,tdnnf_sub3,tdnnf_default")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--workdir", default="/tmp/pynnet3-bench")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    cases = args.cases.split(",")
+    for case in cases:
+        if case not in bc.CASES or bc.CASES[case][1] != "nnet3-compute":
+            parser.error("not an nnet3-compute case of bench_compute.py: %r" % case)
+    if not bc.KALDI.is_file():
+        raise SystemExit("needs Kaldi's tool (%s) for the bound" % bc.KALDI)
+    bc.prepare(workdir, {bc.CASES[c][0] for c in cases})
+    print("Machine: %s; 1 BLAS thread\n" % bc.machine_line())
+    print("| case | Kaldi CPU s | ours CPU s | ratio | products GFLOP | products' share of "
+          "ours | their rate GFLOPS | measured sgemm peak GFLOPS | products at peak s | "
+          "bound on the ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for case in cases:
+        kaldi, ours = [], []
+        for _ in range(args.repeat):
+            kaldi.append(bc.run_once(bc.kaldi_argv(case, workdir),
+                                     bc.environment(1, False)).cpu)
+            ours.append(bc.run_once(bc.ours_argv(case, workdir),
+                                    bc.environment(1, True)).cpu)
+        k, o = statistics.median(kaldi), statistics.median(ours)
+        total, seconds, flops, peak = measure_products(case, workdir)
+        at_peak = flops / peak
+        print("| %s | %.2f | %.2f | %.2fx | %.1f | %.0f%% | %.0f | %.0f | %.2f | %.2fx |" % (
+            case, k, o, k / o, flops / 1e9, 100 * seconds / total, flops / seconds / 1e9,
+            peak / 1e9, at_peak, k / at_peak), flush=True)
+    print("\nload average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
