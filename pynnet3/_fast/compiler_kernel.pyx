@@ -15,7 +15,6 @@ whole computations on every reference case).
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
@@ -25,6 +24,7 @@ import numpy as np
 from pynnet3._fast.cindex_keys cimport key_node
 from pynnet3._fast.constants cimport *
 from pynnet3._fast.computation_graph_kernel cimport FastGraph, NetInfo
+from pynnet3._fast.py_lists cimport set_pair_item
 from pynnet3._fast.split_locations_kernel cimport (
     Pair, contiguous_ranges_c, convert_to_indexes_c, split_locations_backward_c,
     split_locations_c)
@@ -167,18 +167,8 @@ cdef object _int_list(const vector[int32_t] &v):
 cdef object _pair_list(const vector[Pair] &v):
     cdef Py_ssize_t i, n = v.size()
     cdef list out = PyList_New(n)
-    cdef object a, b
-    cdef tuple t
     for i in range(n):
-        a = v[i].first
-        b = v[i].second
-        t = PyTuple_New(2)
-        Py_INCREF(a)
-        PyTuple_SET_ITEM(t, 0, a)
-        Py_INCREF(b)
-        PyTuple_SET_ITEM(t, 1, b)
-        Py_INCREF(t)
-        PyList_SET_ITEM(out, i, t)
+        set_pair_item(out, i, v[i].first, v[i].second)
     return out
 
 
