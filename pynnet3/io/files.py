@@ -283,19 +283,17 @@ class OutputSink:
     def abort(self):
         """Gives up: a temporary file is removed, a pipe is closed."""
         self._closed = True
+        if self._tmp is None and self._proc is None:
+            return
+        try:
+            self._file.close()
+        except OSError:
+            pass
         if self._tmp is not None:
-            try:
-                self._file.close()
-            except OSError:
-                pass
             try:
                 os.unlink(self._tmp)
             except OSError:
                 pass
             self._tmp = None
-        elif self._proc is not None:
-            try:
-                self._file.close()
-            except OSError:
-                pass
+        else:
             self._proc.wait()
