@@ -200,6 +200,22 @@ def read_buffer(rxfilename):
     return data, offset
 
 
+class ClosesOrAborts:
+    """Makes an object with ``close()`` and ``abort()`` a context manager
+    that closes it when the block ends normally and aborts it (no
+    half-written output) when the block raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
 class OutputSink:
     """A wxfilename opened for writing piece by piece (what a table writer
     needs). A file is written under a temporary name and renamed into place by

@@ -39,7 +39,8 @@ import logging
 import re
 
 from ..errors import KaldiFormatError, PynnetError
-from .files import OFFSET_RE, OutputSink, classify_rxfilename, read_buffer
+from .files import (OFFSET_RE, ClosesOrAborts, OutputSink, classify_rxfilename,
+                    read_buffer)
 from .holders import TOKEN_RE, holder_for, infer_kind, is_token, printable_key
 from .stream import InputStream
 
@@ -481,21 +482,7 @@ class RandomAccessTableReaderMapped(_Reader):
 
 # -- writing -------------------------------------------------------------------
 
-class _Writer:
-    """A writer is a context manager that closes it when the block ends
-    normally and aborts it (no half-written output file) when it raises."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
-class TableWriter(_Writer):
+class TableWriter(ClosesOrAborts):
     """Writes ``(key, value)`` pairs to the table a wspecifier names, byte for
     byte as Kaldi's TableWriter. ``kind`` fixes the holder; None infers it
     from each value (:func:`infer_kind`). Use as a context manager or call
@@ -580,7 +567,7 @@ class TableWriter(_Writer):
                 sink.abort()
 
 
-class TableWriters(_Writer):
+class TableWriters(ClosesOrAborts):
     """A tool's output tables, which succeed or fail together: as a context
     manager, every table opened with :meth:`open` is closed when the block
     ends normally and aborted (no half-written output file) when it raises."""
