@@ -268,8 +268,19 @@ class _Reader:
 
 
 class _SourceReader(_Reader):
-    """What the sequential and random-access readers share: closing the
-    archive or script they read."""
+    """What the sequential and random-access readers share: the rspecifier,
+    checked, with the holder of ``kind``; closing the archive or script they
+    read."""
+
+    def __init__(self, rspecifier, kind):
+        self.rspecifier = rspecifier
+        self.holder = holder_for(kind)
+        self.kind, self.rxfilename, self.opts = classify_rspecifier(rspecifier)
+        if self.kind is None:
+            raise PynnetError("invalid rspecifier '%s' (expected e.g. ark:file.ark or "
+                              "scp:file.scp)" % rspecifier)
+        self._data = None       # an archive's bytes
+        self._loader = None     # a script's object loader
 
     def close(self):
         if self._loader is not None:
@@ -285,14 +296,7 @@ class SequentialTableReader(_SourceReader):
     manager); :meth:`close` releases the files."""
 
     def __init__(self, rspecifier, kind="matrix"):
-        self.rspecifier = rspecifier
-        self.holder = holder_for(kind)
-        self.kind, self.rxfilename, self.opts = classify_rspecifier(rspecifier)
-        if self.kind is None:
-            raise PynnetError("invalid rspecifier '%s' (expected e.g. ark:file.ark or "
-                              "scp:file.scp)" % rspecifier)
-        self._loader = None
-        self._data = None
+        super().__init__(rspecifier, kind)
         # How many objects the table holds, when known before reading them
         # (a script file); None for an archive.
         self.num_entries = None
@@ -355,16 +359,9 @@ class RandomAccessTableReader(_SourceReader):
     """
 
     def __init__(self, rspecifier, kind="matrix"):
-        self.rspecifier = rspecifier
-        self.holder = holder_for(kind)
-        self.kind, self.rxfilename, self.opts = classify_rspecifier(rspecifier)
-        if self.kind is None:
-            raise PynnetError("invalid rspecifier '%s' (expected e.g. ark:file.ark or "
-                              "scp:file.scp)" % rspecifier)
+        super().__init__(rspecifier, kind)
         self._values = {}
         self._failed = set()
-        self._data = None
-        self._loader = None
         if self.kind == "ark":
             self._data, offset = read_buffer(self.rxfilename)
             stream = InputStream(self._data, False, self.rxfilename or "-", offset)
@@ -545,6 +542,9 @@ class TableWriter(ClosesOrAborts):
             if self._script_out is not None:
                 self._script_out.flush()
 
+    def _sinks(self):
+        return [sink for sink in (self._archive, self._script_out) if sink is not None]
+
     def close(self):
         """Finishes the table: the archive (and script file) appear under
         their names.
@@ -552,9 +552,8 @@ class TableWriter(ClosesOrAborts):
         Returns:
             None.
         """
-        for sink in (self._archive, self._script_out):
-            if sink is not None:
-                sink.close()
+        for sink in self._sinks():
+            sink.close()
 
     def abort(self):
         """Discards what was written (files are not created).
@@ -562,9 +561,8 @@ class TableWriter(ClosesOrAborts):
         Returns:
             None.
         """
-        for sink in (self._archive, self._script_out):
-            if sink is not None:
-                sink.abort()
+        for sink in self._sinks():
+            sink.abort()
 
 
 class TableWriters(ClosesOrAborts):
