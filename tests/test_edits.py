@@ -133,6 +133,23 @@ def test_reduce_rank(nnet):
         apply_edits_string(nnet, "reduce-rank name=a1 rank=0")
 
 
+def test_svd_edits_skip_with_kaldi_warnings(nnet, caplog):
+    """Both SVD edits skip a matching component that is not affine or is too
+    small for the rank, each with Kaldi's warning, and change nothing."""
+    affine = [nnet.get_component(nnet.get_component_index(n)) for n in ("a1", "a2")]
+    before = [c.linear_params.copy() for c in affine]
+    with caplog.at_level("WARNING", logger="pynnet3"):
+        apply_edits_string(nnet, "reduce-rank name=* rank=1000")
+        apply_edits_string(nnet, "apply-svd name=r1 bottleneck-dim=1000")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "Not reducing rank of component r1 as it is not an AffineComponent." in warnings
+    assert any(re.fullmatch(r"Not reducing rank of component a1 with SVD to rank 1000 because "
+                            r"its dimension is \d+ -> \d+", w) for w in warnings)
+    assert "Not decomposing component r1 as it is not an AffineComponent." in warnings
+    for c, w in zip(affine, before):
+        np.testing.assert_array_equal(c.linear_params, w)
+
+
 def test_apply_svd(nnet):
     a1 = nnet.get_component(0)
     w, b = a1.linear_params.copy(), a1.bias_params.copy()

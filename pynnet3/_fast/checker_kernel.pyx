@@ -106,66 +106,62 @@ cdef bint _indexes_look_valid(computation, list properties, list input_dims,
                 return False
             if rows[a[1]] != rows[a[2]] or cols[a[1]] != cols[a[2]]:
                 return False
-        elif t == kPropagate:
+        elif t == kPropagate or t == kBackprop or t == kBackpropNoModelUpdate:
+            # the component and its precomputed indexes, checked alike for both
             if not 0 <= a[1] < ncomp:
                 return False
             p = properties[a[1]]
             simple = p & kSimpleComponent
             if not 0 <= a[2] <= nprecomputed or (a[2] != 0 and simple):
                 return False
-            if not (0 <= a[3] < nsub) or (a[3] == 0 and simple) or not (1 <= a[4] < nsub):
-                return False
-            if a[3] > 0 and cols[a[3]] != <long long>input_dims[a[1]]:
-                return False
-            if cols[a[4]] != <long long>output_dims[a[1]]:
-                return False
-            if simple and rows[a[3]] != rows[a[4]]:
-                return False
-            if not (p & kPropagateInPlace) and a[3] == a[4]:
-                return False
-            if a[5] > 0:
-                if memo_to_command.count(a[5]):
+            if t == kPropagate:
+                if not (0 <= a[3] < nsub) or (a[3] == 0 and simple) or not (1 <= a[4] < nsub):
                     return False
-                memo_to_command[a[5]] = ci
-            if a[6] != 0 and a[6] != 1:
-                return False
-        elif t == kBackprop or t == kBackpropNoModelUpdate:
-            if not 0 <= a[1] < ncomp:
-                return False
-            p = properties[a[1]]
-            simple = p & kSimpleComponent
-            if not 0 <= a[2] <= nprecomputed or (a[2] != 0 and simple):
-                return False
-            if not (0 <= a[3] < nsub and 0 <= a[4] < nsub and 1 <= a[5] < nsub
-                    and 0 <= a[6] < nsub):
-                return False
-            if (p & kBackpropNeedsInput and a[3] == 0) or \
-                    (p & kBackpropNeedsOutput and a[4] == 0):
-                return False
-            if a[6] == 0 and not (p & kUpdatableComponent):
-                return False
-            if a[5] == a[6] and not (p & kBackpropInPlace):
-                return False
-            in_dim = input_dims[a[1]]
-            out_dim = output_dims[a[1]]
-            if ((a[3] != 0 and cols[a[3]] != in_dim) or (a[4] != 0 and cols[a[4]] != out_dim)
-                    or cols[a[5]] != out_dim or (a[6] != 0 and cols[a[6]] != in_dim)):
-                return False
-            if a[3] != 0 and a[6] != 0 and rows[a[3]] != rows[a[6]]:
-                return False
-            if a[4] != 0 and rows[a[4]] != rows[a[5]]:
-                return False
-            if simple and a[6] != 0 and rows[a[5]] != rows[a[6]]:
-                return False
-            if a[7] != 0:
-                if a[7] < 0 or not memo_to_command.count(a[7]):
+                if a[3] > 0 and cols[a[3]] != <long long>input_dims[a[1]]:
                     return False
-                i = memo_to_command[a[7]]
-                memo_to_command.erase(a[7])
-                if a[1] != <long long>get_slot(&_FIELDS, commands[i], 1, "arg1"):
+                if cols[a[4]] != <long long>output_dims[a[1]]:
                     return False
-                if not (p & kUsesMemo):
+                if simple and rows[a[3]] != rows[a[4]]:
                     return False
+                if not (p & kPropagateInPlace) and a[3] == a[4]:
+                    return False
+                if a[5] > 0:
+                    if memo_to_command.count(a[5]):
+                        return False
+                    memo_to_command[a[5]] = ci
+                if a[6] != 0 and a[6] != 1:
+                    return False
+            else:
+                if not (0 <= a[3] < nsub and 0 <= a[4] < nsub and 1 <= a[5] < nsub
+                        and 0 <= a[6] < nsub):
+                    return False
+                if (p & kBackpropNeedsInput and a[3] == 0) or \
+                        (p & kBackpropNeedsOutput and a[4] == 0):
+                    return False
+                if a[6] == 0 and not (p & kUpdatableComponent):
+                    return False
+                if a[5] == a[6] and not (p & kBackpropInPlace):
+                    return False
+                in_dim = input_dims[a[1]]
+                out_dim = output_dims[a[1]]
+                if ((a[3] != 0 and cols[a[3]] != in_dim) or (a[4] != 0 and cols[a[4]] != out_dim)
+                        or cols[a[5]] != out_dim or (a[6] != 0 and cols[a[6]] != in_dim)):
+                    return False
+                if a[3] != 0 and a[6] != 0 and rows[a[3]] != rows[a[6]]:
+                    return False
+                if a[4] != 0 and rows[a[4]] != rows[a[5]]:
+                    return False
+                if simple and a[6] != 0 and rows[a[5]] != rows[a[6]]:
+                    return False
+                if a[7] != 0:
+                    if a[7] < 0 or not memo_to_command.count(a[7]):
+                        return False
+                    i = memo_to_command[a[7]]
+                    memo_to_command.erase(a[7])
+                    if a[1] != <long long>get_slot(&_FIELDS, commands[i], 1, "arg1"):
+                        return False
+                    if not (p & kUsesMemo):
+                        return False
         elif t == kMatrixCopy or t == kMatrixAdd:
             if not (1 <= a[1] < nsub and 1 <= a[2] < nsub):
                 return False

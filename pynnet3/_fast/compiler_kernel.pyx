@@ -15,7 +15,6 @@ whole computations on every reference case).
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
@@ -25,6 +24,7 @@ import numpy as np
 from pynnet3._fast.cindex_keys cimport key_node
 from pynnet3._fast.constants cimport *
 from pynnet3._fast.computation_graph_kernel cimport FastGraph, NetInfo
+from pynnet3._fast.py_lists cimport set_pair_item
 from pynnet3._fast.split_locations_kernel cimport (
     Pair, contiguous_ranges_c, convert_to_indexes_c, split_locations_backward_c,
     split_locations_c)
@@ -167,18 +167,8 @@ cdef object _int_list(const vector[int32_t] &v):
 cdef object _pair_list(const vector[Pair] &v):
     cdef Py_ssize_t i, n = v.size()
     cdef list out = PyList_New(n)
-    cdef object a, b
-    cdef tuple t
     for i in range(n):
-        a = v[i].first
-        b = v[i].second
-        t = PyTuple_New(2)
-        Py_INCREF(a)
-        PyTuple_SET_ITEM(t, 0, a)
-        Py_INCREF(b)
-        PyTuple_SET_ITEM(t, 1, b)
-        Py_INCREF(t)
-        PyList_SET_ITEM(out, i, t)
+        set_pair_item(out, i, v[i].first, v[i].second)
     return out
 
 
@@ -221,7 +211,7 @@ cdef class _Core:
     cdef vector[int32_t] step_value
     cdef vector[int32_t] step_deriv
     cdef vector[uint8_t] deriv_needed
-    # scratch buffers of forward_part/backward_part, kept between calls so that
+    # scratch buffers of compile_part, kept between calls so that
     # their vectors keep their capacity (most parts are a few rows)
     cdef vector[LocList] scratch_pieces
     cdef vector[vector[Pair]] scratch_split
@@ -619,7 +609,7 @@ cdef class _Core:
                      self.steps[s - 1].value, info.value, memo, stats, -1, 1.0)
         elif nt == kDescriptor:
             for p in range(self.value_parts[s].size()):
-                self.forward_part(s, <int>p)
+                self.compile_part(s, <int>p, False)
             if self.net.is_output[node]:
                 self.cmd(kProvideOutput, info.value, node, -1, -1, -1, -1, -1, 1.0)
         return 0
@@ -666,30 +656,45 @@ cdef class _Core:
                 pieces[g].ptr.push_back(pieces[g].steps.size())
         return 0
 
-    cdef int forward_part(self, int32_t s, int p) except -1:
-        cdef int32_t value_sub = self.value_parts[s][p], first
+    cdef int compile_part(self, int32_t s, int p, bint backward) except -1:
+        """Part p of step s's Sum descriptor, forward (Kaldi's
+        CompileForwardSumDescriptor: the part's value from its inputs' values)
+        or backward (CompileBackwardSumDescriptor: its derivative added to its
+        inputs' derivatives), one piece per scale, each split into commands by
+        SplitLocations (SplitLocationsBackward)."""
+        cdef int32_t sub = self.deriv_parts[s][p] if backward else self.value_parts[s][p]
+        cdef int32_t first
         cdef vector[LocList] *pieces = &self.scratch_pieces
         cdef vector[vector[Pair]] *split = &self.scratch_split
         cdef vector[int32_t] *rows = &self.scratch_rows
+        cdef LocList *piece
         cdef size_t g, i
         cdef double alpha
         cdef int pid = self.ensure_parts(self.steps[s].node) + p
-        if self.part_offset[pid] != 0.0:
-            self.cmd(kSetConst, value_sub, -1, -1, -1, -1, -1, -1, self.part_offset[pid])
-        self.split_by_scale(s, p, False, pieces[0])
+        if not backward and self.part_offset[pid] != 0.0:
+            self.cmd(kSetConst, sub, -1, -1, -1, -1, -1, -1, self.part_offset[pid])
+        self.split_by_scale(s, p, backward, pieces[0])
         for g in range(pieces.size()):
             alpha = self.part_alphas[pid][g]
+            piece = &pieces[0][g]
             split.clear()
-            split_locations_c(pieces[0][g].ptr.data(), pieces[0][g].steps.data(),
-                              pieces[0][g].rows.data(), <int64_t>pieces[0][g].ptr.size() - 1,
-                              split[0])
+            if backward:
+                split_locations_backward_c(piece.ptr.data(), piece.steps.data(),
+                                           piece.rows.data(), <int64_t>piece.ptr.size() - 1,
+                                           split[0])
+            else:
+                split_locations_c(piece.ptr.data(), piece.steps.data(), piece.rows.data(),
+                                  <int64_t>piece.ptr.size() - 1, split[0])
             for i in range(split.size()):
                 if convert_to_indexes_c(split[0][i], &first, rows[0]):
-                    self.forward_from_indexes(value_sub, first, alpha, rows[0])
+                    if backward:
+                        self.backward_from_indexes(sub, first, alpha, rows[0])
+                    else:
+                        self.forward_from_indexes(sub, first, alpha, rows[0])
                 else:
                     self.indexes_multi.append(_pair_list(split[0][i]))
-                    self.cmd(kAddRowsMulti, value_sub, len(self.indexes_multi) - 1,
-                             -1, -1, -1, -1, -1, alpha)
+                    self.cmd(kAddToRowsMulti if backward else kAddRowsMulti, sub,
+                             len(self.indexes_multi) - 1, -1, -1, -1, -1, -1, alpha)
         return 0
 
     cdef int forward_from_indexes(self, int32_t value_sub, int32_t input_sub, double alpha,
@@ -734,31 +739,7 @@ cdef class _Core:
             if self.net.is_output[node] and info.deriv > 0:
                 self.cmd(kAcceptInput, info.deriv, node, -1, -1, -1, -1, -1, 1.0)
             for p in range(self.value_parts[s].size()):
-                self.backward_part(s, <int>p)
-        return 0
-
-    cdef int backward_part(self, int32_t s, int p) except -1:
-        cdef int32_t deriv_sub = self.deriv_parts[s][p], first
-        cdef vector[LocList] *pieces = &self.scratch_pieces
-        cdef vector[vector[Pair]] *split = &self.scratch_split
-        cdef vector[int32_t] *rows = &self.scratch_rows
-        cdef size_t g, i
-        cdef double alpha
-        cdef int pid = self.ensure_parts(self.steps[s].node) + p
-        self.split_by_scale(s, p, True, pieces[0])
-        for g in range(pieces.size()):
-            alpha = self.part_alphas[pid][g]
-            split.clear()
-            split_locations_backward_c(pieces[0][g].ptr.data(), pieces[0][g].steps.data(),
-                                       pieces[0][g].rows.data(),
-                                       <int64_t>pieces[0][g].ptr.size() - 1, split[0])
-            for i in range(split.size()):
-                if convert_to_indexes_c(split[0][i], &first, rows[0]):
-                    self.backward_from_indexes(deriv_sub, first, alpha, rows[0])
-                else:
-                    self.indexes_multi.append(_pair_list(split[0][i]))
-                    self.cmd(kAddToRowsMulti, deriv_sub, len(self.indexes_multi) - 1,
-                             -1, -1, -1, -1, -1, alpha)
+                self.compile_part(s, <int>p, True)
         return 0
 
     cdef int backward_from_indexes(self, int32_t deriv_sub, int32_t input_deriv_sub, double alpha,

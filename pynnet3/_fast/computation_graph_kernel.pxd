@@ -73,6 +73,7 @@ cdef class FastComputationGraphBuilder:
     cdef vector[int64_t] scratch
     cdef vector[int32_t] stack_ids
     cdef vector[int32_t] stack_pos
+    cdef int _request_node(self, name, str what) except -1
     cdef void _add_cindex_id(self) noexcept
     cdef int _build_graph_one_iter(self) except -1
     cdef int _input_keys(self, int32_t cid, vector[int64_t] *out) except -1

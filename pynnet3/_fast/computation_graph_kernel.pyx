@@ -240,14 +240,19 @@ cdef class FastComputationGraphBuilder:
         self.dot_tail.push_back(-1)
         self.info.push_back(fresh)
 
+    cdef int _request_node(self, name, str what) except -1:
+        """The index of the node a request's input or output (``what``) names."""
+        n = self.nnet.get_node_index(name)
+        if n == -1:
+            raise ComputationError("Network has no %s with name %s" % (what, name))
+        return n
+
     def _add_inputs(self):
         cdef bint is_new
         cdef int32_t cid
         num_added = 0
         for spec in self.request.inputs:
-            n = self.nnet.get_node_index(spec.name)
-            if n == -1:
-                raise ComputationError("Network has no input with name %s" % spec.name)
+            n = self._request_node(spec.name, "input")
             if self.net.node_type[n] != kInput and self.net.node_type[n] != kComponent:
                 raise ComputationError("request input '%s' is not an input or component node;"
                                        " inputs to the graph are only allowed for those"
@@ -268,9 +273,7 @@ cdef class FastComputationGraphBuilder:
         cdef int32_t cid
         num_added = 0
         for spec in self.request.outputs:
-            n = self.nnet.get_node_index(spec.name)
-            if n == -1:
-                raise ComputationError("Network has no output with name %s" % spec.name)
+            n = self._request_node(spec.name, "output")
             for index in spec.indexes:
                 cid = self.graph.get_or_add(pack_cindex(n, index), False, &is_new)
                 if not is_new:

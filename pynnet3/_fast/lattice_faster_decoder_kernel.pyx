@@ -98,6 +98,28 @@ cdef struct Link:
     float acoustic_cost
     int next         # next link of the same token
 
+ctypedef fused PoolItem:
+    Token
+    Link
+
+
+cdef inline int pool_add(vector[PoolItem] &items, vector[int] &free,
+                         PoolItem item) noexcept nogil:
+    """Stores ``item`` in a free slot of ``items`` (the last one freed) or at
+    the end; returns its index."""
+    cdef int k
+    if not free.empty():
+        k = free.back()
+        free.pop_back()
+        items[k] = item
+        # a recycled slot is cold: start loading the next one now
+        if not free.empty():
+            prefetch_write(&items[free.back()], 1)
+        return k
+    items.push_back(item)
+    return <int>items.size() - 1
+
+
 cdef struct Elem:
     int key          # graph state
     int val          # token
@@ -257,26 +279,15 @@ cdef class LatticeFasterDecoderCore:
 
     # -- tokens and links -----------------------------------------------------------------
     cdef inline int new_token(self, float tot, float extra, int next_tok) noexcept nogil:
-        cdef int t
         cdef Token tok
         tok.tot_cost = tot
         tok.extra_cost = extra
         tok.links = NONE
         tok.next = next_tok
-        if not self.tok_free.empty():
-            t = self.tok_free.back()
-            self.tok_free.pop_back()
-            self.toks[t] = tok
-            # a recycled slot is cold: start loading the next one now
-            if not self.tok_free.empty():
-                prefetch_write(&self.toks[self.tok_free.back()], 1)
-            return t
-        self.toks.push_back(tok)
-        return <int>self.toks.size() - 1
+        return pool_add(self.toks, self.tok_free, tok)
 
     cdef inline int new_link(self, int next_tok, int il, int ol, float g, float ac,
                              int nxt) noexcept nogil:
-        cdef int k
         cdef Link link
         link.next_tok = next_tok
         link.ilabel = il
@@ -284,16 +295,7 @@ cdef class LatticeFasterDecoderCore:
         link.graph_cost = g
         link.acoustic_cost = ac
         link.next = nxt
-        if not self.link_free.empty():
-            k = self.link_free.back()
-            self.link_free.pop_back()
-            self.links[k] = link
-            # a recycled slot is cold: start loading the next one now
-            if not self.link_free.empty():
-                prefetch_write(&self.links[self.link_free.back()], 1)
-            return k
-        self.links.push_back(link)
-        return <int>self.links.size() - 1
+        return pool_add(self.links, self.link_free, link)
 
     cdef void delete_links(self, int t) noexcept nogil:
         cdef int k = self.toks[t].links

@@ -32,12 +32,24 @@ cdef enum:
     BEFORE = -1
 
 
+cdef inline void _insert_after(vector[int32_t] &nxt, int32_t *head, int64_t prev,
+                               int32_t node) noexcept nogil:
+    """Links ``node`` in after ``prev`` (after the list head when ``prev``
+    is BEFORE): where libstdc++ puts a node whose bucket is not empty."""
+    if prev == BEFORE:
+        nxt[node] = head[0]
+        head[0] = node
+    else:
+        nxt[node] = nxt[prev]
+        nxt[prev] = node
+
+
 cdef void hash_order_c(const vector[int32_t] &keys, vector[int32_t] &order) noexcept:
     """The iteration order of a libstdc++ unordered_set<int> after inserting
     the distinct non-negative ``keys`` in this order."""
     cdef vector[int32_t] nxt
     cdef vector[int64_t] buckets
-    cdef int64_t count = 0, b, prev
+    cdef int64_t count = 0, b
     cdef int step = -1
     cdef int32_t head = -1, p, following, node
     cdef size_t i
@@ -62,24 +74,12 @@ cdef void hash_order_c(const vector[int32_t] &keys, vector[int32_t] &order) noex
                         buckets[bbegin] = p
                     bbegin = b
                 else:
-                    prev = buckets[b]
-                    if prev == BEFORE:
-                        nxt[p] = head
-                        head = p
-                    else:
-                        nxt[p] = nxt[prev]
-                        nxt[prev] = p
+                    _insert_after(nxt, &head, buckets[b], p)
                 p = following
         node = <int32_t>i
         b = keys[i] % count
         if buckets[b] != NONE:
-            prev = buckets[b]
-            if prev == BEFORE:
-                nxt[node] = head
-                head = node
-            else:
-                nxt[node] = nxt[prev]
-                nxt[prev] = node
+            _insert_after(nxt, &head, buckets[b], node)
         else:
             nxt[node] = head
             head = node
@@ -334,30 +334,33 @@ cdef list _to_arrays(vector[vector[Pair]] &lists):
     return ans
 
 
-def split_locations_csr(row_ptr, firsts, seconds):
-    """Kaldi's SplitLocations over CSR input; list of (num_rows, 2) int32 arrays."""
+cdef list _split_csr(row_ptr, firsts, seconds, bint backward):
+    """The CSR input's lists as C arrays, split by split_locations_c (or
+    split_locations_backward_c when ``backward``), as _to_arrays' arrays."""
     cdef const int64_t[::1] p = np.ascontiguousarray(row_ptr, dtype=np.int64)
     cdef const int32_t[::1] f = np.ascontiguousarray(firsts, dtype=np.int32)
     cdef const int32_t[::1] s = np.ascontiguousarray(seconds, dtype=np.int32)
+    cdef const int32_t *fp = NULL
+    cdef const int32_t *sp = NULL
     cdef vector[vector[Pair]] out
-    if f.shape[0] == 0:
-        split_locations_c(&p[0], NULL, NULL, p.shape[0] - 1, out)
+    if f.shape[0] != 0:
+        fp = &f[0]
+        sp = &s[0]
+    if backward:
+        split_locations_backward_c(&p[0], fp, sp, p.shape[0] - 1, out)
     else:
-        split_locations_c(&p[0], &f[0], &s[0], p.shape[0] - 1, out)
+        split_locations_c(&p[0], fp, sp, p.shape[0] - 1, out)
     return _to_arrays(out)
+
+
+def split_locations_csr(row_ptr, firsts, seconds):
+    """Kaldi's SplitLocations over CSR input; list of (num_rows, 2) int32 arrays."""
+    return _split_csr(row_ptr, firsts, seconds, False)
 
 
 def split_locations_backward_csr(row_ptr, firsts, seconds):
     """Kaldi's SplitLocationsBackward over CSR input."""
-    cdef const int64_t[::1] p = np.ascontiguousarray(row_ptr, dtype=np.int64)
-    cdef const int32_t[::1] f = np.ascontiguousarray(firsts, dtype=np.int32)
-    cdef const int32_t[::1] s = np.ascontiguousarray(seconds, dtype=np.int32)
-    cdef vector[vector[Pair]] out
-    if f.shape[0] == 0:
-        split_locations_backward_c(&p[0], NULL, NULL, p.shape[0] - 1, out)
-    else:
-        split_locations_backward_c(&p[0], &f[0], &s[0], p.shape[0] - 1, out)
-    return _to_arrays(out)
+    return _split_csr(row_ptr, firsts, seconds, True)
 
 
 def convert_pairs_to_indexes(pairs):

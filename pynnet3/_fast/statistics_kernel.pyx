@@ -8,6 +8,7 @@ Contract (that of every index-list kernel, see index_lists.pxd): the twin's
 result, or None where the input is not the ordinary case.
 """
 
+cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t
@@ -50,29 +51,71 @@ def sort_nxt(list indexes):
     return out
 
 
-cdef int position_table(list indexes, vector[int64_t] &ns, vector[int64_t] &ts,
-                        vector[int64_t] &xs, CindexTable *table) except -1:
-    """Index -> last position in ``indexes`` (as a dict comprehension keeps the
-    last); returns 1 if an Index cannot be packed (caller falls back)."""
-    cdef size_t i
-    cdef int64_t key
-    cdef bint is_new
-    cdef int32_t got
-    if read_indexes(indexes, ns, ts, xs):
-        return 1
-    if table_init(table, ns.size()) != 0:
-        raise MemoryError()
-    for i in range(ns.size()):
-        key = pack(0, ns[i], ts[i], xs[i])
-        if key < 0:
-            return 1
-        got = table_get_or_insert(table, key, <int32_t>i, &is_new)
-        if got == -2:
-            raise MemoryError()
-        if not is_new:
-            table.vals[table_slot(table, key)] = <int32_t>i
-    return 0
+@cython.final
+cdef class _Request:
+    """What both precomputed-index hooks read: the input Indexes' positions
+    (Index -> last position, as a dict comprehension keeps the last) and the
+    output Indexes' n, t, x. The table is freed with the object."""
+    cdef CindexTable table
+    cdef vector[int64_t] ons, ots, oxs
+    cdef Py_ssize_t num_in
 
+    def __cinit__(self):
+        self.table.keys = NULL
+        self.table.vals = NULL
+
+    def __dealloc__(self):
+        table_free(&self.table)
+
+    cdef int read(self, list input_indexes, list output_indexes) except -1:
+        """Reads both lists; 1 if an Index is not the ordinary case (the
+        caller falls back), an output without a time included."""
+        cdef vector[int64_t] ns, ts, xs
+        cdef size_t i
+        cdef int64_t key
+        cdef bint is_new
+        cdef int32_t got
+        if read_indexes(input_indexes, ns, ts, xs):
+            return 1
+        self.num_in = ns.size()
+        if table_init(&self.table, ns.size()) != 0:
+            raise MemoryError()
+        for i in range(ns.size()):
+            key = pack(0, ns[i], ts[i], xs[i])
+            if key < 0:
+                return 1
+            got = table_get_or_insert(&self.table, key, <int32_t>i, &is_new)
+            if got == -2:
+                raise MemoryError()
+            if not is_new:
+                self.table.vals[table_slot(&self.table, key)] = <int32_t>i
+        if read_indexes(output_indexes, self.ons, self.ots, self.oxs):
+            return 1
+        for i in range(self.ots.size()):
+            if self.ots[i] == K_NO_TIME:
+                return 1
+        return 0
+
+    cdef inline int32_t position(self, Py_ssize_t i, int64_t t) noexcept:
+        """The position of input (n, t, x), n and x those of output ``i``: -1
+        when there is none, -2 when it cannot be packed."""
+        cdef int64_t key = pack(0, self.ons[i], t, self.oxs[i])
+        if key < 0:
+            return -2
+        return table_find(&self.table, key)
+
+
+cdef inline bint _extend_range(int32_t *r, int32_t v) noexcept nogil:
+    """Adds ``v`` to the range [r[0], r[1]) (r[0] == -1: empty), which must
+    stay contiguous and in order: False when ``v`` is not its next value."""
+    if r[0] == -1:
+        r[0] = v
+        r[1] = v + 1
+    elif r[1] == v:
+        r[1] += 1
+    else:
+        return False
+    return True
 
 
 def statistics_extraction_indexes(list input_indexes, list output_indexes,
@@ -80,56 +123,33 @@ def statistics_extraction_indexes(list input_indexes, list output_indexes,
     """Twin of StatisticsExtractionComponent.precompute_indexes' loop:
     (forward (num_out, 2) int32, counts float32, backward int32), or None
     when the twin would raise (or the input is irregular)."""
-    cdef vector[int64_t] ns, ts, xs, ons, ots, oxs
-    cdef CindexTable table
-    cdef Py_ssize_t num_in, num_out
-    if input_period <= 0 or output_period <= 0:
+    cdef _Request r = _Request()
+    if input_period <= 0 or output_period <= 0 or r.read(input_indexes, output_indexes):
         return None
-    table.keys = NULL
-    table.vals = NULL
-    try:
-        if position_table(input_indexes, ns, ts, xs, &table):
-            return None
-        if read_indexes(output_indexes, ons, ots, oxs):
-            return None
-        num_in = ns.size()
-        num_out = ons.size()
-        forward = np.full((num_out, 2), -1, dtype=np.int32)
-        counts = np.zeros(num_out, dtype=np.float32)
-        backward = np.full(num_in, -1, dtype=np.int32)
-        return _extraction_loop(table, ons, ots, oxs, input_period, output_period,
-                                forward, counts, backward)
-    finally:
-        table_free(&table)
+    forward = np.full((r.ons.size(), 2), -1, dtype=np.int32)
+    counts = np.zeros(r.ons.size(), dtype=np.float32)
+    backward = np.full(r.num_in, -1, dtype=np.int32)
+    return _extraction_loop(r, input_period, output_period, forward, counts, backward)
 
 
-cdef object _extraction_loop(CindexTable &table, vector[int64_t] &ons, vector[int64_t] &ots,
-                             vector[int64_t] &oxs, int64_t input_period,
-                             int64_t output_period, cnp.ndarray forward_arr,
-                             cnp.ndarray counts_arr, cnp.ndarray backward_arr):
+cdef object _extraction_loop(_Request r, int64_t input_period, int64_t output_period,
+                             cnp.ndarray forward_arr, cnp.ndarray counts_arr,
+                             cnp.ndarray backward_arr):
     cdef int32_t *forward = <int32_t *>cnp.PyArray_DATA(forward_arr)
     cdef float *counts = <float *>cnp.PyArray_DATA(counts_arr)
     cdef int32_t *backward = <int32_t *>cnp.PyArray_DATA(backward_arr)
-    cdef Py_ssize_t i, num_in = backward_arr.shape[0]
-    cdef int64_t t, t_start, key
+    cdef Py_ssize_t i
+    cdef int64_t t, t_start
     cdef int32_t pos
-    for i in range(<Py_ssize_t>ons.size()):
-        if ots[i] == K_NO_TIME:
-            return None
-        t_start = output_period * (ots[i] // output_period)
+    for i in range(<Py_ssize_t>r.ons.size()):
+        t_start = output_period * (r.ots[i] // output_period)
         t = t_start
         while t < t_start + output_period:
-            key = pack(0, ons[i], t, oxs[i])
-            if key < 0:
+            pos = r.position(i, t)
+            if pos == -2:
                 return None
-            pos = table_find(&table, key)
             if pos >= 0:
-                if forward[2 * i] == -1:
-                    forward[2 * i] = pos
-                    forward[2 * i + 1] = pos + 1
-                elif forward[2 * i + 1] == pos:
-                    forward[2 * i + 1] += 1
-                else:
+                if not _extend_range(&forward[2 * i], pos):
                     return None
                 counts[i] += 1.0
                 if backward[pos] != -1:
@@ -138,7 +158,7 @@ cdef object _extraction_loop(CindexTable &table, vector[int64_t] &ons, vector[in
             t += input_period
         if counts[i] == 0.0:
             return None
-    for i in range(num_in):
+    for i in range(r.num_in):
         if backward[i] == -1:
             return None
     return forward_arr, counts_arr, backward_arr
@@ -149,63 +169,38 @@ def statistics_pooling_indexes(list input_indexes, list output_indexes, int64_t 
     """Twin of StatisticsPoolingComponent.precompute_indexes' loop: (forward
     (num_out, 2) int32, backward (num_in, 2) int32), or None when the twin
     would raise (or the input is irregular)."""
-    cdef vector[int64_t] ns, ts, xs, ons, ots, oxs
-    cdef CindexTable table
-    if input_period <= 0:
+    cdef _Request r = _Request()
+    if input_period <= 0 or r.read(input_indexes, output_indexes):
         return None
-    table.keys = NULL
-    table.vals = NULL
-    try:
-        if position_table(input_indexes, ns, ts, xs, &table):
-            return None
-        if read_indexes(output_indexes, ons, ots, oxs):
-            return None
-        forward = np.full((ons.size(), 2), -1, dtype=np.int32)
-        backward = np.full((ns.size(), 2), -1, dtype=np.int32)
-        return _pooling_loop(table, ons, ots, oxs, input_period, left_context, right_context,
-                             forward, backward)
-    finally:
-        table_free(&table)
+    forward = np.full((r.ons.size(), 2), -1, dtype=np.int32)
+    backward = np.full((r.num_in, 2), -1, dtype=np.int32)
+    return _pooling_loop(r, input_period, left_context, right_context, forward, backward)
 
 
-cdef object _pooling_loop(CindexTable &table, vector[int64_t] &ons, vector[int64_t] &ots,
-                          vector[int64_t] &oxs, int64_t input_period, int64_t left_context,
+cdef object _pooling_loop(_Request r, int64_t input_period, int64_t left_context,
                           int64_t right_context, cnp.ndarray forward_arr,
                           cnp.ndarray backward_arr):
     cdef int32_t *forward = <int32_t *>cnp.PyArray_DATA(forward_arr)
     cdef int32_t *backward = <int32_t *>cnp.PyArray_DATA(backward_arr)
-    cdef Py_ssize_t i, num_in = backward_arr.shape[0]
-    cdef int64_t t, t_last, key
+    cdef Py_ssize_t i
+    cdef int64_t t, t_last
     cdef int32_t pos
-    for i in range(<Py_ssize_t>ons.size()):
-        if ots[i] == K_NO_TIME:
-            return None
-        t = ots[i] - left_context
-        t_last = ots[i] + right_context
+    for i in range(<Py_ssize_t>r.ons.size()):
+        t = r.ots[i] - left_context
+        t_last = r.ots[i] + right_context
         while t <= t_last:
-            key = pack(0, ons[i], t, oxs[i])
-            if key < 0:
+            pos = r.position(i, t)
+            if pos == -2:
                 return None
-            pos = table_find(&table, key)
             if pos >= 0:
-                if forward[2 * i] == -1:
-                    forward[2 * i] = pos
-                    forward[2 * i + 1] = pos + 1
-                elif forward[2 * i + 1] == pos:
-                    forward[2 * i + 1] += 1
-                else:
+                if not _extend_range(&forward[2 * i], pos):
                     return None
-                if backward[2 * pos] == -1:
-                    backward[2 * pos] = <int32_t>i
-                    backward[2 * pos + 1] = <int32_t>(i + 1)
-                elif backward[2 * pos + 1] == i:
-                    backward[2 * pos + 1] += 1
-                else:
+                if not _extend_range(&backward[2 * pos], <int32_t>i):
                     return None
             t += input_period
         if forward[2 * i] == -1:
             return None
-    for i in range(num_in):
+    for i in range(r.num_in):
         if backward[2 * i] == -1:
             return None
     return forward_arr, backward_arr

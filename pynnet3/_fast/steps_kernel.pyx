@@ -12,7 +12,6 @@ the Python twin's (a test compares whole computations).
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libcpp.unordered_map cimport unordered_map
@@ -29,6 +28,7 @@ from pynnet3._fast.constants cimport *
 from pynnet3._fast.descriptor_interpreter cimport (MODE_EXISTS, Predicate, pred_holds,
                                                    sum_is_computable)
 from pynnet3._fast.computation_graph_kernel cimport FastGraph, NetInfo
+from pynnet3._fast.py_lists cimport set_pair_item
 from pynnet3._fast.split_locations_kernel cimport hash_order_c
 
 from ..nnet.graph import compute_nnet_computation_epochs
@@ -309,17 +309,9 @@ cdef class FastStepsData:
         """step_cindexes without the Python call (the compiler calls it per step)."""
         cdef size_t i, n = self.steps[s].size()
         cdef list out = PyList_New(n)
-        cdef tuple t
-        cdef object node_obj = node, idx
+        cdef object node_obj = node
         for i in range(n):
-            idx = self._index(self.graph.cindexes[self.steps[s][i]])
-            t = PyTuple_New(2)
-            Py_INCREF(node_obj)
-            PyTuple_SET_ITEM(t, 0, node_obj)
-            Py_INCREF(idx)
-            PyTuple_SET_ITEM(t, 1, idx)
-            Py_INCREF(t)
-            PyList_SET_ITEM(out, i, t)
+            set_pair_item(out, i, node_obj, self._index(self.graph.cindexes[self.steps[s][i]]))
         return out
 
     cdef bytes step_keys_c(self, int s, int32_t *min_n):
@@ -552,18 +544,11 @@ def cindexes_from_keys(int node, bytes keys):
     cdef const int64_t *p = <const int64_t *>PyBytes_AS_STRING(keys)
     cdef Py_ssize_t i, n = len(keys) // 8
     cdef list out = PyList_New(n)
-    cdef tuple t
-    cdef object node_obj = node, idx
+    cdef object node_obj = node
     cdef object new_tuple = tuple.__new__
     for i in range(n):
-        idx = new_tuple(Index, (key_n(p[i]), key_t(p[i]), key_x(p[i])))
-        t = PyTuple_New(2)
-        Py_INCREF(node_obj)
-        PyTuple_SET_ITEM(t, 0, node_obj)
-        Py_INCREF(idx)
-        PyTuple_SET_ITEM(t, 1, idx)
-        Py_INCREF(t)
-        PyList_SET_ITEM(out, i, t)
+        set_pair_item(out, i, node_obj,
+                      new_tuple(Index, (key_n(p[i]), key_t(p[i]), key_x(p[i]))))
     return out
 
 

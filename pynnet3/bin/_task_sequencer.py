@@ -33,6 +33,8 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from ..io.files import ClosesOrAborts
+
 __all__ = ["TaskSequencer"]
 
 
@@ -53,7 +55,7 @@ class _HeldLogs(logging.Filter):
         return False
 
 
-class TaskSequencer:
+class TaskSequencer(ClosesOrAborts):
     """``seq = TaskSequencer(num_threads, max_pending)``, then for every job
     ``for result in seq.submit(fn, *args): ...`` and at the end
     ``for result in seq.drain(): ...``; each yields the results that are due,
@@ -129,13 +131,3 @@ class TaskSequencer:
         finally:
             for handler in self._handlers:
                 handler.removeFilter(self._held)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-        return False

@@ -142,13 +142,18 @@ class ComputationGraphBuilder:
         self.queued.append(False)
         self.dependencies_computed.append(False)
 
+    def _request_node(self, name, what):
+        """The index of the node a request's input or output (``what``) names."""
+        n = self.nnet.get_node_index(name)
+        if n == -1:
+            raise ComputationError("Network has no %s with name %s" % (what, name))
+        return n
+
     def _add_inputs(self):
-        nnet, graph = self.nnet, self.graph
+        graph = self.graph
         num_added = 0
         for spec in self.request.inputs:
-            n = nnet.get_node_index(spec.name)
-            if n == -1:
-                raise ComputationError("Network has no input with name %s" % spec.name)
+            n = self._request_node(spec.name, "input")
             if self._node_type[n] not in (kInput, kComponent):
                 raise ComputationError("request input '%s' is not an input or component node;"
                                        " inputs to the graph are only allowed for those"
@@ -165,12 +170,10 @@ class ComputationGraphBuilder:
             raise ComputationError("computation request has no input indexes")
 
     def _add_outputs(self):
-        nnet, graph = self.nnet, self.graph
+        graph = self.graph
         num_added = 0
         for spec in self.request.outputs:
-            n = nnet.get_node_index(spec.name)
-            if n == -1:
-                raise ComputationError("Network has no output with name %s" % spec.name)
+            n = self._request_node(spec.name, "output")
             for index in spec.indexes:
                 cid, is_new = graph.get_or_add((n, Index(*index)), False)
                 if not is_new:

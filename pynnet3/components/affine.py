@@ -173,6 +173,37 @@ def affine_propagate_kaldi_exact(kaldi, bias, linear, in_value, out):
     return None
 
 
+class AffineTransform:
+    """The dimensions and the propagation of y = W x + b, for components
+    holding W as ``linear_params`` (output-dim x input-dim) and b as
+    ``bias_params`` (AffineComponent and its subclasses, FixedAffineComponent)."""
+
+    def input_dim(self):
+        return int(self.linear_params.shape[1])
+
+    def output_dim(self):
+        return int(self.linear_params.shape[0])
+
+    def propagate(self, indexes, in_value, out):
+        xp = array_module(in_value)
+        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
+        out += xp.asarray(self.bias_params)
+        return None
+
+    def propagate_deferring_bias(self, indexes, in_value, out):
+        """Propagate without adding the bias: returns it, for the caller to
+        add (fused with what follows)."""
+        xp = array_module(in_value)
+        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)
+        return xp.asarray(self.bias_params)
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        return affine_propagate_kaldi_exact(kaldi, self.bias_params, self.linear_params,
+                                            in_value, out)
+
+
 class ParameterArrays:
     """Scale/Add/Vectorize/... for components whose parameters are a fixed
     list of float32 arrays (``param_attrs``, in Kaldi's Vectorize order:
@@ -280,7 +311,7 @@ _ORTHONORMAL = Field("<OrthonormalConstraint>", "float", "orthonormal_constraint
                      write_if=lambda c: c.orthonormal_constraint != 0.0)
 
 
-class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
+class AffineComponent(AffineTransform, ReadSteps, ParameterArrays, UpdatableComponent):
     """y = W x + b, with trainable W (output-dim x input-dim) and b."""
 
     type_name = "AffineComponent"
@@ -355,12 +386,6 @@ class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         return int(P.kSimpleComponent | P.kUpdatableComponent | P.kBackpropNeedsInput
                    | P.kBackpropAdds)
 
-    def input_dim(self):
-        return int(self.linear_params.shape[1])
-
-    def output_dim(self):
-        return int(self.linear_params.shape[0])
-
     def info(self):
         s = self.updatable_info()
         if self.orthonormal_constraint != 0.0:
@@ -371,25 +396,6 @@ class AffineComponent(ReadSteps, ParameterArrays, UpdatableComponent):
         return s
 
     # -- computation --------------------------------------------------------
-    def propagate(self, indexes, in_value, out):
-        xp = array_module(in_value)
-        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
-        out += xp.asarray(self.bias_params)
-        return None
-
-    def propagate_deferring_bias(self, indexes, in_value, out):
-        """Propagate without adding the bias: returns it, for the caller to
-        add (fused with what follows)."""
-        xp = array_module(in_value)
-        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)
-        return xp.asarray(self.bias_params)
-
-    kaldi_exact = True
-
-    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
-        return affine_propagate_kaldi_exact(kaldi, self.bias_params, self.linear_params,
-                                            in_value, out)
-
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
         xp = array_module(out_deriv)
@@ -632,7 +638,7 @@ class LinearComponent(ReadSteps, ParameterArrays, UpdatableComponent):
 # FixedAffineComponent
 # --------------------------------------------------------------------------
 
-class FixedAffineComponent(ReadSteps, Component):
+class FixedAffineComponent(AffineTransform, ReadSteps, Component):
     """y = W x + b with W, b fixed at initialization (e.g. an LDA matrix)."""
 
     type_name = "FixedAffineComponent"
@@ -676,34 +682,9 @@ class FixedAffineComponent(ReadSteps, Component):
     def properties(self):
         return int(P.kSimpleComponent | P.kBackpropAdds)
 
-    def input_dim(self):
-        return int(self.linear_params.shape[1])
-
-    def output_dim(self):
-        return int(self.linear_params.shape[0])
-
     def info(self):
         return (Component.info(self) + matrix_stats("linear-params", self.linear_params)
                 + vector_stats("bias", self.bias_params, True))
-
-    def propagate(self, indexes, in_value, out):
-        xp = array_module(in_value)
-        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
-        out += xp.asarray(self.bias_params)
-        return None
-
-    def propagate_deferring_bias(self, indexes, in_value, out):
-        """Propagate without adding the bias: returns it, for the caller to
-        add (fused with what follows)."""
-        xp = array_module(in_value)
-        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)
-        return xp.asarray(self.bias_params)
-
-    kaldi_exact = True
-
-    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
-        return affine_propagate_kaldi_exact(kaldi, self.bias_params, self.linear_params,
-                                            in_value, out)
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):
@@ -713,6 +694,6 @@ class FixedAffineComponent(ReadSteps, Component):
 
 
 __all__ = ["AffineComponent", "NaturalGradientAffineComponent", "LinearComponent",
-           "FixedAffineComponent", "ParameterArrays", "ReadSteps", "randn", "gaussian", "f32",
-           "affine_propagate_kaldi_exact", "add_scaled", "load_config_matrix", "load_config_vector",
-           "check_natural_gradient_options", "read_legacy_is_gradient"]
+           "FixedAffineComponent", "AffineTransform", "ParameterArrays", "ReadSteps", "randn",
+           "gaussian", "f32", "affine_propagate_kaldi_exact", "add_scaled", "load_config_matrix",
+           "load_config_vector", "check_natural_gradient_options", "read_legacy_is_gradient"]

@@ -55,23 +55,25 @@ class RestrictedAttentionComponentPrecomputedIndexes(PrecomputedIndexes):
 # The attention math on one head (Kaldi's attention.cc)
 # ---------------------------------------------------------------------------
 
-def _row_shift(num_input_rows, num_output_rows, context_dim):
-    extra = num_input_rows - num_output_rows
+def _head_dims(keys, queries, values):
+    """(output rows, key dim, context dim, value dim, row shift) of one head:
+    output row i attends to key and value rows i + o * shift for each
+    context position o."""
+    num_out = queries.shape[0]
+    key_dim = keys.shape[1]
+    context_dim = queries.shape[1] - key_dim
+    extra = keys.shape[0] - num_out
     if context_dim < 2 or extra <= 0 or extra % (context_dim - 1) != 0:
         raise ComputationError("attention: %d input rows and %d output rows do not fit "
-                               "context-dim %d" % (num_input_rows, num_output_rows, context_dim))
-    return extra // (context_dim - 1)
+                               "context-dim %d" % (keys.shape[0], num_out, context_dim))
+    return num_out, key_dim, context_dim, values.shape[1], extra // (context_dim - 1)
 
 
 def attention_forward(xp, key_scale, keys, queries, values, c, output):
     """Kaldi's AttentionForward: fills ``c`` (softmax weights), adds the
     weighted values to output[:, :value_dim] and, if ``output`` is wider,
     copies ``c`` into its last context_dim columns."""
-    num_out = queries.shape[0]
-    key_dim = keys.shape[1]
-    context_dim = queries.shape[1] - key_dim
-    value_dim = values.shape[1]
-    shift = _row_shift(keys.shape[0], num_out, context_dim)
+    num_out, key_dim, context_dim, value_dim, shift = _head_dims(keys, queries, values)
     q_key = queries[:, :key_dim]
     b = xp.empty((num_out, context_dim), dtype=np.float32)
     for o in range(context_dim):
@@ -95,11 +97,7 @@ def attention_forward_kaldi_exact(kaldi, key_scale, keys, queries, values, c, ou
     query's context part (AddMat), then SoftMaxPerRow; the values are added
     one context position at a time with a saxpy per row scaled by c
     (AddDiagVecMat)."""
-    num_out = queries.shape[0]
-    key_dim = keys.shape[1]
-    context_dim = queries.shape[1] - key_dim
-    value_dim = values.shape[1]
-    shift = _row_shift(keys.shape[0], num_out, context_dim)
+    num_out, key_dim, context_dim, value_dim, shift = _head_dims(keys, queries, values)
     q_key = queries[:, :key_dim]
     scale = np.float32(key_scale)
     b = np.empty((num_out, context_dim), dtype=np.float32)
@@ -119,11 +117,7 @@ def attention_forward_kaldi_exact(kaldi, key_scale, keys, queries, values, c, ou
 def attention_backward(xp, key_scale, keys, queries, values, c, output_deriv,
                        keys_deriv, queries_deriv, values_deriv):
     """Kaldi's AttentionBackward: adds to the key, query and value derivatives."""
-    num_out = queries.shape[0]
-    key_dim = keys.shape[1]
-    context_dim = queries.shape[1] - key_dim
-    value_dim = values.shape[1]
-    shift = _row_shift(keys.shape[0], num_out, context_dim)
+    num_out, key_dim, context_dim, value_dim, shift = _head_dims(keys, queries, values)
     out_values_deriv = output_deriv[:, :value_dim]
     c_deriv = xp.empty((num_out, context_dim), dtype=np.float32)
     for o in range(context_dim):
@@ -415,44 +409,35 @@ class RestrictedAttentionComponent(Component):
             raise ComputationError("RestrictedAttentionComponent: outputs start before inputs")
         return rows_left
 
-    def propagate(self, indexes, in_value, out):
-        if indexes is None:
-            raise ComputationError("RestrictedAttentionComponent: propagate needs precomputed "
-                                   "indexes")
-        xp = array_module(in_value)
-        io = indexes.io
-        num_out = out.shape[0]
-        rows_left = self._check_rows(io, in_value.shape[0], num_out)
-        c = xp.zeros((num_out, self.context_dim * self.num_heads), dtype=np.float32)
-        din, dout = self._input_dim_per_head(), self._output_dim_per_head()
-        k, v = self.key_dim, self.value_dim
-        for h in range(self.num_heads):
-            part = in_value[:, h * din:(h + 1) * din]
-            attention_forward(xp, self.key_scale, part[:, :k],
-                              part[rows_left:rows_left + num_out, k + v:],
-                              part[:, k:k + v],
-                              c[:, h * self.context_dim:(h + 1) * self.context_dim],
-                              out[:, h * dout:(h + 1) * dout])
-        return c
-
-    kaldi_exact = True
-
-    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+    def _propagate_heads(self, indexes, in_value, out, xp, forward, backend):
+        """Runs ``forward(backend, key_scale, keys, queries, values, c, out)``
+        (attention_forward or attention_forward_kaldi_exact) on each head;
+        returns c, the softmax weights of all heads (the memo)."""
         if indexes is None:
             raise ComputationError("RestrictedAttentionComponent: propagate needs precomputed "
                                    "indexes")
         num_out = out.shape[0]
         rows_left = self._check_rows(indexes.io, in_value.shape[0], num_out)
-        c = np.zeros((num_out, self.context_dim * self.num_heads), dtype=np.float32)
+        c = xp.zeros((num_out, self.context_dim * self.num_heads), dtype=np.float32)
         din, dout = self._input_dim_per_head(), self._output_dim_per_head()
         k, v = self.key_dim, self.value_dim
         for h in range(self.num_heads):
             part = in_value[:, h * din:(h + 1) * din]
-            attention_forward_kaldi_exact(
-                kaldi, self.key_scale, part[:, :k], part[rows_left:rows_left + num_out, k + v:],
-                part[:, k:k + v], c[:, h * self.context_dim:(h + 1) * self.context_dim],
-                out[:, h * dout:(h + 1) * dout])
+            forward(backend, self.key_scale, part[:, :k],
+                    part[rows_left:rows_left + num_out, k + v:], part[:, k:k + v],
+                    c[:, h * self.context_dim:(h + 1) * self.context_dim],
+                    out[:, h * dout:(h + 1) * dout])
         return c
+
+    def propagate(self, indexes, in_value, out):
+        xp = array_module(in_value)
+        return self._propagate_heads(indexes, in_value, out, xp, attention_forward, xp)
+
+    kaldi_exact = True
+
+    def propagate_kaldi_exact(self, indexes, in_value, out, kaldi):
+        return self._propagate_heads(indexes, in_value, out, np, attention_forward_kaldi_exact,
+                                     kaldi)
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
                  to_update, in_deriv):

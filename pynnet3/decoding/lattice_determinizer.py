@@ -294,26 +294,22 @@ class LatticeDeterminizerPruned:
                     continue
                 n1, n2 = _times(w1, w2, x, y)
                 old = cur.get(t)
-                if old is None:
-                    nstr = successor(string, ol) if ol else string
-                    ne = (t, nstr, n1, n2)
-                    cur[t] = ne
-                    heapq.heappush(heap, (t, count, ne))
-                    count += 1
-                else:
+                nstr = None
+                if old is not None:
+                    # only a better element replaces the one t has
                     comp = _compare(n1, n2, old[2], old[3])
-                    nstr = None
                     if comp == 0:
                         nstr = successor(string, ol) if ol else string
                         comp = _compare_ws(n1, n2, nstr, old[2], old[3], old[1])
-                    if comp == 1:
-                        if nstr is None:
-                            nstr = successor(string, ol) if ol else string
-                        ne = (t, nstr, n1, n2)
-                        cur[t] = ne
-                        heapq.heappush(heap, (t, count, ne))
-                        count += 1
-                        replaced = True
+                    if comp != 1:
+                        continue
+                    replaced = True
+                if nstr is None:
+                    nstr = successor(string, ol) if ol else string
+                ne = (t, nstr, n1, n2)
+                cur[t] = ne
+                heapq.heappush(heap, (t, count, ne))
+                count += 1
         return sorted(cur.values(), key=lambda e: e[0])
 
     def convert_to_minimal(self, subset):

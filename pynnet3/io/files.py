@@ -200,6 +200,22 @@ def read_buffer(rxfilename):
     return data, offset
 
 
+class ClosesOrAborts:
+    """Makes an object with ``close()`` and ``abort()`` a context manager
+    that closes it when the block ends normally and aborts it (no
+    half-written output) when the block raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
 class OutputSink:
     """A wxfilename opened for writing piece by piece (what a table writer
     needs). A file is written under a temporary name and renamed into place by
@@ -283,19 +299,17 @@ class OutputSink:
     def abort(self):
         """Gives up: a temporary file is removed, a pipe is closed."""
         self._closed = True
+        if self._tmp is None and self._proc is None:
+            return
+        try:
+            self._file.close()
+        except OSError:
+            pass
         if self._tmp is not None:
-            try:
-                self._file.close()
-            except OSError:
-                pass
             try:
                 os.unlink(self._tmp)
             except OSError:
                 pass
             self._tmp = None
-        elif self._proc is not None:
-            try:
-                self._file.close()
-            except OSError:
-                pass
+        else:
             self._proc.wait()

@@ -39,7 +39,8 @@ import logging
 import re
 
 from ..errors import KaldiFormatError, PynnetError
-from .files import OFFSET_RE, OutputSink, classify_rxfilename, read_buffer
+from .files import (OFFSET_RE, ClosesOrAborts, OutputSink, classify_rxfilename,
+                    read_buffer)
 from .holders import TOKEN_RE, holder_for, infer_kind, is_token, printable_key
 from .stream import InputStream
 
@@ -267,8 +268,19 @@ class _Reader:
 
 
 class _SourceReader(_Reader):
-    """What the sequential and random-access readers share: closing the
-    archive or script they read."""
+    """What the sequential and random-access readers share: the rspecifier,
+    checked, with the holder of ``kind``; closing the archive or script they
+    read."""
+
+    def __init__(self, rspecifier, kind):
+        self.rspecifier = rspecifier
+        self.holder = holder_for(kind)
+        self.kind, self.rxfilename, self.opts = classify_rspecifier(rspecifier)
+        if self.kind is None:
+            raise PynnetError("invalid rspecifier '%s' (expected e.g. ark:file.ark or "
+                              "scp:file.scp)" % rspecifier)
+        self._data = None       # an archive's bytes
+        self._loader = None     # a script's object loader
 
     def close(self):
         if self._loader is not None:
@@ -284,14 +296,7 @@ class SequentialTableReader(_SourceReader):
     manager); :meth:`close` releases the files."""
 
     def __init__(self, rspecifier, kind="matrix"):
-        self.rspecifier = rspecifier
-        self.holder = holder_for(kind)
-        self.kind, self.rxfilename, self.opts = classify_rspecifier(rspecifier)
-        if self.kind is None:
-            raise PynnetError("invalid rspecifier '%s' (expected e.g. ark:file.ark or "
-                              "scp:file.scp)" % rspecifier)
-        self._loader = None
-        self._data = None
+        super().__init__(rspecifier, kind)
         # How many objects the table holds, when known before reading them
         # (a script file); None for an archive.
         self.num_entries = None
@@ -354,16 +359,9 @@ class RandomAccessTableReader(_SourceReader):
     """
 
     def __init__(self, rspecifier, kind="matrix"):
-        self.rspecifier = rspecifier
-        self.holder = holder_for(kind)
-        self.kind, self.rxfilename, self.opts = classify_rspecifier(rspecifier)
-        if self.kind is None:
-            raise PynnetError("invalid rspecifier '%s' (expected e.g. ark:file.ark or "
-                              "scp:file.scp)" % rspecifier)
+        super().__init__(rspecifier, kind)
         self._values = {}
         self._failed = set()
-        self._data = None
-        self._loader = None
         if self.kind == "ark":
             self._data, offset = read_buffer(self.rxfilename)
             stream = InputStream(self._data, False, self.rxfilename or "-", offset)
@@ -481,21 +479,7 @@ class RandomAccessTableReaderMapped(_Reader):
 
 # -- writing -------------------------------------------------------------------
 
-class _Writer:
-    """A writer is a context manager that closes it when the block ends
-    normally and aborts it (no half-written output file) when it raises."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
-class TableWriter(_Writer):
+class TableWriter(ClosesOrAborts):
     """Writes ``(key, value)`` pairs to the table a wspecifier names, byte for
     byte as Kaldi's TableWriter. ``kind`` fixes the holder; None infers it
     from each value (:func:`infer_kind`). Use as a context manager or call
@@ -558,6 +542,9 @@ class TableWriter(_Writer):
             if self._script_out is not None:
                 self._script_out.flush()
 
+    def _sinks(self):
+        return [sink for sink in (self._archive, self._script_out) if sink is not None]
+
     def close(self):
         """Finishes the table: the archive (and script file) appear under
         their names.
@@ -565,9 +552,8 @@ class TableWriter(_Writer):
         Returns:
             None.
         """
-        for sink in (self._archive, self._script_out):
-            if sink is not None:
-                sink.close()
+        for sink in self._sinks():
+            sink.close()
 
     def abort(self):
         """Discards what was written (files are not created).
@@ -575,12 +561,11 @@ class TableWriter(_Writer):
         Returns:
             None.
         """
-        for sink in (self._archive, self._script_out):
-            if sink is not None:
-                sink.abort()
+        for sink in self._sinks():
+            sink.abort()
 
 
-class TableWriters(_Writer):
+class TableWriters(ClosesOrAborts):
     """A tool's output tables, which succeed or fail together: as a context
     manager, every table opened with :meth:`open` is closed when the block
     ends normally and aborted (no half-written output file) when it raises."""

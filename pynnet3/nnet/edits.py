@@ -44,6 +44,28 @@ def _is_affine(comp):
     return isinstance(comp, AffineComponent)
 
 
+def _svd_candidates(nnet, pattern, rank, doing):
+    """(index, name, component) of each component there is at the start whose
+    name matches ``pattern``, that is affine and whose input and output
+    dimensions both exceed ``rank``: the ones an SVD edit changes. Each other
+    matching one is skipped with Kaldi's warning ("Not <doing> component
+    ...")."""
+    for c in range(nnet.num_components()):
+        comp = nnet.components[c]
+        name = nnet.component_names[c]
+        if not name_matches_pattern(name, pattern):
+            continue
+        if not _is_affine(comp):
+            logger.warning("Not %s component %s as it is not an AffineComponent.", doing, name)
+            continue
+        in_dim, out_dim = comp.input_dim(), comp.output_dim()
+        if in_dim <= rank or out_dim <= rank:
+            logger.warning("Not %s component %s with SVD to rank %d because its dimension "
+                           "is %d -> %d", doing, name, rank, in_dim, out_dim)
+            continue
+        yield c, name, comp
+
+
 def read_edit_config(nnet, text, source=None):
     """Applies edit directives in ``text`` to ``nnet`` (Kaldi's ReadEditConfig)."""
     for number, line in read_config_lines(text):
@@ -230,21 +252,8 @@ class _SvdApplier:
 
     def _decompose_components(self):
         nnet = self.nnet
-        for c in range(nnet.num_components()):
-            comp = nnet.components[c]
-            name = nnet.component_names[c]
-            if not name_matches_pattern(name, self.pattern):
-                continue
-            if not _is_affine(comp):
-                logger.warning("Not decomposing component %s as it is not an "
-                               "AffineComponent.", name)
-                continue
-            in_dim, out_dim = comp.input_dim(), comp.output_dim()
-            if in_dim <= self.bottleneck_dim or out_dim <= self.bottleneck_dim:
-                logger.warning("Not decomposing component %s with SVD to rank %d because "
-                               "its dimension is %d -> %d", name, self.bottleneck_dim,
-                               in_dim, out_dim)
-                continue
+        for c, name, comp in _svd_candidates(nnet, self.pattern, self.bottleneck_dim,
+                                             "decomposing"):
             parts = self._decompose(name, comp)
             if parts is None:
                 continue
@@ -347,19 +356,7 @@ def reduce_rank_of_components(nnet, pattern, rank):
     """Kaldi's ReduceRankOfComponents: W of matching affine components replaced
     by its best rank-``rank`` approximation (bias unchanged)."""
     changed = 0
-    for c, comp in enumerate(nnet.components):
-        name = nnet.component_names[c]
-        if not name_matches_pattern(name, pattern):
-            continue
-        if not _is_affine(comp):
-            logger.warning("Not reducing rank of component %s as it is not an "
-                           "AffineComponent.", name)
-            continue
-        in_dim, out_dim = comp.input_dim(), comp.output_dim()
-        if in_dim <= rank or out_dim <= rank:
-            logger.warning("Not reducing rank of component %s with SVD to rank %d because "
-                           "its dimension is %d -> %d", name, rank, in_dim, out_dim)
-            continue
+    for _, name, comp in _svd_candidates(nnet, pattern, rank, "reducing rank of"):
         u, s, vt = _sorted_svd(np.asarray(comp.linear_params))
         s_sum_orig = float(np.sum(s, dtype=np.float32))
         s_sum_reduced = float(np.sum(s[:rank], dtype=np.float32))

@@ -526,6 +526,14 @@ def _time_height_convolution(ctx, c, x, indexes):
     return g.reshape(y, [0, rows, ho * nfo])
 
 
+def _context_stack(g, m, shift_rows, num_out, context_dim):
+    """The ``num_out`` rows of ``m`` that each context offset o reads (from
+    row o * shift_rows on), stacked on a new axis 2: [B, num_out, context_dim, cols]."""
+    return g.concat([g.op("Unsqueeze", [g.slice(m, 1, o * shift_rows, o * shift_rows + num_out),
+                                        g.ints([2])])
+                     for o in range(context_dim)], 2)
+
+
 def _restricted_attention(ctx, c, x, indexes):
     g = ctx.g
     io = indexes.io
@@ -547,18 +555,13 @@ def _restricted_attention(ctx, c, x, indexes):
         if shift_rows is None:
             extra = io.num_t_in * io.num_images - num_out
             shift_rows = extra // (context_dim - 1)
-        key_stack = g.concat([g.op("Unsqueeze", [g.slice(keys, 1, o * shift_rows,
-                                                         o * shift_rows + num_out),
-                                                 g.ints([2])])
-                              for o in range(context_dim)], 2)       # [B, R, ctx, k]
+        key_stack = _context_stack(g, keys, shift_rows, num_out, context_dim)  # [B, R, ctx, k]
         dots = _reduce_sum(g, g.op("Mul", [g.op("Unsqueeze", [q_key, g.ints([2])]),
                                            key_stack]), 3)          # [B, R, ctx]
         b = g.add(g.scale(dots, c.key_scale), q_context)
         weights = g.op("Softmax", [b], axis=-1)
-        value_stack = g.concat([g.op("Unsqueeze", [g.slice(values, 1, o * shift_rows,
-                                                           o * shift_rows + num_out),
-                                                   g.ints([2])])
-                                for o in range(context_dim)], 2)     # [B, R, ctx, v]
+        value_stack = _context_stack(g, values, shift_rows, num_out,
+                                     context_dim)                    # [B, R, ctx, v]
         weighted = _reduce_sum(g, g.op("Mul", [g.op("Unsqueeze", [weights, g.ints([3])]),
                                                value_stack]), 2)     # [B, R, v]
         # the value part is added to the output, the context part set

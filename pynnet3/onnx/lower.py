@@ -389,37 +389,34 @@ class ComputationLowering:
         value = self._gather_zero(self.read(c.arg2), src_rows, rows)
         self._plus(c.arg1, self.g.scale(value, c.alpha))
 
-    def _multi_source(self, pairs):
-        """(value, row indexes) such that row i of value[:, rows] is the row
-        pair i points to (zeros for (-1, -1))."""
+    def _rows_multi(self, c):
+        """alpha times the rows c's indexes_multi list points to, row i of the
+        result from the (submatrix, row) pair i (zeros for (-1, -1)); None
+        when no pair points anywhere."""
+        pairs = self.computation.indexes_multi[c.arg2]
         subs = sorted({s for s, _ in pairs if s >= 0})
+        if not subs:
+            return None
         offsets, parts, total = {}, [], 0
         for s in subs:
             offsets[s] = total
             parts.append(self.read(s))
             total += self._sub_shape(s)[0]
-        value = self.g.concat(parts, 1) if parts else None
         rows = np.asarray([offsets[s] + r if s >= 0 else -1 for s, r in pairs], np.int64)
-        return value, total, rows
+        return self.g.scale(self._gather_zero(self.g.concat(parts, 1), total, rows), c.alpha)
 
     def _copy_rows_multi(self, c):
         if c.alpha == 0.0:
             return
-        pairs = self.computation.indexes_multi[c.arg2]
-        value, total, rows = self._multi_source(pairs)
-        if value is None:
-            self.write(c.arg1, 0.0)
-            return
-        self.write(c.arg1, self.g.scale(self._gather_zero(value, total, rows), c.alpha))
+        value = self._rows_multi(c)
+        self.write(c.arg1, 0.0 if value is None else value)
 
     def _add_rows_multi(self, c):
         if c.alpha == 0.0:
             return
-        pairs = self.computation.indexes_multi[c.arg2]
-        value, total, rows = self._multi_source(pairs)
-        if value is None:
-            return
-        self._plus(c.arg1, self.g.scale(self._gather_zero(value, total, rows), c.alpha))
+        value = self._rows_multi(c)
+        if value is not None:
+            self._plus(c.arg1, value)
 
     def _targets(self, pairs):
         """target submatrix -> {target row: [source rows in order]}."""

@@ -141,6 +141,14 @@ class DerivativeTimeLimiter:
         left = b.row_offset - a.row_offset
         return left, a.num_rows - b.num_rows - left
 
+    def _narrowed_rows(self, old, dest, dest_mapped):
+        """(i, the entry of ``old`` for that row) for each row i of
+        ``dest_mapped``, the narrowed ``dest``; ``old`` has one entry per row
+        of ``dest``."""
+        dest_left = self._prune_values(dest, dest_mapped)[0]
+        for i in range(self.computation.submatrices[dest_mapped].num_rows):
+            yield i, old[i + dest_left]
+
     # -- commands ------------------------------------------------------------
     def modify_command(self, c):
         t = c.command_type
@@ -216,14 +224,11 @@ class DerivativeTimeLimiter:
         if src_mapped == 0 or dest_mapped == 0:
             c.command_type = C.kNoOperation
             return
-        old = computation.indexes[c.arg3]
         src_left = self._prune_values(src, src_mapped)[0]
-        dest_left = self._prune_values(dest, dest_mapped)[0]
         num_src_rows = computation.submatrices[src_mapped].num_rows
         new = []
         keep = False
-        for i in range(computation.submatrices[dest_mapped].num_rows):
-            j = old[i + dest_left]
+        for i, j in self._narrowed_rows(computation.indexes[c.arg3], dest, dest_mapped):
             if j == -1 or not self.row_is_kept(src, j) or not self.row_is_kept(dest_mapped, i):
                 new.append(-1)
             else:
@@ -245,12 +250,10 @@ class DerivativeTimeLimiter:
         if dest_mapped == 0:
             c.command_type = C.kNoOperation
             return
-        dest_left = self._prune_values(dest, dest_mapped)[0]
         old = computation.indexes_multi[c.arg2]
         new = []
         keep = False
-        for i in range(computation.submatrices[dest_mapped].num_rows):
-            s, row = old[i + dest_left]
+        for i, (s, row) in self._narrowed_rows(old, dest, dest_mapped):
             if s == -1:
                 new.append((s, row))
                 continue
@@ -282,13 +285,11 @@ class DerivativeTimeLimiter:
         if dest_mapped == 0 or src_mapped == 0:
             c.command_type = C.kNoOperation
             return
-        dest_left = self._prune_values(dest, dest_mapped)[0]
         src_left = self._prune_values(src, src_mapped)[0]
-        old = computation.indexes_ranges[c.arg3]
         new = []
         keep = False
-        for i in range(computation.submatrices[dest_mapped].num_rows):
-            start, end = old[i + dest_left]
+        for i, (start, end) in self._narrowed_rows(computation.indexes_ranges[c.arg3], dest,
+                                                   dest_mapped):
             if not self.row_is_kept(dest_mapped, i):
                 start = end = -1
             elif start >= 0:
