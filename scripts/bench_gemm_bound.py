@@ -54,8 +54,10 @@ numpy_timed = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not
 numpy_timed.matmul = timed
 affine.array_module = tdnn.array_module = lambda x: numpy_timed
 start = time.process_time()
-tool.main(argv)
+status = tool.main(argv)
 total = time.process_time() - start
+if status:
+    sys.exit(status)
 a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
 out = np.empty_like(a)
 best = float("inf")
