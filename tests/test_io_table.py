@@ -488,3 +488,36 @@ def test_table_writers_close_together_or_abort_together(tmp_path):
             raise RuntimeError("tool failed")
     assert not c.exists() and not d.exists()
     assert a.exists()
+
+
+def _resident_kb(path):
+    """Resident KB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                inside = line.rstrip().endswith(str(path))
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
+def test_sequential_archive_reading_drops_pages_behind(tmp_path):
+    """A long archive read in order holds only about RELEASE_STEP of its
+    mapped pages at any time (Kaldi reads through a stream and holds none),
+    and every value is read as written."""
+    from pynnet3.io.mapped import RELEASE_STEP
+    rng = np.random.default_rng(3)
+    path = tmp_path / "long.ark"
+    written = {"utt%02d" % i: rng.standard_normal((200, 400)).astype(np.float32)
+               for i in range(40)}        # 40 x 320 KB = 12.8 MB
+    with TableWriter("ark:%s" % path) as writer:
+        for key, value in written.items():
+            writer.write(key, value)
+    most = 0
+    with SequentialTableReader("ark:%s" % path) as reader:
+        for key, value in reader:
+            np.testing.assert_array_equal(value, written[key])
+            most = max(most, _resident_kb(path))
+    assert 0 < most * 1024 <= 2 * RELEASE_STEP + 400 * 1024, most

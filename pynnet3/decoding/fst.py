@@ -38,13 +38,13 @@ weight of +infinity means "not final"; a truncated or foreign file raises
 :class:`KaldiFormatError` naming the file and byte offset.
 """
 
-import mmap
 import struct
 
 import numpy as np
 
 from ..errors import KaldiFormatError
 from ..io.files import read_buffer
+from ..io.mapped import MappedFile
 
 __all__ = ["StdFst", "read_fst", "parse_fst", "fst_to_bytes", "FST_MAGIC", "ARC_DTYPE",
            "STATE_DTYPE"]
@@ -218,14 +218,15 @@ class _Reader:
             self.fail("file ends inside the FST's %s (%d records expected)" % (what, count))
         out = _aligned_records(dtype, count)
         dest = out.view(np.uint8) if count else np.zeros(0, dtype=np.uint8)
-        mapped = isinstance(self.data, mmap.mmap)
+        mapped = isinstance(self.data, MappedFile)
         done = 0
         while done < size:
             n = min(_COPY_CHUNK, size - done)
             dest[done:done + n] = np.frombuffer(self.data, dtype=np.uint8, count=n,
                                                 offset=self.pos + done)
             if mapped:
-                _release_pages(self.data, self.pos + done, n)
+                # the copy is made: a large graph is not held twice
+                self.data.release(self.pos + done, self.pos + done + n)
             done += n
         self.pos += size
         return out
@@ -250,17 +251,6 @@ class _Reader:
         for _ in range(size):
             self.string()
             self.take("<q")
-
-
-def _release_pages(mapping, begin, size):
-    """Drops the whole pages of [begin, begin + size) of a read-only mapping
-    from this process (they stay in the page cache), so that copying a large
-    graph does not hold it twice."""
-    page = mmap.PAGESIZE
-    first = (begin + page - 1) // page * page
-    last = (begin + size) // page * page
-    if last > first and hasattr(mapping, "madvise"):
-        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def _consecutive(states, num_arcs, block=1 << 20):

@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 from ..errors import KaldiFormatError, PynnetError
+from .mapped import MappedFile
 from .stream import InputStream, OutputStream
 
 OFFSET_RE = re.compile(r"^(.*):([0-9]+)$")
@@ -154,20 +155,6 @@ def write_object(wxfilename, binary, write_fn):
     stream.write_header()
     write_fn(stream)
     write_bytes(wxfilename, stream.chunks())
-
-
-class MappedFile(mmap.mmap):
-    """A read-only memory-mapped file that can stand in for ``bytes``:
-    indexing, slicing (giving bytes), ``find``, regular expressions and
-    ``np.frombuffer`` work directly on the mapping; any other bytes method
-    (``count``, ``decode``, ``split``...) is applied to the content."""
-
-    def count(self, sub, start=0, end=None):
-        return self[start:end].count(sub)
-
-    def __getattr__(self, name):
-        # Only reached for attributes mmap lacks: use the bytes method.
-        return getattr(self[:], name)
 
 
 def read_buffer(rxfilename):

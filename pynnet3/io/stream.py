@@ -14,7 +14,6 @@ Guarantees:
 """
 
 import math
-import mmap
 import re
 import struct
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from ..errors import KaldiFormatError
 from .compressed import read_compressed_matrix
+from .mapped import MappedFile
 
 _WS = b" \t\n\r\x0b\x0c"
 _TOKEN_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
@@ -60,24 +60,6 @@ def _format_array(values):
     if np.isnan(values).any():
         return " ".join([_format_nan(v) if v != v else "%.7g" % v for v in values.tolist()])
     return " ".join(["%.7g" % v for v in values.tolist()])
-
-
-# A large array read out of a memory-mapped file gives its pages back once
-# copied, so that reading a model costs the model's memory, not twice that.
-_RELEASE_BYTES = 1 << 20
-_PAGE = mmap.PAGESIZE
-
-
-def _release_pages(mapping, start, end):
-    """Drops the mapped file pages wholly inside [start, end) from this
-    process's memory (they are read again from the file if touched)."""
-    first = -(-start // _PAGE) * _PAGE
-    last = end // _PAGE * _PAGE
-    if last > first and hasattr(mapping, "madvise"):
-        try:
-            mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
-        except (OSError, ValueError):
-            pass                # only memory use is at stake
 
 
 class InputStream:
@@ -289,8 +271,9 @@ class InputStream:
         with np.errstate(over="ignore", invalid="ignore"):  # double -> float as C++ casts
             out = arr.astype(dtype)  # astype always copies
         del arr
-        if nbytes >= _RELEASE_BYTES and isinstance(self.data, mmap.mmap):
-            _release_pages(self.data, start, start + nbytes)
+        if type(self.data) is MappedFile:
+            # the copy is made: reading a model costs the model's memory, not twice that
+            self.data.release_behind(self.pos)
         return out
 
     def _text_bracketed(self, what):

@@ -42,6 +42,7 @@ from ..errors import KaldiFormatError, PynnetError
 from .files import (OFFSET_RE, ClosesOrAborts, OutputSink, classify_rxfilename,
                     read_buffer)
 from .holders import TOKEN_RE, holder_for, infer_kind, is_token, printable_key
+from .mapped import MappedFile
 from .stream import InputStream
 
 _log = logging.getLogger(__name__)
@@ -236,7 +237,11 @@ def _archive_entries(stream, holder, archive):
     """Yields (key, value, offset) from an archive stream until its end."""
     data = stream.data
     n = len(data)
+    mapped = type(data) is MappedFile
     while True:
+        if mapped:
+            # entries before this one are read: a long archive costs no memory
+            data.release_behind(stream.pos)
         m = TOKEN_RE.match(data, stream.pos)
         if m is None:
             return
