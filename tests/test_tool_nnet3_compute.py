@@ -280,6 +280,72 @@ def test_long_utterance_memory_is_bounded_by_the_chunk(tmp_path):
     assert growth[40000] - growth[2000] < 2 * utterance_bytes + (16 << 20), growth
 
 
+@pytest.mark.parametrize("spec", ["ark", "ark,t"])
+def test_output_is_written_as_it_is_computed(tmp_path, spec, capsys):
+    """An utterance's output goes to the archive block by block as its
+    chunks are computed: the whole output matrix is never in memory (traced
+    peak below the features plus half the output), and the archive is byte
+    for byte what writing the whole matrix gives, --apply-exp included."""
+    import tracemalloc
+    from pynnet3.compute.utterance import (SimpleNnetComputer, apply_exp,
+                                           prepare_nnet_for_compute)
+    from pynnet3.nnet.nnet import Nnet
+    frames = 100000 if spec == "ark" else 3000
+    rng = np.random.default_rng(5)
+    feats = rng.standard_normal((frames, 13), dtype=np.float32)
+    ivectors = rng.standard_normal(((frames + 9) // 10, 10), dtype=np.float32)
+    with TableWriter("ark:%s" % (tmp_path / "f.ark")) as w:
+        w.write("long", feats)
+    with TableWriter("ark:%s" % (tmp_path / "i.ark")) as w:
+        w.write("long", ivectors)
+    model = DATA / "tdnn_lda" / "model.raw"
+    options = ["--apply-exp=true", "--online-ivectors=ark:%s" % (tmp_path / "i.ark"),
+               "--online-ivector-period=10"]
+    out = "%s:%s" % (spec, tmp_path / "o.ark")
+    tracemalloc.start()
+    try:
+        status, err = _run(options + [model, "ark:%s" % (tmp_path / "f.ark"), out], capsys)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert status == 0, err
+    nnet = prepare_nnet_for_compute(Nnet.read(str(model)))
+    whole = apply_exp(SimpleNnetComputer(nnet).compute_utterance(
+        feats, online_ivectors=ivectors, online_ivector_period=10))
+    with TableWriter("%s:%s" % (spec, tmp_path / "whole.ark")) as w:
+        w.write("long", whole)
+    assert (tmp_path / "o.ark").read_bytes() == (tmp_path / "whole.ark").read_bytes()
+    if spec == "ark":
+        assert peak < feats.nbytes + whole.nbytes // 2, (peak, feats.nbytes, whole.nbytes)
+
+
+def test_output_rows_come_in_order_whatever_the_computation_order(lda):
+    """Chunks computed out of row order (here: every computation reversed)
+    are held until their turn: the blocks still stack to the output."""
+    from pynnet3.compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
+                                           prepare_nnet_for_compute)
+    from pynnet3.nnet.nnet import Nnet
+    nnet = prepare_nnet_for_compute(Nnet.read(str(lda / "model.raw")))
+    rng = np.random.default_rng(2)
+    feats = rng.standard_normal((437, 13), dtype=np.float32)
+    ivectors = rng.standard_normal((44, 10), dtype=np.float32)
+
+    class ReversedComputer(SimpleNnetComputer):
+        def _batches(self, utterances):
+            inputs, totals, batches = super()._batches(utterances)
+            return inputs, totals, batches[::-1]
+
+    options = SimpleComputationOptions(frames_per_chunk=20)
+    expected = SimpleNnetComputer(nnet, options, max_chunks=3).compute_utterance(
+        feats, online_ivectors=ivectors, online_ivector_period=10)
+    computer = ReversedComputer(nnet, options, max_chunks=3)
+    num_rows, blocks = computer.utterance_output_rows(feats, online_ivectors=ivectors,
+                                                      online_ivector_period=10)
+    got = np.concatenate([np.array(block) for block in blocks])
+    assert num_rows == expected.shape[0] == got.shape[0]
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_computation_debug_logs_every_command(lda, capsys):
     status, err = _run(["--computation.debug=true"] + _online(lda) + [
         lda / "model.raw", "ark:%s" % (lda / "feats.ark"), "ark:%s" % (lda / "o.ark")], capsys)

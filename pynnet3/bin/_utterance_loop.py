@@ -8,6 +8,7 @@ into the tool's :class:`~._run_summary.RunSummary` and show a
 """
 
 from ..compute.xvector import XvectorSkipped
+from ..io.matrix_rows import MatrixRows
 from ..io.table import SequentialTableReader, TableWriter
 from ._option_groups import utterance_ivectors
 from ._progress import ProgressBar
@@ -32,7 +33,7 @@ def write_outputs(feature_rspecifier, matrix_wspecifier, compute, flush, ivector
 
         def finish(utt, output, num_frames):
             if exp is not None:
-                output = exp(output)
+                output = output.map(exp) if isinstance(output, MatrixRows) else exp(output)
             writer.write(utt, output)
             summary.frame_count += num_frames
             summary.num_success += 1

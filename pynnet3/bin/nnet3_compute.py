@@ -24,6 +24,7 @@ from ..compute.batch import BatchedSimpleComputer
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import SimpleNnetComputer, apply_exp, prepare_nnet_for_compute
 from ..errors import UsageError
+from ..io.matrix_rows import MatrixRows
 from ..model.am import read_mdl
 from ..nnet.nnet import Nnet
 from ..numerics.openblas_plan import openblas_threads_from_environment
@@ -100,8 +101,11 @@ def main(argv=None):
         compute, flush = batcher.add, batcher.flush
     else:
         def compute(utt, features, ivector, online_ivectors, period):
-            yield (utt, computer.compute_utterance(features, ivector, online_ivectors, period),
-                   features.shape[0])
+            # written block by block as computed: the utterance's whole output
+            # is never in memory
+            num_rows, blocks = computer.utterance_output_rows(features, ivector,
+                                                              online_ivectors, period)
+            yield utt, MatrixRows(num_rows, computer.output_dim, blocks), features.shape[0]
 
         def flush():
             return ()

@@ -566,9 +566,52 @@ class SimpleNnetComputer:
         sequences apart, so each output equals the one-chunk-at-a-time
         output within float32 rounding (BLAS sums larger products in
         another order)."""
-        outputs = []
+        inputs, totals, batches = self._batches(utterances)
+        outputs = [np.empty((total, self.output_dim), dtype=np.float32) for total in totals]
+        for batch, out in self._computed_batches(inputs, batches):
+            rows = batch[0][1].num_subsampled_frames
+            for n, (u, p, _) in enumerate(batch):
+                outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
+                    out[n * rows:(n + 1) * rows]
+        return outputs
+
+    def utterance_output_rows(self, features, ivector=None, online_ivectors=None,
+                              online_ivector_period=0):
+        """What :meth:`compute_utterance` gives, as ``(num_rows, blocks)``:
+        ``blocks`` yields the output's rows, a block of consecutive rows at a
+        time, in order, as the computations deliver them, so that the whole
+        output never needs to be in memory (for
+        :class:`~pynnet3.io.matrix_rows.MatrixRows`). A block is valid until
+        the next one is asked for (it may be this computer's memory). The
+        utterance is checked now, before any block is asked for."""
+        inputs, totals, batches = self._batches([(features, ivector, online_ivectors,
+                                                  online_ivector_period)])
+        return totals[0], self._rows_in_order(inputs, batches)
+
+    def _rows_in_order(self, inputs, batches):
+        next_row, waiting = 0, {}       # chunks computed before their turn, copied
+        for batch, out in self._computed_batches(inputs, batches):
+            rows = batch[0][1].num_subsampled_frames
+            for n, (_, plan, _) in enumerate(batch):
+                block = out[n * rows:(n + 1) * rows]
+                if plan.first_subsampled_frame != next_row:
+                    waiting[plan.first_subsampled_frame] = np.array(block)
+                    continue
+                yield block
+                next_row += rows
+                while next_row in waiting:
+                    block = waiting.pop(next_row)
+                    yield block
+                    next_row += block.shape[0]
+
+    def _batches(self, utterances):
+        """Kaldi's checks of every utterance, then its chunks grouped by shape
+        and cut into computations: ``(inputs, num_rows, batches)``, the
+        utterances' features, their output row counts and the computations,
+        each a list of ``(utterance, chunk plan, i-vector)`` (a shape's
+        chunks in row order)."""
         groups = {}     # chunk shape -> [(utterance, plan, i-vector)]
-        inputs = []
+        inputs, totals = [], []
         for u, (features, ivector, online, period) in enumerate(utterances):
             features = np.asarray(features, dtype=np.float32)
             if features.ndim != 2 or features.shape[0] == 0:
@@ -581,7 +624,7 @@ class SimpleNnetComputer:
             inputs.append(features)
             total = self.num_subsampled_frames(features.shape[0])
             step = self.subsampled_frames_per_chunk()
-            outputs.append(np.empty((total, self.output_dim), dtype=np.float32))
+            totals.append(total)
             for start in range(0, total, step):
                 plan = self.chunk_plan(features.shape[0], start, min(step, total - start))
                 ivec = self.chunk_ivector(plan, ivector, online, period)
@@ -592,30 +635,31 @@ class SimpleNnetComputer:
         for tasks in groups.values():
             per = self.chunks_per_computation(tasks[0][1], len(tasks))
             batches += [tasks[first:first + per] for first in range(0, len(tasks), per)]
+        return inputs, totals, batches
 
+    def _computed_batches(self, inputs, batches):
+        """Yields ``(batch, output rows)`` for each computation of
+        :meth:`_batches`, in order; the rows are n-major, with priors and
+        acoustic scale applied, valid until the next item."""
         def run(batch):
             plan = batch[0][1]
             feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
             ivecs = (None if batch[0][2] is None
                      else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
-            out = self.run_computation(plan, feats, ivecs, len(batch))
-            rows = plan.num_subsampled_frames
-            for n, (u, p, _) in enumerate(batch):
-                outputs[u][p.first_subsampled_frame:p.first_subsampled_frame + rows] = \
-                    out[n * rows:(n + 1) * rows]
+            return self.run_computation(plan, feats, ivecs, len(batch))
 
         if self.num_threads > 1 and len(batches) > 1:
             # Compile here first (the compiler is not thread-safe); then the
-            # computer's threads run the computations, BLAS single-threaded.
+            # computer's threads run the computations, BLAS single-threaded,
+            # each result copied out of its thread's memory.
             for batch in batches:
                 self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
             with blas_control.single_threaded():
-                for _ in self._thread_pool().map(run, batches):
-                    pass
+                yield from zip(batches, self._thread_pool().map(
+                    lambda batch: np.array(run(batch)), batches))
         else:
             for batch in batches:
-                run(batch)
-        return outputs
+                yield batch, run(batch)
 
     def _thread_pool(self):
         if self._pool is None:

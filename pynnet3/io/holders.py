@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import PynnetError
 from .compressed import read_compressed_matrix
+from .matrix_rows import MatrixRows
 from .stream import OutputStream, format_float
 
 _log = logging.getLogger(__name__)
@@ -514,6 +515,8 @@ def holder_for(kind):
 
 def infer_kind(value):
     """The holder kind a Python/NumPy value is written as by default."""
+    if isinstance(value, MatrixRows):
+        return "matrix"
     if isinstance(value, np.ndarray):
         if value.ndim == 2:
             return "double_matrix" if value.dtype == np.float64 else "matrix"

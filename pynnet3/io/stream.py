@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import KaldiFormatError
 from .compressed import read_compressed_matrix
 from .mapped import MappedFile
+from .matrix_rows import MatrixRows
 
 _WS = b" \t\n\r\x0b\x0c"
 _TOKEN_RE = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
@@ -444,6 +445,22 @@ def _raw_view(array, dtype):
     return memoryview(arr.reshape(-1)).cast("B")
 
 
+class _Deferred:
+    """Pieces of an :class:`OutputStream` made only when it is written."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+
+def _empty_rows(mat):
+    """Text of a matrix without columns (its blocks still checked)."""
+    for _ in mat.checked_blocks():
+        pass
+    yield b" [ ]\n"
+
+
 class OutputStream:
     """Accumulates Kaldi primitives in binary or text mode; ``getvalue()``
     returns the bytes (without the ``\\0B`` header unless ``write_header``).
@@ -452,19 +469,31 @@ class OutputStream:
     until ``getvalue()``/``chunks()`` are used: do not modify them in between.
     """
 
-    __slots__ = ("binary", "_parts")
+    __slots__ = ("binary", "_parts", "_deferred")
 
     def __init__(self, binary):
         self.binary = binary
         self._parts = []
+        self._deferred = False      # some parts are made only when written
 
     def getvalue(self):
-        return b"".join(self._parts)
+        return b"".join(self.chunks())
 
     def chunks(self):
-        """The output as a list of bytes-like pieces (what :meth:`getvalue`
-        joins), for writing to a file without one more copy."""
-        return self._parts
+        """The output as bytes-like pieces (what :meth:`getvalue` joins), for
+        writing to a file without one more copy: a list, or, once a
+        :class:`~pynnet3.io.matrix_rows.MatrixRows` was written, an iterator
+        that makes its rows' bytes as they are written (once)."""
+        if not self._deferred:
+            return self._parts
+        return self._expanded()
+
+    def _expanded(self):
+        for part in self._parts:
+            if isinstance(part, _Deferred):
+                yield from part.pieces
+            else:
+                yield part
 
     def write_raw(self, data):
         self._parts.append(data)
@@ -529,6 +558,11 @@ class OutputStream:
         self.write_vector(vec, double=True)
 
     def write_matrix(self, mat, double=False):
+        if isinstance(mat, MatrixRows):
+            if not double:
+                self._write_matrix_rows(mat)
+                return
+            mat = mat.stack()
         mat = np.asarray(mat)
         if self.binary:
             self._parts.append(b"DM " if double else b"FM ")
@@ -542,6 +576,26 @@ class OutputStream:
             else:
                 rows = [b"\n  " + _format_array(row).encode() + b" " for row in mat]
                 self._parts.append(b" [" + b"".join(rows) + b"]\n")
+
+    def _write_matrix_rows(self, mat):
+        """A float matrix given by blocks of rows, as :meth:`write_matrix`
+        writes the whole matrix: its bytes are made block by block when the
+        stream is written."""
+        self._deferred = True
+        if self.binary:
+            self._parts.append(b"FM ")
+            self.write_int32(mat.num_rows)
+            self.write_int32(mat.num_cols)
+            self._parts.append(_Deferred(_raw_view(block, "<f4")
+                                         for block in mat.checked_blocks()))
+        elif mat.num_cols == 0:
+            self._parts.append(_Deferred(_empty_rows(mat)))
+        else:
+            self._parts.append(b" [")
+            self._parts.append(_Deferred(
+                b"".join([b"\n  " + _format_array(row).encode() + b" " for row in block])
+                for block in mat.checked_blocks()))
+            self._parts.append(b"]\n")
 
     def write_double_matrix(self, mat):
         self.write_matrix(mat, double=True)
