@@ -290,7 +290,7 @@ def test_output_is_written_as_it_is_computed(tmp_path, spec, capsys):
     from pynnet3.compute.utterance import (SimpleNnetComputer, apply_exp,
                                            prepare_nnet_for_compute)
     from pynnet3.nnet.nnet import Nnet
-    frames = 100000 if spec == "ark" else 3000
+    frames = 200000 if spec == "ark" else 3000
     rng = np.random.default_rng(5)
     feats = rng.standard_normal((frames, 13), dtype=np.float32)
     ivectors = rng.standard_normal(((frames + 9) // 10, 10), dtype=np.float32)
