@@ -272,7 +272,7 @@ class InputStream:
         with np.errstate(over="ignore", invalid="ignore"):  # double -> float as C++ casts
             out = arr.astype(dtype)  # astype always copies
         del arr
-        if type(self.data) is MappedFile:
+        if isinstance(self.data, MappedFile):
             # the copy is made: reading a model costs the model's memory, not twice that
             self.data.release_behind(self.pos)
         return out
@@ -454,13 +454,6 @@ class _Deferred:
         self.pieces = pieces
 
 
-def _empty_rows(mat):
-    """Text of a matrix without columns (its blocks still checked)."""
-    for _ in mat.checked_blocks():
-        pass
-    yield b" [ ]\n"
-
-
 class OutputStream:
     """Accumulates Kaldi primitives in binary or text mode; ``getvalue()``
     returns the bytes (without the ``\\0B`` header unless ``write_header``).
@@ -558,43 +551,37 @@ class OutputStream:
         self.write_vector(vec, double=True)
 
     def write_matrix(self, mat, double=False):
-        if isinstance(mat, MatrixRows):
-            if not double:
-                self._write_matrix_rows(mat)
-                return
+        """Kaldi's Matrix::Write. A float
+        :class:`~pynnet3.io.matrix_rows.MatrixRows` is written as its blocks
+        come: the bytes of its rows are made when the stream is written."""
+        if isinstance(mat, MatrixRows) and double:
             mat = mat.stack()
-        mat = np.asarray(mat)
+        if isinstance(mat, MatrixRows):
+            self._deferred = True
+            rows = mat
+        else:
+            mat = np.asarray(mat)
+            rows = None
+
+        def body(to_bytes):
+            # the bytes of all rows: made now, or block by block when written
+            if rows is None:
+                return to_bytes(mat)
+            return _Deferred(map(to_bytes, rows.checked_blocks()))
+
         if self.binary:
             self._parts.append(b"DM " if double else b"FM ")
             self.write_int32(mat.shape[0])
             self.write_int32(mat.shape[1])
-            self._parts.append(_raw_view(mat, "<f8" if double else "<f4"))
+            self._parts.append(body(lambda block: _raw_view(block, "<f8" if double else "<f4")))
+        elif mat.shape[1] == 0:
+            self._parts.append(body(lambda block: b""))   # (blocks still checked)
+            self._parts.append(b" [ ]\n")
         else:
-            mat = mat.astype(np.float64 if double else np.float32)
-            if mat.shape[1] == 0:
-                self._parts.append(b" [ ]\n")
-            else:
-                rows = [b"\n  " + _format_array(row).encode() + b" " for row in mat]
-                self._parts.append(b" [" + b"".join(rows) + b"]\n")
-
-    def _write_matrix_rows(self, mat):
-        """A float matrix given by blocks of rows, as :meth:`write_matrix`
-        writes the whole matrix: its bytes are made block by block when the
-        stream is written."""
-        self._deferred = True
-        if self.binary:
-            self._parts.append(b"FM ")
-            self.write_int32(mat.num_rows)
-            self.write_int32(mat.num_cols)
-            self._parts.append(_Deferred(_raw_view(block, "<f4")
-                                         for block in mat.checked_blocks()))
-        elif mat.num_cols == 0:
-            self._parts.append(_Deferred(_empty_rows(mat)))
-        else:
+            dtype = np.float64 if double else np.float32
             self._parts.append(b" [")
-            self._parts.append(_Deferred(
-                b"".join([b"\n  " + _format_array(row).encode() + b" " for row in block])
-                for block in mat.checked_blocks()))
+            self._parts.append(body(lambda block: b"".join(
+                [b"\n  " + _format_array(row).encode() + b" " for row in block.astype(dtype)])))
             self._parts.append(b"]\n")
 
     def write_double_matrix(self, mat):

@@ -237,7 +237,7 @@ def _archive_entries(stream, holder, archive):
     """Yields (key, value, offset) from an archive stream until its end."""
     data = stream.data
     n = len(data)
-    mapped = type(data) is MappedFile
+    mapped = isinstance(data, MappedFile)
     while True:
         if mapped:
             # entries before this one are read: a long archive costs no memory
