@@ -51,7 +51,7 @@ graph needs OpenFst's command-line tools (Debian: libfst-tools).
 
 --breakdown also prints where our time goes, measured in-process (CPU
 seconds): network, search with the scores given, raw lattice + best path,
-determinization.
+determinization, with one BLAS thread as the tools have.
 
 Usage: python scripts/bench_decode.py [--cases default,narrow,chain]
        [--reps 3] [--utts 20] [--kaldi-root DIR] [--workdir DIR] [--breakdown]
@@ -418,6 +418,14 @@ def main():
                                                           "pynnet3-bench-decode"))
     parser.add_argument("--breakdown", action="store_true")
     a = parser.parse_args()
+    if a.breakdown and (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get(
+            "OMP_NUM_THREADS")) != ("1", "1"):
+        # The breakdown runs in this process: it must have the tools' single
+        # BLAS thread, set before NumPy loads OpenBLAS (an idle OpenBLAS
+        # thread spins after each product, and process_time counts it in
+        # whatever runs next).
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
     print("CPU: %s, %d cores; load average: %s" % (cpu_model(), os.cpu_count(), load()))
     if kaldi_available():
         print("Kaldi: %s nnet3-latgen-faster, OpenBLAS kernels: %s; both tools: "
