@@ -236,6 +236,30 @@ def test_dev_null_output_stays_a_device(lda, capsys):
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
+
+def test_compute_threads_share_one_malloc_arena(lda, capsys, monkeypatch):
+    """With threads of its own (OPENBLAS_NUM_THREADS > 1, BLAS arithmetic)
+    the tool asks for one malloc arena before they start; with one thread or
+    Kaldi's exact arithmetic it leaves the allocator alone."""
+    calls = []
+    monkeypatch.setattr(nnet3_compute, "share_one_malloc_arena", lambda: calls.append(1))
+    args = _online(lda) + [lda / "model.raw", "ark:%s" % (lda / "feats.ark"), "ark:/dev/null"]
+    for threads, extra, expected in (("2", [], 1), ("1", [], 0),
+                                     ("2", ["--kaldi-exact-arithmetic=true"], 0)):
+        calls.clear()
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+        status, err = _run(extra + args, capsys)
+        assert status == 0, err
+        assert len(calls) == expected, (threads, extra)
+
+
+def test_glibc_takes_the_one_arena_setting():
+    import platform
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt's arena limit is glibc's")
+    from pynnet3.bin._malloc_arenas import share_one_malloc_arena
+    assert share_one_malloc_arena() is True
+
 _RSS_SCRIPT = r"""
 import resource, sys
 import numpy as np

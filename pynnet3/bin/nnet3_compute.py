@@ -29,6 +29,7 @@ from ..model.am import read_mdl
 from ..nnet.nnet import Nnet
 from ..numerics.openblas_plan import openblas_threads_from_environment
 from ._cli import ToolParser, kaldi_tool
+from ._malloc_arenas import share_one_malloc_arena
 from ._option_groups import (chunks_per_computation, compute_backend, open_ivector_readers,
                              optimize_options, register_chunks_option,
                              register_compute_options, simple_computation_options)
@@ -89,9 +90,12 @@ def main(argv=None):
     # With BLAS arithmetic the network runs on as many threads of its own as
     # OpenBLAS would start (each with single-threaded BLAS: no threads
     # spinning inside a product; see pynnet3.compute.blas_threads).
+    num_threads = 1 if opts.kaldi_exact_arithmetic else openblas_threads_from_environment()
+    if num_threads > 1:
+        share_one_malloc_arena()
     computer = SimpleNnetComputer(
         nnet, compute_opts, priors, backend=backend, compiler=compiler, max_chunks=max_chunks,
-        num_threads=1 if opts.kaldi_exact_arithmetic else openblas_threads_from_environment(),
+        num_threads=num_threads,
         debug_computation=opts.debug_computation,
         debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     if opts.online_ivectors and opts.online_ivector_period <= 0:
