@@ -236,7 +236,6 @@ def test_dev_null_output_stays_a_device(lda, capsys):
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
-
 def test_compute_threads_share_one_malloc_arena(lda, capsys, monkeypatch):
     """With threads of its own (OPENBLAS_NUM_THREADS > 1, BLAS arithmetic)
     the tool asks for one malloc arena before they start; with one thread or
@@ -259,6 +258,7 @@ def test_glibc_takes_the_one_arena_setting():
         pytest.skip("mallopt's arena limit is glibc's")
     from pynnet3.bin._malloc_arenas import share_one_malloc_arena
     assert share_one_malloc_arena() is True
+
 
 _RSS_SCRIPT = r"""
 import resource, sys
