@@ -19,7 +19,8 @@ another machine (those are no fair opponent; no ratio is printed for them).
 
 Inputs, made once in ``--workdir``: 20 utterances x 1000 frames of random
 features (40-dim; 30-dim for the x-vector model) and 100-dim online
-i-vectors every 10 frames. Models are built with pynnet3's nnet3-init code
+i-vectors every 10 frames (the ``*_utt`` cases: one 100-dim i-vector per
+utterance, ``--ivectors``). Models are built with pynnet3's nnet3-init code
 path (``Nnet.from_config``; parameters do not matter for speed):
 
 - ``tdnnf_full``, ``tdnn_lstm_full``, ``xvector_full``: the configs in
@@ -91,8 +92,19 @@ CASES = {
               CHAIN + ["--extra-left-context=50", "--extra-right-context=50"],
               "chain BLSTM swbd 6j (3x2 lstmp 1024/256, 6000 pdfs), recipe options"),
 }
+# The same feed-forward cases with one i-vector per utterance (--ivectors)
+# instead of online i-vectors: every chunk of an utterance then has the same
+# i-vector, and pynnet3 merges consecutive chunks (Kaldi computes the context
+# of each chunk again).
+UTTERANCE_IVECTORS = {}
+for _case in ("tdnnf_default", "tdnnf_sub3", "chain_mini", "chain_wsj"):
+    _model, _tool, _options, _description = CASES[_case]
+    CASES[_case + "_utt"] = (_model, _tool, _options,
+                             _description + ", one i-vector per utterance")
+    UTTERANCE_IVECTORS[_case + "_utt"] = _case
 DEFAULT_CASES = ("tdnnf_default", "tdnnf_sub3", "chain_mini", "chain_wsj", "tdnn_lstm",
-                 "xvector", "blstm")
+                 "xvector", "blstm", "tdnnf_default_utt", "tdnnf_sub3_utt", "chain_mini_utt",
+                 "chain_wsj_utt")
 
 # Figures recorded once on another machine (kaldi-ref/bench/kaldi-timings.txt):
 # shown only when kaldi-bin is absent, never as a ratio.
@@ -248,6 +260,11 @@ def prepare(workdir, models):
             for i in range(NUM_UTTS):
                 w.write("utt%02d" % i, rng.standard_normal((NUM_FRAMES // 10, 100),
                                                            dtype=np.float32))
+    path = workdir / "ivectors_utt.ark"
+    if not path.is_file():
+        with TableWriter("ark:%s" % path, kind="vector") as w:
+            for i in range(NUM_UTTS):
+                w.write("utt%02d" % i, rng.standard_normal(100, dtype=np.float32))
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -256,7 +273,10 @@ def arguments(case, workdir, feats=None, output="ark:/dev/null"):
     """The tool's arguments (options, model, features, output) for a case."""
     model, tool, options, _ = CASES[case]
     args = list(options)
-    if tool == "nnet3-compute":
+    if tool == "nnet3-compute" and case in UTTERANCE_IVECTORS:
+        args += ["--ivectors=ark:%s" % (workdir / "ivectors_utt.ark")]
+        feats = feats or "ark:%s" % (workdir / "feats40.ark")
+    elif tool == "nnet3-compute":
         args += ["--online-ivectors=ark:%s" % (workdir / "ivectors.ark"),
                  "--online-ivector-period=10"]
         feats = feats or "ark:%s" % (workdir / "feats40.ark")

@@ -53,7 +53,12 @@ nnet3-am-copy --binary=false "$ex/final.mdl" final.txt.mdl
         ("nnet3-compute",
          "`--batch-size=N` (pynnet3 only) computes chunks of up to N utterances together, "
          "and `--chunks-per-computation` (pynnet3 only; automatic by default) chunks of one "
-         "utterance (the same numbers within float rounding; larger products for BLAS). With "
+         "utterance (the same numbers within float rounding; larger products for BLAS). "
+         "Where the network's outputs do not depend on the chunking (not recurrent, no "
+         "statistics pooling, no IfDefined or Failover; see `pynnet3/nnet/chunking.py`), "
+         "consecutive chunks with the same i-vector are computed as one longer chunk, "
+         "without the context Kaldi computes again for each chunk; the tool says so once, "
+         "and `--chunks-per-computation=1` computes Kaldi's chunks. With "
          "BLAS arithmetic, `OPENBLAS_NUM_THREADS=N` runs the chunk batches on N threads of "
          "the tool's own, each with single-threaded BLAS. `--kaldi-exact-arithmetic` and "
          "`--kaldi-exact-blas-threads` (pynnet3 only) choose Kaldi's CPU arithmetic bit for "

@@ -263,9 +263,13 @@ def register_chunks_option(parser):
     :func:`chunks_per_computation`)."""
     parser.register_int("chunks-per-computation", 0, "pynnet3 only: how many chunks of the "
                         "same shape one computation takes (as sequences n = 0, 1, ...: larger "
-                        "matrix products, the same numbers within float rounding); 0: as "
-                        "many as make about 200 output rows (1 with "
-                        "--kaldi-exact-arithmetic); 1: one chunk at a time, as Kaldi")
+                        "matrix products, the same numbers within float rounding); 0: "
+                        "automatic: where the network's outputs do not depend on the chunking "
+                        "(not recurrent, no statistics pooling, ...), consecutive chunks with "
+                        "the same i-vector as one longer chunk (up to 1024 frames, 400 output "
+                        "rows), without Kaldi's repeated context; else as many as make about "
+                        "200 output rows (1 with --kaldi-exact-arithmetic); 1: one chunk at a "
+                        "time, as Kaldi")
 
 
 def chunks_per_computation(opts):

@@ -14,7 +14,10 @@ Kaldi's warnings; the exit status is 0 if at least one utterance was done.
 Beyond Kaldi: ``--batch-size=N`` (N > 1) computes chunks of the same shape
 from up to N utterances together in one computation (n = 0..N-1; the
 outputs are the same numbers, BLAS gets larger products). Utterances are
-then written in input order after each batch is done.
+then written in input order after each batch is done. Where the network's
+outputs do not depend on the chunking (:mod:`pynnet3.nnet.chunking`),
+consecutive chunks with the same i-vector are computed as one longer chunk
+(``--chunks-per-computation``; the tool says so once).
 """
 
 import logging

@@ -35,7 +35,12 @@ chunk (nnet3-compute's output). Chunks of the same shape are independent
 computations, so pynnet3 computes several of them (of one utterance, or of
 several: :meth:`SimpleNnetComputer.compute_utterances`) in one computation,
 as sequences n = 0, 1, ... with their own inputs and i-vectors: Kaldi's
-numbers (within float32 rounding) with larger products.
+numbers (within float32 rounding) with larger products. Where the
+network is chunk-invariant (:func:`pynnet3.nnet.chunking.nnet_is_chunk_invariant`:
+each output frame depends on its context's input frames alone), whole
+consecutive chunks with equal i-vectors are computed as one longer chunk
+instead (:attr:`SimpleNnetComputer.merges_chunks`): the same numbers within
+float32 rounding, without the context Kaldi computes again for each chunk.
 ``--apply-exp`` is applied by the caller to the finished matrix
 (:func:`apply_exp`), as nnet3-compute does.
 
@@ -68,6 +73,7 @@ from ..errors import NnetError, UsageError
 from ..model.am import log_priors
 from ..nnet.collapse import collapse_model
 from ..nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
+from ..nnet.chunking import nnet_is_chunk_invariant
 from ..nnet.graph import nnet_is_recurrent
 from ..nnet.nnet import is_simple_nnet
 from ..numerics import kaldi_cpu
@@ -97,6 +103,15 @@ BATCH_MAX_ROWS = 4096
 # time: at least the first (else one), at most the second.
 BATCH_RECURRENT_MIN_CHUNKS = 5
 BATCH_RECURRENT_CHUNKS = 8
+# A chunk-invariant network's consecutive chunks go together as longer
+# chunks (SimpleNnetComputer.merges_chunks) of at most this many input
+# frames and output rows (and at least one chunk): long enough that the
+# context computed again for each is a small part of it; short enough that
+# its matrices stay small (the output rows bound the widest, the output
+# layer's: 400 rows keep TDNN-F 20.7M's peak memory where one chunk at a
+# time has it, 800 added 22 MiB).
+MERGED_CHUNK_MAX_FRAMES = 1024
+MERGED_CHUNK_MAX_OUTPUT_ROWS = 400
 
 # Kaldi gives up on an i-vector matrix that ends more than this many frames
 # before the frame it needs ("half a second": not explainable by edge effects).
@@ -211,6 +226,15 @@ class ChunkLayout:
 
     def subsampled_frames_per_chunk(self):
         return self.frames_per_chunk // self.opts.frame_subsampling_factor
+
+    def merged_chunk_frames(self):
+        """The input frames of the longest merged chunk: at most
+        :data:`MERGED_CHUNK_MAX_FRAMES` input frames and
+        :data:`MERGED_CHUNK_MAX_OUTPUT_ROWS` output rows (or one chunk), of
+        one of the chunk counts of :func:`merged_chunk_sizes`."""
+        largest = min(MERGED_CHUNK_MAX_FRAMES // self.frames_per_chunk,
+                      MERGED_CHUNK_MAX_OUTPUT_ROWS // self.subsampled_frames_per_chunk())
+        return self.frames_per_chunk * merged_chunk_sizes(max(1, largest))[-1]
 
     def chunk_plan(self, num_frames, first_subsampled_frame, num_subsampled_frames):
         """The ChunkPlan of the chunk of ``num_subsampled_frames`` output frames
@@ -337,7 +361,10 @@ class SimpleNnetComputer:
     utterance, or of several: :meth:`compute_utterances`) go into one
     computation as sequences n = 0, 1, ... (see :meth:`chunks_per_computation`);
     1 computes one chunk at a time as Kaldi does; None (default) chooses
-    from the chunk size, and 1 with Kaldi-exact arithmetic.
+    from the chunk size, and 1 with Kaldi-exact arithmetic. With None and
+    BLAS arithmetic, a chunk-invariant network's consecutive chunks are
+    first merged into longer ones (``merges_chunks``, see
+    :meth:`_utterance_chunks`).
     ``num_threads``: computations run on this many threads of the
     computer's own, each with single-threaded BLAS
     (:mod:`pynnet3.compute.blas_threads`; on the NumPy backend with BLAS
@@ -349,7 +376,7 @@ class SimpleNnetComputer:
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
                  "compiler", "debug_computation", "debug", "layout", "max_chunks", "num_threads",
-                 "_recurrent", "_cache", "_plans", "_workspaces", "_pool", "_local")
+                 "merges_chunks", "_recurrent", "_cache", "_plans", "_workspaces", "_pool", "_local")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False, max_chunks=None,
@@ -383,6 +410,14 @@ class SimpleNnetComputer:
                 and not isinstance(self.backend, KaldiExactBackend) and blas_control.available()):
             self.num_threads = int(num_threads)
         self._recurrent = nnet_is_recurrent(nnet)
+        self.merges_chunks = (max_chunks is None and not isinstance(self.backend, KaldiExactBackend)
+                              and nnet_is_chunk_invariant(nnet))
+        if self.merges_chunks:
+            logger.info("The network's outputs do not depend on the chunking: consecutive "
+                        "chunks with the same i-vector are computed as longer chunks of up to "
+                        "%d frames (Kaldi's numbers within float rounding; "
+                        "--chunks-per-computation=1 computes Kaldi's chunks)",
+                        self.merged_chunk_frames())
         self._cache = {}        # chunk shape -> computation
         self._plans = {}        # (chunk shape, thread) -> execution plan
         # one arena per thread for the computations of every chunk shape
@@ -413,6 +448,15 @@ class SimpleNnetComputer:
 
     def subsampled_frames_per_chunk(self):
         return self.layout.subsampled_frames_per_chunk()
+
+    def merged_chunk_frames(self):
+        """The input frames of the longest merged chunk: at most
+        :data:`MERGED_CHUNK_MAX_FRAMES` input frames and
+        :data:`MERGED_CHUNK_MAX_OUTPUT_ROWS` output rows (or one chunk), of
+        one of the chunk counts of :func:`merged_chunk_sizes`."""
+        largest = min(MERGED_CHUNK_MAX_FRAMES // self.frames_per_chunk,
+                      MERGED_CHUNK_MAX_OUTPUT_ROWS // self.subsampled_frames_per_chunk())
+        return self.frames_per_chunk * merged_chunk_sizes(max(1, largest))[-1]
 
     def chunk_plan(self, num_frames, first_subsampled_frame, num_subsampled_frames):
         """The ChunkPlan of the chunk of ``num_subsampled_frames`` output frames
@@ -622,12 +666,8 @@ class SimpleNnetComputer:
                 raise UsageError("You need to set the --online-ivector-period option!")
             self.check_dims(features, ivector, online)
             inputs.append(features)
-            total = self.num_subsampled_frames(features.shape[0])
-            step = self.subsampled_frames_per_chunk()
-            totals.append(total)
-            for start in range(0, total, step):
-                plan = self.chunk_plan(features.shape[0], start, min(step, total - start))
-                ivec = self.chunk_ivector(plan, ivector, online, period)
+            totals.append(self.num_subsampled_frames(features.shape[0]))
+            for plan, ivec in self._utterance_chunks(features.shape[0], ivector, online, period):
                 key = (plan.first_input_frame - plan.first_output_frame,
                        plan.num_input_frames, plan.num_subsampled_frames, ivec is not None)
                 groups.setdefault(key, []).append((u, plan, ivec))
@@ -636,6 +676,43 @@ class SimpleNnetComputer:
             per = self.chunks_per_computation(tasks[0][1], len(tasks))
             batches += [tasks[first:first + per] for first in range(0, len(tasks), per)]
         return inputs, totals, batches
+
+    def _utterance_chunks(self, num_frames, ivector, online_ivectors, period):
+        """The ``(plan, i-vector)`` of each chunk an utterance is computed in:
+        Kaldi's chunks (:meth:`ChunkLayout.utterance_chunks`), or, when this
+        computer :attr:`merges_chunks`, each run of whole consecutive chunks
+        with equal i-vectors cut into longer chunks
+        (:func:`merged_chunk_counts`; on several threads, first into as many
+        near-equal parts). Kaldi's shorter last chunk stays as it is, so no
+        more chunk shapes need compiling than Kaldi's and those of the
+        merged lengths."""
+        chunks = [(plan, self.chunk_ivector(plan, ivector, online_ivectors, period))
+                  for plan in self.layout.utterance_chunks(num_frames)]
+        if not self.merges_chunks or len(chunks) < 2:
+            return chunks
+        step = self.subsampled_frames_per_chunk()
+        largest = self.merged_chunk_frames() // self.frames_per_chunk
+        merged, run = [], []
+
+        def end_run():
+            first = run[0][0].first_subsampled_frame
+            for count in merged_chunk_counts(len(run), largest, self.num_threads):
+                merged.append((self.chunk_plan(num_frames, first, count * step), run[0][1]))
+                first += count * step
+            run.clear()
+
+        for plan, ivec in chunks:
+            if run and not _same_ivector(ivec, run[0][1]):
+                end_run()
+            if plan.num_subsampled_frames == step:
+                run.append((plan, ivec))
+            else:
+                if run:
+                    end_run()
+                merged.append((plan, ivec))
+        if run:
+            end_run()
+        return merged
 
     def _computed_batches(self, inputs, batches):
         """Yields ``(batch, output rows)`` for each computation of
@@ -686,6 +763,42 @@ class SimpleNnetComputer:
         """True when Kaldi, with these options, computes an utterance of
         ``num_frames`` frames in a single chunk."""
         return self.layout.covers_utterance(num_frames)
+
+
+def merged_chunk_counts(num_chunks, largest, parts=1):
+    """How many chunks each merged chunk takes when ``num_chunks``
+    consecutive whole chunks are merged: ``parts`` near-equal runs (one per
+    thread), each cut greedily into the sizes of :func:`merged_chunk_sizes`
+    up to ``largest``, the larger first. Guarantees: the counts sum to
+    ``num_chunks``, and only those few sizes occur, so merged chunks come in
+    few shapes, each compiled once."""
+    sizes = merged_chunk_sizes(largest)[::-1]
+    counts = []
+    parts = max(1, min(parts, num_chunks))
+    for part in range(parts):
+        left = num_chunks * (part + 1) // parts - num_chunks * part // parts
+        for size in sizes:
+            while left >= size:
+                counts.append(size)
+                left -= size
+    return counts
+
+
+def merged_chunk_sizes(largest):
+    """The chunk counts a merged chunk may take, up to ``largest``: 1, 2, 3,
+    4, 6, 8, 12, 16, ... (powers of two and 1.5 times them), so that a run
+    of chunks takes few merged chunks of few shapes."""
+    sizes, power = [1], 2
+    while power <= largest:
+        sizes.append(power)
+        if power + power // 2 <= largest:
+            sizes.append(power + power // 2)
+        power *= 2
+    return sizes
+
+
+def _same_ivector(a, b):
+    return a is b or (a is not None and b is not None and np.array_equal(a, b))
 
 
 def compute_utterance(nnet, features, opts=None, ivector=None, online_ivectors=None,
