@@ -15,6 +15,7 @@ from pynnet3.compute.utterance import (SimpleComputationOptions, SimpleNnetCompu
                                        prepare_nnet_for_compute)
 from pynnet3.io.table import TableWriter, read_table
 from pynnet3.nnet.chunking import nnet_is_chunk_invariant
+from pynnet3.nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
 from pynnet3.nnet.nnet import Nnet
 
 from conftest import TEST_DATA
@@ -73,7 +74,25 @@ output-node name=output input=conv
     assert not nnet_is_chunk_invariant(Nnet.from_config(conv % "required-time-offsets=0"))
     # statistics pooling (an x-vector extractor)
     assert not nnet_is_chunk_invariant(Nnet.read(str(XVECTOR / "extract.raw")))
-    assert nnet_is_chunk_invariant(Nnet.read(str(LDA / "model.raw")))
+    assert nnet_is_chunk_invariant(prepare_nnet_for_compute(Nnet.read(str(LDA / "model.raw"))))
+
+
+def test_batchnorm_and_dropout_only_in_test_mode():
+    nnet = Nnet.from_config("""\
+input-node name=input dim=4
+component name=affine1 type=NaturalGradientAffineComponent input-dim=8 output-dim=6
+component name=bn1 type=BatchNormComponent dim=6
+component name=drop1 type=DropoutComponent dim=6 dropout-proportion=0.5
+component-node name=affine1 component=affine1 input=Append(Offset(input, -1), input)
+component-node name=bn1 component=bn1 input=affine1
+component-node name=drop1 component=drop1 input=bn1
+output-node name=output input=drop1
+""")
+    assert not nnet_is_chunk_invariant(nnet)
+    set_batchnorm_test_mode(nnet, True)
+    assert not nnet_is_chunk_invariant(nnet)        # dropout still draws per row
+    set_dropout_test_mode(nnet, True)
+    assert nnet_is_chunk_invariant(nnet)
 
 
 @pytest.mark.parametrize("num_chunks, largest, parts, counts", [

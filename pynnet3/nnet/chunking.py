@@ -22,13 +22,19 @@ consecutive chunks may be computed as one longer chunk, with the same numbers
 - no component takes optional inputs, whose use also depends on what the
   chunk makes computable: statistics extraction and pooling (their windows
   end at the chunk's edge), restricted attention, and time-height
-  convolution with time offsets that are not required.
+  convolution with time offsets that are not required;
+- batch-norm and random components (dropout, ...) are in test mode (as
+  nnet3-compute sets them): in training mode they normalize over, or draw
+  for, all rows of the computation.
 
 Round() and Switch() are allowed: chunks start at multiples of the network's
 modulus, and so do runs of them.
 """
 
 from ..components.attention import RestrictedAttentionComponent
+from ..components.base import ComponentProperty
+from ..components.composite import CompositeComponent
+from ..components.normalize import BatchNormComponent
 from ..components.statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
 from ..components.time_height_convolution import TimeHeightConvolutionComponent
 from .descriptor import (BinarySumDescriptor, OptionalSumDescriptor,
@@ -56,7 +62,7 @@ def nnet_is_chunk_invariant(nnet):
             for part in node.descriptor.parts:
                 if not _expression_is_chunk_invariant(part, nnet):
                     return False
-    return not any(_has_optional_inputs(component) for component in nnet.components)
+    return not any(_depends_on_the_chunk(component) for component in nnet.components)
 
 
 def _expression_is_chunk_invariant(expression, nnet):
@@ -76,10 +82,15 @@ def _expression_is_chunk_invariant(expression, nnet):
     return src is None or _expression_is_chunk_invariant(src, nnet)
 
 
-def _has_optional_inputs(component):
+def _depends_on_the_chunk(component):
+    if isinstance(component, CompositeComponent):
+        return any(_depends_on_the_chunk(part) for part in component.components)
     if isinstance(component, _OPTIONAL_INPUT_COMPONENTS):
         return True
     if isinstance(component, TimeHeightConvolutionComponent):
         model = component.model
         return set(model.required_time_offsets) != set(model.all_time_offsets)
+    if (isinstance(component, BatchNormComponent)
+            or component.properties() & ComponentProperty.kRandomComponent):
+        return not getattr(component, "test_mode", False)
     return False
