@@ -71,9 +71,9 @@ from ..compiler.computation_io import print_computation
 from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
 from ..model.am import log_priors
+from ..nnet.chunking import nnet_is_chunk_invariant
 from ..nnet.collapse import collapse_model
 from ..nnet.component_ops import set_batchnorm_test_mode, set_dropout_test_mode
-from ..nnet.chunking import nnet_is_chunk_invariant
 from ..nnet.graph import nnet_is_recurrent
 from ..nnet.nnet import is_simple_nnet
 from ..numerics import kaldi_cpu
@@ -376,7 +376,8 @@ class SimpleNnetComputer:
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
                  "compiler", "debug_computation", "debug", "layout", "max_chunks", "num_threads",
-                 "merges_chunks", "_recurrent", "_cache", "_plans", "_workspaces", "_pool", "_local")
+                 "merges_chunks", "_recurrent", "_cache", "_plans", "_workspaces", "_pool",
+                 "_local")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False, max_chunks=None,
@@ -410,7 +411,8 @@ class SimpleNnetComputer:
                 and not isinstance(self.backend, KaldiExactBackend) and blas_control.available()):
             self.num_threads = int(num_threads)
         self._recurrent = nnet_is_recurrent(nnet)
-        self.merges_chunks = (max_chunks is None and not isinstance(self.backend, KaldiExactBackend)
+        self.merges_chunks = (max_chunks is None
+                              and not isinstance(self.backend, KaldiExactBackend)
                               and nnet_is_chunk_invariant(nnet))
         if self.merges_chunks:
             logger.info("The network's outputs do not depend on the chunking: consecutive "
@@ -450,13 +452,7 @@ class SimpleNnetComputer:
         return self.layout.subsampled_frames_per_chunk()
 
     def merged_chunk_frames(self):
-        """The input frames of the longest merged chunk: at most
-        :data:`MERGED_CHUNK_MAX_FRAMES` input frames and
-        :data:`MERGED_CHUNK_MAX_OUTPUT_ROWS` output rows (or one chunk), of
-        one of the chunk counts of :func:`merged_chunk_sizes`."""
-        largest = min(MERGED_CHUNK_MAX_FRAMES // self.frames_per_chunk,
-                      MERGED_CHUNK_MAX_OUTPUT_ROWS // self.subsampled_frames_per_chunk())
-        return self.frames_per_chunk * merged_chunk_sizes(max(1, largest))[-1]
+        return self.layout.merged_chunk_frames()
 
     def chunk_plan(self, num_frames, first_subsampled_frame, num_subsampled_frames):
         """The ChunkPlan of the chunk of ``num_subsampled_frames`` output frames
