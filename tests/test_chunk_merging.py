@@ -195,3 +195,14 @@ def test_the_tool_says_once_that_it_merges(tmp_path, capsys):
     assert capsys.readouterr().err.count("computed as longer chunks") == 1
     assert nnet3_compute.main(["--chunks-per-computation=1"] + args) == 0
     assert "longer chunks" not in capsys.readouterr().err
+
+
+def test_threads_share_the_merged_rows():
+    """Each thread computes its own merged chunks with its own matrices, so
+    together they take no longer ones than one thread does."""
+    opts = SimpleComputationOptions(frames_per_chunk=20)
+    one, two = _computer(opts), _computer(opts, num_threads=2)
+    assert one.merged_chunk_frames() == 320            # 16 chunks: at most 400 rows
+    if two.num_threads != 2:
+        pytest.skip("NumPy's BLAS thread count cannot be set here: one compute thread")
+    assert two.merged_chunk_frames() == 160            # 8 chunks: at most 200 rows each

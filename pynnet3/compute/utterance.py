@@ -108,8 +108,9 @@ BATCH_RECURRENT_CHUNKS = 8
 # frames and output rows (and at least one chunk): long enough that the
 # context computed again for each is a small part of it; short enough that
 # its matrices stay small (the output rows bound the widest, the output
-# layer's: 400 rows keep TDNN-F 20.7M's peak memory where one chunk at a
-# time has it, 800 added 22 MiB).
+# layer's: 400 rows keep TDNN-F 20.7M's peak memory where Kaldi's chunks
+# had it, 800 added 22 MiB; the rows are shared among the computer's
+# threads: 400 each added 21 MiB with 2 threads).
 MERGED_CHUNK_MAX_FRAMES = 1024
 MERGED_CHUNK_MAX_OUTPUT_ROWS = 400
 
@@ -227,13 +228,13 @@ class ChunkLayout:
     def subsampled_frames_per_chunk(self):
         return self.frames_per_chunk // self.opts.frame_subsampling_factor
 
-    def merged_chunk_frames(self):
+    def merged_chunk_frames(self, max_output_rows=MERGED_CHUNK_MAX_OUTPUT_ROWS):
         """The input frames of the longest merged chunk: at most
-        :data:`MERGED_CHUNK_MAX_FRAMES` input frames and
-        :data:`MERGED_CHUNK_MAX_OUTPUT_ROWS` output rows (or one chunk), of
-        one of the chunk counts of :func:`merged_chunk_sizes`."""
+        :data:`MERGED_CHUNK_MAX_FRAMES` input frames and ``max_output_rows``
+        output rows (or one chunk), of one of the chunk counts of
+        :func:`merged_chunk_sizes`."""
         largest = min(MERGED_CHUNK_MAX_FRAMES // self.frames_per_chunk,
-                      MERGED_CHUNK_MAX_OUTPUT_ROWS // self.subsampled_frames_per_chunk())
+                      max_output_rows // self.subsampled_frames_per_chunk())
         return self.frames_per_chunk * merged_chunk_sizes(max(1, largest))[-1]
 
     def chunk_plan(self, num_frames, first_subsampled_frame, num_subsampled_frames):
@@ -452,7 +453,10 @@ class SimpleNnetComputer:
         return self.layout.subsampled_frames_per_chunk()
 
     def merged_chunk_frames(self):
-        return self.layout.merged_chunk_frames()
+        """The input frames of this computer's longest merged chunk: its
+        threads share :data:`MERGED_CHUNK_MAX_OUTPUT_ROWS` (each computes
+        one chunk at a time, and each has its own matrices)."""
+        return self.layout.merged_chunk_frames(MERGED_CHUNK_MAX_OUTPUT_ROWS // self.num_threads)
 
     def chunk_plan(self, num_frames, first_subsampled_frame, num_subsampled_frames):
         """The ChunkPlan of the chunk of ``num_subsampled_frames`` output frames
