@@ -129,7 +129,7 @@ def _command(variant, tmp_path, exact=True):
     for arg in argv:
         for a, b in subst.items():
             arg = arg.replace(a, b)
-        for name in ("feats.ark", "online-ivectors.ark"):
+        for name in ("feats.ark", "online-ivectors.ark", "utt-ivectors.ark"):
             arg = arg.replace("ark:" + name, "ark:" + os.path.join(DATA, name))
         for kind in ("lat", "words", "ali"):
             for ext in ("ark", "txt"):
@@ -150,6 +150,19 @@ def test_words_and_alignments_equal_kaldi(variant, tmp_path):
     assert "utt2 cab \n" in log
     assert "Log-like per frame for utterance utt1 is -0.80967 over 7 frames." in log
     assert "Done 4 utterances, failed for 0" in log
+
+
+def test_merged_chunks_decode_as_kaldi(tmp_path):
+    """One i-vector per utterance (--ivectors): the network's chunks merge
+    (the BLAS arithmetic's default), and the words and alignments are still
+    Kaldi's (kaldi-bin's nnet3-latgen-faster, decode.utt_ivectors.cmd)."""
+    status, log = _run_tool(_command("utt_ivectors", tmp_path, exact=False))
+    assert status == 0, log
+    assert "computed as longer chunks" in log
+    for kind in ("words", "ali"):
+        ours = (tmp_path / ("%s.utt_ivectors.txt" % kind)).read_bytes()
+        kaldi = open(os.path.join(DATA, "%s.utt_ivectors.txt" % kind), "rb").read()
+        assert ours == kaldi, kind
 
 
 def test_raw_lattices_equal_kaldi(kaldi_ref, tmp_path):

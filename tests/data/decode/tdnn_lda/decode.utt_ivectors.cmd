@@ -1,0 +1,1 @@
+nnet3-latgen-faster --ivectors=ark:utt-ivectors.ark --acoustic-scale=0.1 --beam=15 --lattice-beam=8 --word-symbol-table=graph/words.txt model/final.mdl graph/HCLG.fst ark:feats.ark ark:/dev/null ark,t:words.utt_ivectors.txt ark,t:ali.utt_ivectors.txt
