@@ -96,15 +96,12 @@ CASES = {
 # instead of online i-vectors: every chunk of an utterance then has the same
 # i-vector, and pynnet3 merges consecutive chunks (Kaldi computes the context
 # of each chunk again).
-UTTERANCE_IVECTORS = {}
-for _case in ("tdnnf_default", "tdnnf_sub3", "chain_mini", "chain_wsj"):
-    _model, _tool, _options, _description = CASES[_case]
-    CASES[_case + "_utt"] = (_model, _tool, _options,
-                             _description + ", one i-vector per utterance")
-    UTTERANCE_IVECTORS[_case + "_utt"] = _case
+UTTERANCE_IVECTORS = ("tdnnf_default_utt", "tdnnf_sub3_utt", "chain_mini_utt", "chain_wsj_utt")
+for _case in UTTERANCE_IVECTORS:
+    _model, _tool, _options, _description = CASES[_case[:-len("_utt")]]
+    CASES[_case] = (_model, _tool, _options, _description + ", one i-vector per utterance")
 DEFAULT_CASES = ("tdnnf_default", "tdnnf_sub3", "chain_mini", "chain_wsj", "tdnn_lstm",
-                 "xvector", "blstm", "tdnnf_default_utt", "tdnnf_sub3_utt", "chain_mini_utt",
-                 "chain_wsj_utt")
+                 "xvector", "blstm") + UTTERANCE_IVECTORS
 
 # Figures recorded once on another machine (kaldi-ref/bench/kaldi-timings.txt):
 # shown only when kaldi-bin is absent, never as a ratio.
@@ -273,12 +270,12 @@ def arguments(case, workdir, feats=None, output="ark:/dev/null"):
     """The tool's arguments (options, model, features, output) for a case."""
     model, tool, options, _ = CASES[case]
     args = list(options)
-    if tool == "nnet3-compute" and case in UTTERANCE_IVECTORS:
-        args += ["--ivectors=ark:%s" % (workdir / "ivectors_utt.ark")]
-        feats = feats or "ark:%s" % (workdir / "feats40.ark")
-    elif tool == "nnet3-compute":
-        args += ["--online-ivectors=ark:%s" % (workdir / "ivectors.ark"),
-                 "--online-ivector-period=10"]
+    if tool == "nnet3-compute":
+        if case in UTTERANCE_IVECTORS:
+            args += ["--ivectors=ark:%s" % (workdir / "ivectors_utt.ark")]
+        else:
+            args += ["--online-ivectors=ark:%s" % (workdir / "ivectors.ark"),
+                     "--online-ivector-period=10"]
         feats = feats or "ark:%s" % (workdir / "feats40.ark")
     else:
         feats = feats or "ark:%s" % (workdir / "feats30.ark")

@@ -228,7 +228,7 @@ class ChunkLayout:
     def subsampled_frames_per_chunk(self):
         return self.frames_per_chunk // self.opts.frame_subsampling_factor
 
-    def merged_chunk_frames(self, max_output_rows=MERGED_CHUNK_MAX_OUTPUT_ROWS):
+    def merged_chunk_frames(self, max_output_rows):
         """The input frames of the longest merged chunk: at most
         :data:`MERGED_CHUNK_MAX_FRAMES` input frames and ``max_output_rows``
         output rows (or one chunk), of one of the chunk counts of
