@@ -20,8 +20,6 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport fabsf, INFINITY
 from libcpp.vector cimport vector
-from libcpp.map cimport map as cmap
-from libcpp.unordered_map cimport unordered_map
 from libcpp.pair cimport pair
 from libcpp.algorithm cimport sort as csort
 from libcpp.queue cimport priority_queue
@@ -517,6 +515,86 @@ cdef class CLattice:
         return self.arcs.size() > 0
 
 
+cdef inline unsigned long long subset_hash(vector[Elem] &subset) noexcept nogil:
+    """A hash of the subset's (state, string) sequence (not its weights)."""
+    cdef unsigned long long h = subset.size()
+    cdef size_t i
+    for i in range(subset.size()):
+        h = h * 0x9e3779b97f4a7c15ULL + hash_key(
+            ((<long long>subset[i].state) << 32) | (<unsigned int>subset[i].string))
+    return h
+
+
+cdef inline bint same_key(vector[Elem] &a, vector[Elem] &b) noexcept nogil:
+    """Whether two subsets have the same (state, string) sequence."""
+    if a.size() != b.size():
+        return False
+    cdef size_t i
+    for i in range(a.size()):
+        if a[i].state != b[i].state or a[i].string != b[i].string:
+            return False
+    return True
+
+
+cdef class SubsetIndex:
+    """Subsets' ids (0, 1, 2, ... in the order they are added) by hash: an
+    open-addressing table from a hash to the first and last id with that
+    hash, and each id's next id with the same hash, so the candidates come
+    in the order they were added (the order of Kaldi's hash-map buckets,
+    whose first matching subset wins). No allocation per subset."""
+
+    cdef vector[unsigned long long] slot_hash
+    cdef vector[int] slot_first, slot_last
+    cdef vector[int] next_id
+    cdef size_t mask, used
+
+    def __cinit__(self):
+        self.slot_hash.resize(1024)
+        self.slot_first.assign(1024, -1)
+        self.slot_last.assign(1024, -1)
+        self.mask = 1023
+        self.used = 0
+
+    cdef inline size_t slot(self, unsigned long long h) noexcept nogil:
+        cdef size_t i = <size_t>(h ^ (h >> 29)) & self.mask
+        while self.slot_first[i] >= 0 and self.slot_hash[i] != h:
+            i = (i + 1) & self.mask
+        return i
+
+    cdef int first(self, unsigned long long h) noexcept nogil:
+        return self.slot_first[self.slot(h)]
+
+    cdef void add(self, int id, unsigned long long h) noexcept nogil:
+        """Adds ``id`` (the next id: ids are added in order) under ``h``."""
+        self.next_id.push_back(-1)
+        cdef size_t i = self.slot(h)
+        if self.slot_first[i] >= 0:
+            self.next_id[self.slot_last[i]] = id
+            self.slot_last[i] = id
+            return
+        self.slot_hash[i] = h
+        self.slot_first[i] = id
+        self.slot_last[i] = id
+        self.used += 1
+        if 2 * self.used > self.slot_first.size():
+            self.grow()
+
+    cdef void grow(self) noexcept nogil:
+        cdef vector[unsigned long long] hashes = self.slot_hash
+        cdef vector[int] first = self.slot_first, last = self.slot_last
+        cdef size_t size = 2 * first.size(), j, i
+        self.slot_hash.assign(size, 0)
+        self.slot_first.assign(size, -1)
+        self.slot_last.assign(size, -1)
+        self.mask = size - 1
+        for j in range(first.size()):
+            if first[j] >= 0:
+                i = self.slot(hashes[j])
+                self.slot_hash[i] = hashes[j]
+                self.slot_first[i] = first[j]
+                self.slot_last[i] = last[j]
+
+
 cdef class LatticeDeterminizerCore:
     # input lattice (CSR)
     cdef vector[long long] arc_begin
@@ -544,9 +622,9 @@ cdef class LatticeDeterminizerCore:
     cdef vector[vector[Elem]] o_minimal
     cdef vector[vector[TempArc]] o_arcs
     cdef vector[double] o_forward
-    # subset lookups: key (state, string) sequence -> candidate entries
-    cdef cmap[vector[long long], vector[int]] minimal_hash
-    cdef cmap[vector[long long], vector[int]] initial_hash
+    # subset lookups: (state, string) sequence -> candidate entries
+    cdef SubsetIndex minimal_index
+    cdef SubsetIndex initial_index
     cdef vector[vector[Elem]] init_subsets
     cdef vector[int] init_state, init_string
     cdef vector[float] init_w1, init_w2
@@ -556,6 +634,13 @@ cdef class LatticeDeterminizerCore:
     cdef vector[int] t_state, t_label
     cdef vector[vector[Elem]] t_subset
     cdef vector[int] t_free
+    # scratch buffers, reused from call to call (each call leaves them free)
+    cdef vector[int] closure_slot          # state -> index into closure_best, -1: none
+    cdef vector[Elem] closure_best, closure_pending
+    cdef priority_queue[pair[int, int]] closure_queue
+    cdef vector[LabelElem] transition_elems
+    cdef vector[Elem] transition_subset
+    cdef vector[int] seq_a, seq_b
 
     def __init__(self, CLattice ifst, double beam, float delta, int max_mem=-1,
                  int max_loop=-1, int max_states=-1, int max_arcs=-1):
@@ -588,6 +673,9 @@ cdef class LatticeDeterminizerCore:
         self.beam = beam
         self.delta = delta
         self.isym_or_final.resize(self.num_states, 0)
+        self.closure_slot.assign(self.num_states, -1)
+        self.minimal_index = SubsetIndex()
+        self.initial_index = SubsetIndex()
         self.s_parent.push_back(-1)
         self.s_label.push_back(0)
         self.s_len.push_back(0)
@@ -681,21 +769,19 @@ cdef class LatticeDeterminizerCore:
     cdef int remove_prefix(self, int s, int k) noexcept nogil:
         if k == 0:
             return s
-        cdef vector[int] seq
-        self.to_vector(s, &seq)
+        self.to_vector(s, &self.seq_a)
         cdef int r = 0, i
-        for i in range(k, <int>seq.size()):
-            r = self.successor(r, seq[i])
+        for i in range(k, <int>self.seq_a.size()):
+            r = self.successor(r, self.seq_a[i])
         return r
 
     cdef int concatenate(self, int a, int b) noexcept nogil:
         if b == 0:
             return a
-        cdef vector[int] seq
-        self.to_vector(b, &seq)
+        self.to_vector(b, &self.seq_a)
         cdef int i
-        for i in range(<int>seq.size()):
-            a = self.successor(a, seq[i])
+        for i in range(<int>self.seq_a.size()):
+            a = self.successor(a, self.seq_a[i])
         return a
 
     cdef int compare_ws(self, float a1, float a2, int astr, float b1, float b2, int bstr) noexcept nogil:
@@ -708,14 +794,13 @@ cdef class LatticeDeterminizerCore:
             return -1
         if self.s_len[astr] < self.s_len[bstr]:
             return 1
-        cdef vector[int] va, vb
-        self.to_vector(astr, &va)
-        self.to_vector(bstr, &vb)
+        self.to_vector(astr, &self.seq_a)
+        self.to_vector(bstr, &self.seq_b)
         cdef size_t i
-        for i in range(va.size()):
-            if va[i] < vb[i]:
+        for i in range(self.seq_a.size()):
+            if self.seq_a[i] < self.seq_b[i]:
                 return -1
-            if va[i] > vb[i]:
+            if self.seq_a[i] > self.seq_b[i]:
                 return 1
         return 0
 
@@ -732,14 +817,14 @@ cdef class LatticeDeterminizerCore:
                                                 and self.aw2[a] == INFINITY):
                     ans = True
                     break
-        self.isym_or_final[state] = 2 if ans else 1
+        # (not ``x[i] = 2 if ans else 1``: Cython compiles that for a
+        # vector[char] into a reference to a temporary that is gone before
+        # the store, and the stored value is then whatever the stack holds)
+        if ans:
+            self.isym_or_final[state] = 2
+        else:
+            self.isym_or_final[state] = 1
         return ans
-
-    cdef void make_key(self, vector[Elem] &subset, vector[long long] *key) noexcept nogil:
-        key.resize(subset.size())
-        cdef size_t i
-        for i in range(subset.size()):
-            key[0][i] = ((<long long>subset[i].state) << 32) | (<unsigned int>subset[i].string)
 
     cdef bint weights_match(self, vector[Elem] &a, vector[Elem] &b) noexcept nogil:
         cdef size_t i
@@ -753,32 +838,35 @@ cdef class LatticeDeterminizerCore:
         return True
 
     cdef void epsilon_closure(self, vector[Elem] *subset) noexcept nogil:
-        cdef unordered_map[int, Elem] cur
-        cdef priority_queue[pair[int, int]] queue     # (-state, index into pending)
-        cdef vector[Elem] pending
+        # closure_best[closure_slot[t]]: the best element for state t so far;
+        # closure_queue pops the lowest state first, and of two entries for
+        # one state the later one (their order in Kaldi's priority queue).
+        cdef vector[Elem] *best = &self.closure_best
+        cdef vector[Elem] *pending = &self.closure_pending
         cdef size_t i
         for i in range(subset.size()):
-            cur[subset[0][i].state] = subset[0][i]
+            self.closure_slot[subset[0][i].state] = <int>best.size()
+            best.push_back(subset[0][i])
             pending.push_back(subset[0][i])
-            queue.push(pair[int, int](-subset[0][i].state, <int>pending.size() - 1))
+            self.closure_queue.push(pair[int, int](-subset[0][i].state, <int>pending.size() - 1))
         cdef bint replaced = False
         cdef Elem elem, ne
         cdef long long a
-        cdef int t, ol, comp, nstr
+        cdef int t, ol, comp, nstr, slot
         cdef long long loops = 0
         cdef float n1, n2
-        while not queue.empty():
-            elem = pending[queue.top().second]
-            queue.pop()
+        while not self.closure_queue.empty():
+            elem = pending[0][self.closure_queue.top().second]
+            self.closure_queue.pop()
             if replaced:
-                ne = cur[elem.state]
+                ne = best[0][self.closure_slot[elem.state]]
                 if ne.string != elem.string or ne.w1 != elem.w1 or ne.w2 != elem.w2:
                     continue
             if self.max_loop > 0:
                 loops += 1
                 if loops > <long long>self.max_loop + 1:
                     self.loop_error = True
-                    return
+                    break
             for a in range(self.arc_begin[elem.state], self.arc_begin[elem.state + 1]):
                 if self.ilabel[a] != 0 or (self.aw1[a] == INFINITY and self.aw2[a] == INFINITY):
                     continue
@@ -786,22 +874,23 @@ cdef class LatticeDeterminizerCore:
                 ol = self.olabel[a]
                 n1 = elem.w1 + self.aw1[a]
                 n2 = elem.w2 + self.aw2[a]
-                it = cur.find(t)
-                if it == cur.end():
+                slot = self.closure_slot[t]
+                if slot < 0:
                     ne.state = t
                     ne.string = self.successor(elem.string, ol) if ol != 0 else elem.string
                     ne.w1 = n1
                     ne.w2 = n2
-                    cur[t] = ne
+                    self.closure_slot[t] = <int>best.size()
+                    best.push_back(ne)
                     pending.push_back(ne)
-                    queue.push(pair[int, int](-t, <int>pending.size() - 1))
+                    self.closure_queue.push(pair[int, int](-t, <int>pending.size() - 1))
                 else:
-                    comp = compare_w(n1, n2, deref(it).second.w1, deref(it).second.w2)
+                    comp = compare_w(n1, n2, best[0][slot].w1, best[0][slot].w2)
                     nstr = -1
                     if comp == 0:
                         nstr = self.successor(elem.string, ol) if ol != 0 else elem.string
-                        comp = self.compare_ws(n1, n2, nstr, deref(it).second.w1, deref(it).second.w2,
-                                               deref(it).second.string)
+                        comp = self.compare_ws(n1, n2, nstr, best[0][slot].w1, best[0][slot].w2,
+                                               best[0][slot].string)
                     if comp == 1:
                         if nstr == -1:
                             nstr = self.successor(elem.string, ol) if ol != 0 else elem.string
@@ -809,14 +898,20 @@ cdef class LatticeDeterminizerCore:
                         ne.string = nstr
                         ne.w1 = n1
                         ne.w2 = n2
-                        cur[t] = ne
+                        best[0][slot] = ne
                         pending.push_back(ne)
-                        queue.push(pair[int, int](-t, <int>pending.size() - 1))
+                        self.closure_queue.push(pair[int, int](-t, <int>pending.size() - 1))
                         replaced = True
-        subset.clear()
-        for kv in cur:
-            subset.push_back(kv.second)
-        csort(subset.begin(), subset.end(), elem_less)
+        # leave the scratch buffers free for the next call
+        while not self.closure_queue.empty():
+            self.closure_queue.pop()
+        pending.clear()
+        for i in range(best.size()):
+            self.closure_slot[best[0][i].state] = -1
+        if not self.loop_error:
+            subset.swap(best[0])
+            csort(subset.begin(), subset.end(), elem_less)
+        best.clear()
 
     cdef void convert_to_minimal(self, vector[Elem] *subset) noexcept nogil:
         cdef size_t i, k = 0
@@ -877,28 +972,25 @@ cdef class LatticeDeterminizerCore:
         self.o_arcs.push_back(vector[TempArc]())
         self.o_forward.push_back(forward_cost)
         self.num_elems += <int>subset.size()
-        cdef vector[long long] key
-        self.make_key(subset, &key)
-        self.minimal_hash[key].push_back(osid)
+        self.minimal_index.add(osid, subset_hash(subset))
         return osid
 
-    cdef int find_subset(self, cmap[vector[long long], vector[int]] &table,
-                         vector[vector[Elem]] &subsets, vector[Elem] &subset,
-                         vector[long long] &key) noexcept nogil:
-        """The id under which ``subset`` (hashed as ``key``) is stored in
-        ``table`` (ids index ``subsets``), or -1 when it is not there."""
-        it = table.find(key)
-        cdef size_t i
-        if it != table.end():
-            for i in range(deref(it).second.size()):
-                if self.weights_match(subsets[deref(it).second[i]], subset):
-                    return deref(it).second[i]
+    cdef int find_subset(self, SubsetIndex index, vector[vector[Elem]] &subsets,
+                         vector[Elem] &subset, unsigned long long h) noexcept nogil:
+        """The first id (in the order they were added) under which a subset
+        with ``subset``'s states and strings and weights within delta is
+        stored in ``index`` (ids index ``subsets``; ``h``: subset_hash), or
+        -1 when there is none."""
+        cdef int id = index.first(h)
+        while id >= 0:
+            if same_key(subsets[id], subset) and self.weights_match(subsets[id], subset):
+                return id
+            id = index.next_id[id]
         return -1
 
     cdef int minimal_to_state_id(self, vector[Elem] &subset, double forward_cost) noexcept nogil:
-        cdef vector[long long] key
-        self.make_key(subset, &key)
-        cdef int found = self.find_subset(self.minimal_hash, self.o_minimal, subset, key)
+        cdef int found = self.find_subset(self.minimal_index, self.o_minimal, subset,
+                                          subset_hash(subset))
         if found >= 0:
             return found
         cdef int osid = self.new_output_state(subset, forward_cost)
@@ -908,9 +1000,8 @@ cdef class LatticeDeterminizerCore:
 
     cdef int initial_to_state_id(self, vector[Elem] &subset_in, double forward_cost) noexcept nogil:
         """Returns an index into the init_* tables."""
-        cdef vector[long long] key
-        self.make_key(subset_in, &key)
-        cdef int found = self.find_subset(self.initial_hash, self.init_subsets, subset_in, key)
+        cdef unsigned long long h = subset_hash(subset_in)
+        cdef int found = self.find_subset(self.initial_index, self.init_subsets, subset_in, h)
         if found >= 0:
             return found
         cdef vector[Elem] subset = subset_in
@@ -927,7 +1018,7 @@ cdef class LatticeDeterminizerCore:
         self.init_string.push_back(prefix)
         self.init_w1.push_back(w1)
         self.init_w2.push_back(w2)
-        self.initial_hash[key].push_back(idx)
+        self.initial_index.add(idx, h)
         self.num_elems += <int>subset_in.size()
         return idx
 
@@ -984,12 +1075,14 @@ cdef class LatticeDeterminizerCore:
 
     # -- transitions --------------------------------------------------------------------
     cdef void process_transitions(self, int osid) noexcept nogil:
-        cdef vector[LabelElem] all_elems
+        cdef vector[LabelElem] *all_elems = &self.transition_elems
+        cdef vector[Elem] *subset = &self.transition_subset
         cdef LabelElem le
         cdef Elem e
         cdef size_t i
         cdef long long a
         cdef int ol
+        all_elems.clear()
         for i in range(self.o_minimal[osid].size()):
             e = self.o_minimal[osid][i]
             for a in range(self.arc_begin[e.state], self.arc_begin[e.state + 1]):
@@ -1006,16 +1099,15 @@ cdef class LatticeDeterminizerCore:
         cdef size_t cur = 0, n = all_elems.size()
         cdef int label, task
         cdef double priority, c
-        cdef vector[Elem] subset
         while cur < n:
-            label = all_elems[cur].label
+            label = all_elems[0][cur].label
             subset.clear()
             priority = INFINITY
-            while cur < n and all_elems[cur].label == label:
-                e.state = all_elems[cur].state
-                e.string = all_elems[cur].string
-                e.w1 = all_elems[cur].w1
-                e.w2 = all_elems[cur].w2
+            while cur < n and all_elems[0][cur].label == label:
+                e.state = all_elems[0][cur].state
+                e.string = all_elems[0][cur].string
+                e.w1 = all_elems[0][cur].w1
+                e.w2 = all_elems[0][cur].w2
                 subset.push_back(e)
                 c = (<double>e.w1 + <double>e.w2) + self.backward[e.state]
                 if c < priority:
@@ -1024,12 +1116,12 @@ cdef class LatticeDeterminizerCore:
             priority += self.o_forward[osid]
             if priority > self.cutoff:
                 continue
-            self.make_subset_unique(&subset)
+            self.make_subset_unique(subset)
             task = self.new_task()
             self.t_priority[task] = priority
             self.t_state[task] = osid
             self.t_label[task] = label
-            self.t_subset[task] = subset
+            self.t_subset[task] = subset[0]
             self.heap_push(task)
 
     cdef void make_subset_unique(self, vector[Elem] *subset) noexcept nogil:

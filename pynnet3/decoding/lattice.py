@@ -26,8 +26,12 @@ import struct
 # Sums and differences of float32 values computed in double and rounded once
 # to float32 equal C's float arithmetic (double has more than 2 * 24 + 2 bits,
 # so the double rounding is harmless).
+from .. import _fast
 from ..common.floats import f32 as _f32
 from ..errors import KaldiFormatError
+
+# CompactLattice.write_binary's states in C (its twin is the Python below)
+_writer = _fast.load("compact_lattice_writer_kernel")
 
 __all__ = ["Lattice", "CompactLattice", "read_compact_lattice_text",
            "read_compact_lattice_binary", "format_weight_value", "LATTICE_ARC_TYPE",
@@ -68,14 +72,19 @@ def _lattice_properties(lat):
 
 
 def _compact_lattice_properties(clat):
-    props = _K_EXPANDED_MUTABLE | _K_ACCEPTOR
     has_eps = any(a[0] == 0 for arcs in clat.arcs for a in arcs)
+    weighted = (any(a[1] != 0 or a[2] != 0 or a[3] for arcs in clat.arcs for a in arcs)
+                or any(f is not None and (f[0] != 0 or f[1] != 0 or f[2]) for f in clat.final))
+    return _compact_lattice_property_bits(has_eps, weighted)
+
+
+def _compact_lattice_property_bits(has_eps, weighted):
+    props = _K_EXPANDED_MUTABLE | _K_ACCEPTOR
     if has_eps:
         props |= _K_EPSILONS | _K_IEPSILONS | _K_OEPSILONS
     else:
         props |= _K_NO_EPSILONS | _K_NO_IEPSILONS | _K_NO_OEPSILONS
-    if (any(a[1] != 0 or a[2] != 0 or a[3] for arcs in clat.arcs for a in arcs)
-            or any(f is not None and (f[0] != 0 or f[1] != 0 or f[2]) for f in clat.final)):
+    if weighted:
         props |= _K_WEIGHTED
     return props
 
@@ -140,20 +149,26 @@ class Lattice(_StateLists):
     def scale(self, scale):
         """Kaldi's ScaleLattice with a 2x2 matrix ((a, b), (c, d)): each
         weight (x, y) becomes (a x + b y, c x + d y), computed in double and
-        stored as float; the zero weight (infinite costs) is kept."""
+        stored as float; nothing to do for the identity; a weight whose
+        graph cost is +inf becomes the zero weight (+inf, +inf), as Kaldi's
+        ScaleTupleWeight."""
         (a, b), (c, d) = scale
+        if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):
+            return self
 
         def sc(w):
             if w is None:
                 return None
             x, y = w
-            if x == math.inf and y == math.inf:
-                return w
+            if x == math.inf:
+                return (math.inf, math.inf)
             return (_f32(a * x + b * y), _f32(c * x + d * y))
 
         for s in range(self.num_states):
             self.arcs[s] = [(il, ol) + sc((x, y)) + (t,) for il, ol, x, y, t in self.arcs[s]]
-            self.final[s] = sc(self.final[s])
+            f = sc(self.final[s])
+            # a final weight scaled to the zero weight makes the state not final
+            self.final[s] = None if f is not None and f[0] == math.inf else f
         return self
 
     # -- text ----------------------------------------------------------------------------
@@ -262,12 +277,16 @@ class CompactLattice(_StateLists):
     __slots__ = ()
 
     def scale(self, scale):
-        """Kaldi's ScaleLattice on the weights (strings unchanged)."""
+        """Kaldi's ScaleLattice on the weights (strings unchanged): nothing
+        to do for the identity; a weight whose graph cost is +inf becomes
+        the zero weight (+inf, +inf), as Kaldi's ScaleTupleWeight."""
         (a, b), (c, d) = scale
+        if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):
+            return self
 
         def sc(x, y):
-            if x == math.inf and y == math.inf:
-                return x, y
+            if x == math.inf:
+                return math.inf, math.inf
             return _f32(a * x + b * y), _f32(c * x + d * y)
 
         for s in range(self.num_states):
@@ -407,6 +426,15 @@ class CompactLattice(_StateLists):
         return ("\n" + "".join(out) + "\n").encode()
 
     def write_binary(self):
+        if _writer is not None:
+            states, has_eps, weighted = _writer.compact_lattice_states_binary(self.arcs,
+                                                                              self.final)
+            return _fst_header("vector", "compactlattice44", self.start, self.num_states,
+                               _compact_lattice_property_bits(has_eps, weighted)) + states
+        return self._write_binary_twin()
+
+    def _write_binary_twin(self):
+        """write_binary in Python (the kernel's twin)."""
         parts = [_fst_header("vector", "compactlattice44", self.start, self.num_states,
                              _compact_lattice_properties(self))]
 
