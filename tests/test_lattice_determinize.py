@@ -7,6 +7,7 @@ whose determinization Kaldi stopped at its memory limit."""
 import copy
 import io
 import logging
+import math
 import os
 import random
 import shlex
@@ -92,6 +93,59 @@ def test_c_steps_equal_python_twins(seed):
     lat.connect()
     c.connect()
     _same(c, lat)
+
+
+@pytest.mark.parametrize("seed", range(1, 5))
+def test_compact_output_connected_in_c_equals_connect_after(seed):
+    """The word pass's output connected as it is made (the kernel's
+    output_compact(connect=True), which the wrapper uses) equals the output
+    connected afterwards, in C and in the twin. A max-states limit stops the
+    determinization with states whose arcs were never made: dead ends, which
+    Connect removes."""
+    from pynnet3._fast.determinize_lattice_kernel import CLattice, LatticeDeterminizerCore
+    from pynnet3.decoding.lattice_determinizer import LatticeDeterminizerPruned
+    rng = random.Random(seed)
+    removed = 0
+    for max_states in (6, 12, 25, -1):
+        lat = random_lattice(rng, 40, 3, 4)
+        D.top_sort(lat)
+        D.arc_sort_ilabel(lat)
+        opts = D.DeterminizeLatticePrunedOptions(max_states=max_states)
+        core = LatticeDeterminizerCore(CLattice.from_lattice(lat), 10.0, _f32(opts.delta),
+                                       -1, -1, max_states, -1)
+        core.determinize()
+        twin = LatticeDeterminizerPruned(copy.deepcopy(lat), 10.0, opts)
+        twin.determinize()
+        after = core.output_compact().connect().write_text()
+        assert core.output_compact(connect=True).write_text() == after
+        assert twin.output_compact(connect=True).write_text() == after
+        removed += core.output_compact().num_states - core.output_compact(True).num_states
+    assert removed > 0
+
+
+def test_empty_subset_warns_and_gives_the_zero_weight(caplog):
+    """With an infinite beam nothing prunes the way into a dead end (a state
+    neither final nor with arcs): its subset has no state with an input
+    symbol or a final weight. Kaldi warns "empty subset" and gives it the
+    zero weight; C and the twin do the same, and Connect removes the state."""
+    lat = Lattice()
+    lat.add_states(4)
+    lat.start = 0
+    lat.arcs[0] = [(1, 10, 0.5, 1.0, 1), (2, 20, 0.25, 0.5, 2)]
+    lat.arcs[1] = [(3, 30, 1.0, 1.0, 3)]
+    lat.final[3] = (0.0, 0.0)          # state 2 is a dead end
+    out = []
+    for fast in (True, False):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="pynnet3.decoding.determinize_lattice"):
+            clat, ok = D.determinize_lattice_pruned(copy.deepcopy(lat), math.inf, True,
+                                                    use_kernel=fast)
+        out.append((clat.write_text(), ok, [r.getMessage() for r in caplog.records]))
+    assert out[0] == out[1]
+    text, ok, messages = out[0]
+    assert ok and messages == ["empty subset"]
+    clat.connect()
+    assert clat.num_states == 3 and [a[0] for a in clat.arcs[0]] == [1]
 
 
 def test_std_sort_is_libstdcpp_sort():

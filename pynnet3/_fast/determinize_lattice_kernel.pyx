@@ -50,7 +50,7 @@ cdef struct TempArc:
     float w2
 
 cdef struct MemoryEvent:
-    int max_mem        # -1: a repository rebuild (no other field)
+    int max_mem        # -1: a repository rebuild, -2: an empty subset (no other field)
     int repo
     int arcs
     int elems
@@ -616,7 +616,7 @@ cdef class LatticeDeterminizerCore:
     # limits and Kaldi's memory count
     cdef int max_mem, max_loop, max_states, max_arcs
     cdef int num_arcs, num_elems
-    cdef vector[MemoryEvent] mem_events   # rebuild: max_mem < 0
+    cdef vector[MemoryEvent] mem_events   # rebuild, empty subset: max_mem < 0
     cdef bint loop_error
     # output states
     cdef vector[vector[Elem]] o_minimal
@@ -922,6 +922,16 @@ cdef class LatticeDeterminizerCore:
         subset.resize(k)
 
     cdef void normalize_subset(self, vector[Elem] *subset, float *t1, float *t2, int *prefix) noexcept nogil:
+        cdef MemoryEvent empty
+        if subset.empty():
+            # (a closure with no state that has an input symbol or is final:
+            # Kaldi warns and gives the zero weight and the empty string)
+            empty.max_mem = -2
+            self.mem_events.push_back(empty)
+            t1[0] = INFINITY
+            t2[0] = INFINITY
+            prefix[0] = 0
+            return
         cdef int p = subset[0][0].string
         cdef float w1 = subset[0][0].w1, w2 = subset[0][0].w2
         cdef size_t i
@@ -1241,8 +1251,10 @@ cdef class LatticeDeterminizerCore:
         out = []
         cdef MemoryEvent e
         for e in self.mem_events:
-            if e.max_mem < 0:
+            if e.max_mem == -1:
                 out.append(("rebuild",))
+            elif e.max_mem == -2:
+                out.append(("empty subset",))
             else:
                 out.append(("memory", e.max_mem, e.repo, e.arcs, e.elems, e.new_repo,
                             e.effective_beam, e.beam))
@@ -1334,25 +1346,91 @@ cdef class LatticeDeterminizerCore:
                     lat.arcs[cur].push_back(arc)
         return lat
 
-    def output_compact(self):
-        """The twin's output_compact (a CompactLattice)."""
-        cdef vector[int] seq
+    cdef void connected_output_states(self, vector[int] *new_id) noexcept nogil:
+        """new_id[s]: output state s's number after OpenFst's Connect (the
+        states on a path from the start to a final state, in order), -1 for
+        the others."""
+        cdef size_t n = self.o_arcs.size(), s, i
+        cdef vector[char] access = vector[char](n, 0), co = vector[char](n, 0)
+        cdef vector[int] stack, pred_begin = vector[int](n + 1, 0), preds, fill
+        cdef int t, k = 0
+        new_id.assign(n, -1)
+        if n == 0:
+            return
+        access[0] = 1
+        stack.push_back(0)
+        while not stack.empty():
+            s = <size_t>stack.back()
+            stack.pop_back()
+            for i in range(self.o_arcs[s].size()):
+                t = self.o_arcs[s][i].nextstate
+                if t >= 0 and not access[t]:
+                    access[t] = 1
+                    stack.push_back(t)
+        for s in range(n):
+            for i in range(self.o_arcs[s].size()):
+                t = self.o_arcs[s][i].nextstate
+                if t >= 0:
+                    pred_begin[t + 1] += 1
+        for s in range(n):
+            pred_begin[s + 1] += pred_begin[s]
+        preds.resize(pred_begin[n])
+        fill.assign(pred_begin.begin(), pred_begin.end() - 1)
+        for s in range(n):
+            for i in range(self.o_arcs[s].size()):
+                t = self.o_arcs[s][i].nextstate
+                if t >= 0:
+                    preds[fill[t]] = <int>s
+                    fill[t] += 1
+                elif not co[s]:
+                    co[s] = 1          # final
+                    stack.push_back(<int>s)
+        while not stack.empty():
+            t = stack.back()
+            stack.pop_back()
+            for i in range(<size_t>pred_begin[t], <size_t>pred_begin[t + 1]):
+                if not co[preds[i]]:
+                    co[preds[i]] = 1
+                    stack.push_back(preds[i])
+        for s in range(n):
+            if access[s] and co[s]:
+                new_id[0][s] = k
+                k += 1
+
+    def output_compact(self, bint connect=False):
+        """The twin's output_compact (a CompactLattice); with ``connect``,
+        then OpenFst's Connect (as CompactLattice.connect), done here."""
+        cdef vector[int] seq, new_id
         cdef size_t n = self.o_arcs.size(), s, i
         cdef TempArc ta
+        cdef int num_kept = <int>n
+        if connect:
+            self.connected_output_states(&new_id)
+            num_kept = 0
+            for s in range(n):
+                if new_id[s] >= 0:
+                    num_kept += 1
         clat = CompactLattice()
+        if num_kept == 0 or (connect and new_id[0] < 0):
+            return clat
         arcs = []
-        final = [None] * n
+        final = [None] * num_kept
         for s in range(n):
+            if connect and new_id[s] < 0:
+                continue
             row = []
             for i in range(self.o_arcs[s].size()):
                 ta = self.o_arcs[s][i]
+                if connect and ta.nextstate >= 0 and new_id[ta.nextstate] < 0:
+                    continue
                 self.to_vector(ta.string, &seq)
                 string = tuple(seq)
                 if ta.nextstate < 0:
-                    final[s] = (ta.w1, ta.w2, string)
+                    final[len(arcs)] = (ta.w1, ta.w2, string)
                 else:
-                    row.append((ta.ilabel, ta.w1, ta.w2, string, ta.nextstate))
+                    row.append((ta.ilabel, ta.w1, ta.w2, string,
+                                new_id[ta.nextstate] if connect else ta.nextstate))
             arcs.append(row)
         clat.arcs, clat.final = arcs, final
-        clat.start = 0 if n else None
+        clat.start = 0
         return clat

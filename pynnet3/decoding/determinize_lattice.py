@@ -84,11 +84,15 @@ class DeterminizeLatticePhonePrunedOptions:
 
 def log_determinization_events(events):
     """Logs what a determinizer reported, as Kaldi's LOG and WARNING lines:
-    ("rebuild",) for each repository rebuild, ("memory", max_mem, repo, arcs,
-    elems, new_repo, effective_beam, beam) when the memory limit stopped it."""
+    ("rebuild",) for each repository rebuild, ("empty subset",) for a subset
+    whose closure has no state with an input symbol or a final weight,
+    ("memory", max_mem, repo, arcs, elems, new_repo, effective_beam, beam)
+    when the memory limit stopped it."""
     for event in events:
         if event[0] == "rebuild":
             logger.info("Rebuilding repository.")
+        elif event[0] == "empty subset":
+            logger.warning("empty subset")
         else:
             max_mem, repo, arcs, elems, new_repo, effective_beam, beam = event[1:]
             logger.warning("Did not reach requested beam in determinize-lattice: size exceeds "
@@ -204,8 +208,8 @@ class _FastDeterminizer:
     def output_lattice(self):
         return self.core.output_lattice()
 
-    def output_compact(self):
-        return self.core.output_compact()
+    def output_compact(self, connect=False):
+        return self.core.output_compact(connect)
 
 
 class _FastSteps:
@@ -311,8 +315,9 @@ def prune_lattice(beam, lat):
     return lat.num_states > 0
 
 
-def _determinize_lattice_pruned(steps, lat, beam, compact, opts):
-    """determinize_lattice_pruned on ``steps``' lattices."""
+def _determinize_lattice_pruned(steps, lat, beam, compact, opts, connect=False):
+    """determinize_lattice_pruned on ``steps``' lattices; ``connect``: a
+    compact result is connected (OpenFst's Connect) as it is made."""
     if steps.is_empty(lat):
         return (CompactLattice() if compact else steps.load(Lattice())), True
     retry_cutoff = float(_F(opts.retry_cutoff))
@@ -328,7 +333,7 @@ def _determinize_lattice_pruned(steps, lat, beam, compact, opts):
         log_determinization_events(det.events)
         if (effective_beam >= beam * retry_cutoff or (compact and beam == _INF)
                 or attempt == MAX_DETERMINIZE_TRIES):
-            return (det.output_compact() if compact else det.output_lattice()), ok
+            return (det.output_compact(connect) if compact else det.output_lattice()), ok
         # never narrow the beam by more than half at once
         effective_beam = max(effective_beam, 0.0)
         new_beam = max(beam * math.sqrt(effective_beam / beam), 0.5 * beam)
@@ -396,15 +401,19 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None,
         steps.delete_phones(lat, first_phone_label)
         steps.top_sort(lat)
     if opts.word_determinize:
-        clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts)
+        # (without minimization Kaldi's last step, Connect, is done as the
+        # result is made)
+        clat, ok2 = _determinize_lattice_pruned(steps, lat, beam, True, det_opts,
+                                                connect=not opts.minimize)
         ok = ok and ok2
         if opts.minimize:
             # (Kaldi minimizes with the default delta, whatever --delta is)
             ok = push_compact_lattice_strings(clat) and ok
             ok = push_compact_lattice_weights(clat) and ok
             ok = minimize_compact_lattice(clat, float(K_DELTA)) and ok
+            clat.connect()
     else:
         # the words (input side) label the arcs, transition-ids become strings
         clat = convert_lattice(steps.unload(lat), invert_labels=False)
-    clat.connect()
+        clat.connect()
     return clat, ok

@@ -316,7 +316,11 @@ class LatticeDeterminizerPruned:
         return [e for e in subset if self.is_isymbol_or_final(e[0])]
 
     def normalize_subset(self, subset):
-        """(normalized subset, total weight (w1, w2), common prefix)."""
+        """(normalized subset, total weight (w1, w2), common prefix); for an
+        empty subset, Kaldi's warning (an event) and the zero weight."""
+        if not subset:
+            self.events.append(("empty subset",))
+            return [], (_INF, _INF), self.repository.convert_from_vector(())
         prefix = subset[0][1]
         t1, t2 = subset[0][2], subset[0][3]
         for e in subset[1:]:
@@ -509,7 +513,13 @@ class LatticeDeterminizerPruned:
         return not len(self.queue), self.effective_beam()
 
     # -- output ------------------------------------------------------------------------------
-    def output_compact(self):
+    def output_compact(self, connect=False):
+        """The result as a CompactLattice; with ``connect``, connected
+        (OpenFst's Connect)."""
+        clat = self._output_compact()
+        return clat.connect() if connect else clat
+
+    def _output_compact(self):
         clat = CompactLattice()
         n = len(self.output_states)
         clat.arcs = [[] for _ in range(n)]
