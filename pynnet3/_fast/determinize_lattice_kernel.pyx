@@ -539,9 +539,10 @@ cdef inline bint same_key(vector[Elem] &a, vector[Elem] &b) noexcept nogil:
 cdef class SubsetIndex:
     """Subsets' ids (0, 1, 2, ... in the order they are added) by hash: an
     open-addressing table from a hash to the first and last id with that
-    hash, and each id's next id with the same hash, so the candidates come
-    in the order they were added (the order of Kaldi's hash-map buckets,
-    whose first matching subset wins). No allocation per subset."""
+    hash, and each id's next id with the same hash. The candidates for a
+    lookup come in the order they were added, and the first whose states,
+    strings and weights (within delta) match wins, as in the twin. No
+    allocation per subset."""
 
     cdef vector[unsigned long long] slot_hash
     cdef vector[int] slot_first, slot_last
