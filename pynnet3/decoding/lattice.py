@@ -30,8 +30,7 @@ from .. import _fast
 from ..common.floats import f32 as _f32
 from ..errors import KaldiFormatError
 
-# CompactLattice.write_binary's states in C (its twin is the Python below)
-_writer = _fast.load("compact_lattice_writer_kernel")
+_kernel = _fast.load("lattice_kernel")
 
 __all__ = ["Lattice", "CompactLattice", "read_compact_lattice_text",
            "read_compact_lattice_binary", "format_weight_value", "LATTICE_ARC_TYPE",
@@ -69,13 +68,6 @@ def _lattice_properties(lat):
     if any(f is not None and (f[0] != 0 or f[1] != 0) for f in lat.final):
         props |= _K_WEIGHTED
     return props
-
-
-def _compact_lattice_properties(clat):
-    has_eps = any(a[0] == 0 for arcs in clat.arcs for a in arcs)
-    weighted = (any(a[1] != 0 or a[2] != 0 or a[3] for arcs in clat.arcs for a in arcs)
-                or any(f is not None and (f[0] != 0 or f[1] != 0 or f[2]) for f in clat.final))
-    return _compact_lattice_property_bits(has_eps, weighted)
 
 
 def _compact_lattice_property_bits(has_eps, weighted):
@@ -426,30 +418,41 @@ class CompactLattice(_StateLists):
         return ("\n" + "".join(out) + "\n").encode()
 
     def write_binary(self):
-        if _writer is not None:
-            states, has_eps, weighted = _writer.compact_lattice_states_binary(self.arcs,
-                                                                              self.final)
-            return _fst_header("vector", "compactlattice44", self.start, self.num_states,
-                               _compact_lattice_property_bits(has_eps, weighted)) + states
-        return self._write_binary_twin()
+        states, has_eps, weighted = compact_lattice_states_binary(self.arcs, self.final)
+        return _fst_header("vector", "compactlattice44", self.start, self.num_states,
+                           _compact_lattice_property_bits(has_eps, weighted)) + states
 
-    def _write_binary_twin(self):
-        """write_binary in Python (the kernel's twin)."""
-        parts = [_fst_header("vector", "compactlattice44", self.start, self.num_states,
-                             _compact_lattice_properties(self))]
 
-        def weight(x, y, string):
-            return struct.pack("<ffi", x, y, len(string)) + struct.pack(
-                "<%di" % len(string), *string)
+def compact_lattice_states_binary_py(arcs, final):
+    """(bytes, has_epsilons, weighted): the states of a CompactLattice
+    (``arcs[s]``: (label, w1, w2, string, nextstate); ``final[s]``: (w1, w2,
+    string) or None) as OpenFst writes them after the header: per state its
+    final weight (two float32 costs, the string's length as int32, then the
+    string; +inf, +inf and no string when not final), its arc count as int64,
+    then each arc: the label twice (input and output), its weight as above
+    and the next state, all little-endian; whether an arc has label 0;
+    whether an arc or final weight is not (0, 0, empty)."""
+    def weight(x, y, string):
+        return struct.pack("<ffi", x, y, len(string)) + struct.pack(
+            "<%di" % len(string), *string)
 
-        for s in range(self.num_states):
-            f = self.final[s] if self.final[s] is not None else (math.inf, math.inf, ())
-            parts.append(weight(*f))
-            parts.append(struct.pack("<q", len(self.arcs[s])))
-            for label, x, y, string, t in self.arcs[s]:
-                parts.append(struct.pack("<ii", label, label) + weight(x, y, string)
-                             + struct.pack("<i", t))
-        return b"".join(parts)
+    parts = []
+    has_eps = weighted = False
+    for s in range(len(arcs)):
+        f = final[s] if final[s] is not None else (math.inf, math.inf, ())
+        parts.append(weight(*f))
+        if final[s] is not None and (f[0] != 0 or f[1] != 0 or f[2]):
+            weighted = True
+        parts.append(struct.pack("<q", len(arcs[s])))
+        for label, x, y, string, t in arcs[s]:
+            parts.append(struct.pack("<ii", label, label) + weight(x, y, string)
+                         + struct.pack("<i", t))
+            has_eps = has_eps or label == 0
+            weighted = weighted or x != 0 or y != 0 or bool(string)
+    return b"".join(parts), has_eps, weighted
+
+
+(compact_lattice_states_binary,) = _fast.select(_kernel, compact_lattice_states_binary_py)
 
 
 def _connect(lat):

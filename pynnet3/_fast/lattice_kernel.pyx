@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""A CompactLattice's states in OpenFst's binary vector-FST form, in C (twin:
-:meth:`pynnet3.decoding.lattice.CompactLattice.write_binary`, which
-documents the format; the tests compare the two byte for byte).
+"""The kernel of pynnet3/decoding/lattice.py: a CompactLattice's states in
+OpenFst's binary vector-FST form, in C (twin:
+:func:`pynnet3.decoding.lattice.compact_lattice_states_binary_py`; the tests
+compare the two byte for byte).
 
 Per state: the final weight (graph cost, acoustic cost as float32, the
 string's length as int32, then the string's int32s; +inf, +inf and an empty
