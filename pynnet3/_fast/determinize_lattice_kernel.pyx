@@ -23,7 +23,6 @@ from libcpp.vector cimport vector
 from libcpp.pair cimport pair
 from libcpp.algorithm cimport sort as csort
 from libcpp.queue cimport priority_queue
-from cython.operator cimport dereference as deref
 
 from ..decoding.lattice import CompactLattice, Lattice
 from ..errors import PynnetError
@@ -581,8 +580,11 @@ cdef class SubsetIndex:
             self.grow()
 
     cdef void grow(self) noexcept nogil:
-        cdef vector[unsigned long long] hashes = self.slot_hash
-        cdef vector[int] first = self.slot_first, last = self.slot_last
+        cdef vector[unsigned long long] hashes
+        cdef vector[int] first, last
+        hashes.swap(self.slot_hash)
+        first.swap(self.slot_first)
+        last.swap(self.slot_last)
         cdef size_t size = 2 * first.size(), j, i
         self.slot_hash.assign(size, 0)
         self.slot_first.assign(size, -1)
@@ -977,13 +979,15 @@ cdef class LatticeDeterminizerCore:
             self.o_arcs[osid].push_back(arc)
             self.num_arcs += 1
 
-    cdef int new_output_state(self, vector[Elem] &subset, double forward_cost) noexcept nogil:
+    cdef int new_output_state(self, vector[Elem] &subset, double forward_cost,
+                              unsigned long long h) noexcept nogil:
+        """A new output state for the minimal ``subset`` (``h``: its subset_hash)."""
         cdef int osid = <int>self.o_minimal.size()
         self.o_minimal.push_back(subset)
         self.o_arcs.push_back(vector[TempArc]())
         self.o_forward.push_back(forward_cost)
         self.num_elems += <int>subset.size()
-        self.minimal_index.add(osid, subset_hash(subset))
+        self.minimal_index.add(osid, h)
         return osid
 
     cdef int find_subset(self, SubsetIndex index, vector[vector[Elem]] &subsets,
@@ -1000,11 +1004,11 @@ cdef class LatticeDeterminizerCore:
         return -1
 
     cdef int minimal_to_state_id(self, vector[Elem] &subset, double forward_cost) noexcept nogil:
-        cdef int found = self.find_subset(self.minimal_index, self.o_minimal, subset,
-                                          subset_hash(subset))
+        cdef unsigned long long h = subset_hash(subset)
+        cdef int found = self.find_subset(self.minimal_index, self.o_minimal, subset, h)
         if found >= 0:
             return found
-        cdef int osid = self.new_output_state(subset, forward_cost)
+        cdef int osid = self.new_output_state(subset, forward_cost, h)
         self.process_final(osid)
         self.process_transitions(osid)
         return osid
@@ -1274,7 +1278,7 @@ cdef class LatticeDeterminizerCore:
         if self.loop_error:
             return False
         self.convert_to_minimal(&subset)
-        self.new_output_state(subset, 0.0)
+        self.new_output_state(subset, 0.0, subset_hash(subset))
         self.process_final(0)
         self.process_transitions(0)
         cdef int task
@@ -1347,17 +1351,17 @@ cdef class LatticeDeterminizerCore:
                     lat.arcs[cur].push_back(arc)
         return lat
 
-    cdef void connected_output_states(self, vector[int] *new_id) noexcept nogil:
+    cdef int connected_output_states(self, vector[int] *new_id) noexcept nogil:
         """new_id[s]: output state s's number after OpenFst's Connect (the
         states on a path from the start to a final state, in order), -1 for
-        the others."""
+        the others; returns how many are kept."""
         cdef size_t n = self.o_arcs.size(), s, i
         cdef vector[char] access = vector[char](n, 0), co = vector[char](n, 0)
         cdef vector[int] stack, pred_begin = vector[int](n + 1, 0), preds, fill
         cdef int t, k = 0
         new_id.assign(n, -1)
         if n == 0:
-            return
+            return 0
         access[0] = 1
         stack.push_back(0)
         while not stack.empty():
@@ -1397,6 +1401,7 @@ cdef class LatticeDeterminizerCore:
             if access[s] and co[s]:
                 new_id[0][s] = k
                 k += 1
+        return k
 
     def output_compact(self, bint connect=False):
         """The twin's output_compact (a CompactLattice); with ``connect``,
@@ -1406,11 +1411,7 @@ cdef class LatticeDeterminizerCore:
         cdef TempArc ta
         cdef int num_kept = <int>n
         if connect:
-            self.connected_output_states(&new_id)
-            num_kept = 0
-            for s in range(n):
-                if new_id[s] >= 0:
-                    num_kept += 1
+            num_kept = self.connected_output_states(&new_id)
         clat = CompactLattice()
         if num_kept == 0 or (connect and new_id[0] < 0):
             return clat

@@ -68,8 +68,7 @@ def compact_lattice_states_binary(arcs, final):
         raise ValueError("a compact lattice with %d arc lists but %d final weights"
                          % (n, len(final)))
     for s in range(n):
-        f = None if final[s] is None else as_tuple(final[s])
-        size += 12 + (4 * len(f[2]) if f is not None else 0) + 8
+        size += 12 + (4 * len(final[s][2]) if final[s] is not None else 0) + 8
         for a in arcs[s]:
             size += 8 + 12 + 4 * len(a[3]) + 4
     out = PyBytes_FromStringAndSize(NULL, size)

@@ -92,6 +92,22 @@ def format_weight_value(x):
     return "%g" % x
 
 
+def _weight_scaler(scale):
+    """Kaldi's ScaleTupleWeight for a 2x2 matrix ((a, b), (c, d)), as a
+    function (x, y) -> (a x + b y, c x + d y) (computed in double, stored as
+    float; +inf graph cost gives the zero weight (+inf, +inf)); None for the
+    identity, which Kaldi's ScaleLattice leaves alone."""
+    (a, b), (c, d) = scale
+    if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):
+        return None
+
+    def sc(x, y):
+        if x == math.inf:
+            return math.inf, math.inf
+        return _f32(a * x + b * y), _f32(c * x + d * y)
+    return sc
+
+
 class _StateLists:
     """What both lattice types share: states 0..n-1, ``arcs[s]`` the arcs
     leaving state s, ``final[s]`` its final weight or None (not final),
@@ -144,23 +160,15 @@ class Lattice(_StateLists):
         stored as float; nothing to do for the identity; a weight whose
         graph cost is +inf becomes the zero weight (+inf, +inf), as Kaldi's
         ScaleTupleWeight."""
-        (a, b), (c, d) = scale
-        if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):
+        sc = _weight_scaler(scale)
+        if sc is None:
             return self
-
-        def sc(w):
-            if w is None:
-                return None
-            x, y = w
-            if x == math.inf:
-                return (math.inf, math.inf)
-            return (_f32(a * x + b * y), _f32(c * x + d * y))
-
         for s in range(self.num_states):
-            self.arcs[s] = [(il, ol) + sc((x, y)) + (t,) for il, ol, x, y, t in self.arcs[s]]
-            f = sc(self.final[s])
-            # a final weight scaled to the zero weight makes the state not final
-            self.final[s] = None if f is not None and f[0] == math.inf else f
+            self.arcs[s] = [(il, ol) + sc(x, y) + (t,) for il, ol, x, y, t in self.arcs[s]]
+            if self.final[s] is not None:
+                f = sc(*self.final[s])
+                # a final weight scaled to the zero weight makes the state not final
+                self.final[s] = None if f[0] == math.inf else f
         return self
 
     # -- text ----------------------------------------------------------------------------
@@ -272,15 +280,9 @@ class CompactLattice(_StateLists):
         """Kaldi's ScaleLattice on the weights (strings unchanged): nothing
         to do for the identity; a weight whose graph cost is +inf becomes
         the zero weight (+inf, +inf), as Kaldi's ScaleTupleWeight."""
-        (a, b), (c, d) = scale
-        if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):
+        sc = _weight_scaler(scale)
+        if sc is None:
             return self
-
-        def sc(x, y):
-            if x == math.inf:
-                return math.inf, math.inf
-            return _f32(a * x + b * y), _f32(c * x + d * y)
-
         for s in range(self.num_states):
             self.arcs[s] = [(l,) + sc(x, y) + (st, t) for l, x, y, st, t in self.arcs[s]]
             f = self.final[s]
