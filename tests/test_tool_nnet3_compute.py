@@ -370,6 +370,118 @@ def test_output_rows_come_in_order_whatever_the_computation_order(lda):
     np.testing.assert_array_equal(got, expected)
 
 
+def _threaded_computer(nnet, options, cls=None, **kw):
+    from pynnet3.compute import blas_threads
+    from pynnet3.compute.utterance import SimpleNnetComputer
+    if not blas_threads.available():
+        pytest.skip("NumPy's BLAS thread count cannot be changed here")
+    computer = (cls or SimpleNnetComputer)(nnet, options, num_threads=2, **kw)
+    assert computer.num_threads == 2
+    return computer
+
+
+def test_submitted_utterances_equal_one_at_a_time(lda):
+    """Utterances submitted one after the other to a computer's threads, all
+    before any block is read, come out as each computed alone on one
+    thread (the same computations), bit for bit."""
+    from pynnet3.compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
+                                           prepare_nnet_for_compute)
+    from pynnet3.nnet.nnet import Nnet
+    nnet = prepare_nnet_for_compute(Nnet.read(str(lda / "model.raw")))
+    rng = np.random.default_rng(3)
+    options = SimpleComputationOptions(frames_per_chunk=20)
+    utterances = []
+    for n in (437, 31, 200, 7):
+        utterances.append((rng.standard_normal((n, 13), dtype=np.float32),
+                           rng.standard_normal(((n + 9) // 10, 10), dtype=np.float32)))
+    one = SimpleNnetComputer(nnet, options, max_chunks=3)
+    threaded = _threaded_computer(nnet, options, max_chunks=3)
+    submitted = [threaded.submit_utterance(f, online_ivectors=i, online_ivector_period=10)
+                 for f, i in utterances]
+    for (feats, ivectors), (num_rows, blocks) in zip(utterances, submitted):
+        expected = one.compute_utterance(feats, online_ivectors=ivectors,
+                                         online_ivector_period=10)
+        got = np.concatenate([np.array(block) for block in blocks])
+        assert num_rows == expected.shape[0]
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_a_failed_computation_fails_its_utterance_and_stops_the_rest(lda):
+    """An error in one of the threads' computations is raised where that
+    utterance's blocks are read; that utterance's computations not yet
+    started are cancelled, and the threads stay usable."""
+    import threading
+    from pynnet3.compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
+                                           prepare_nnet_for_compute)
+    from pynnet3.errors import ComputationError
+    from pynnet3.nnet.nnet import Nnet
+    nnet = prepare_nnet_for_compute(Nnet.read(str(lda / "model.raw")))
+    rng = np.random.default_rng(4)
+    feats = rng.standard_normal((300, 13), dtype=np.float32)
+    ivectors = rng.standard_normal((30, 10), dtype=np.float32)
+    calls, started, release = [], [], threading.Event()
+
+    class FailingComputer(SimpleNnetComputer):
+        """The first computation fails at once; the others start, wait
+        until the failure has been seen, then fail too."""
+        __slots__ = ("fail",)
+
+        def _run_batch(self, inputs, batch):
+            calls.append(batch)
+            if self.fail:
+                started.append(batch)
+                if len(started) > 1:
+                    release.wait(60)
+                raise ComputationError("injected failure")
+            return super()._run_batch(inputs, batch)
+
+    options = SimpleComputationOptions(frames_per_chunk=20)
+    computer = _threaded_computer(nnet, options, max_chunks=1, cls=FailingComputer)
+    computer.fail = False
+    expected = computer.compute_utterance(feats, online_ivectors=ivectors,
+                                          online_ivector_period=10)
+    computer.fail = True
+    num_rows, blocks = computer.submit_utterance(feats, online_ivectors=ivectors,
+                                                 online_ivector_period=10)
+    with pytest.raises(ComputationError, match="injected failure"):
+        list(blocks)
+    computer.fail = False
+    release.set()
+    num_rows, blocks = computer.submit_utterance(feats, online_ivectors=ivectors,
+                                                 online_ivector_period=10)
+    np.testing.assert_array_equal(np.concatenate([np.array(b) for b in blocks]), expected)
+    # 15 computations (one chunk each) per utterance; of the failed one's,
+    # only those already started ran (the failed one and at most one more
+    # per thread): the rest were cancelled
+    assert len(computer._batches([(feats, None, ivectors, 10)])[2]) == 15
+    assert 1 <= len(started) <= 3
+    del calls[:15]      # compute_utterance's, before the failure
+    assert len(calls) == len(started) + 15
+
+
+def test_threaded_tool_writes_what_one_thread_writes(lda, capsys, monkeypatch, tmp_path):
+    """nnet3-compute on two threads of its own (utterances pipelined) writes
+    the bytes it writes on one."""
+    rng = np.random.default_rng(5)
+    with TableWriter("ark:%s" % (tmp_path / "f.ark")) as w, \
+            TableWriter("ark:%s" % (tmp_path / "i.ark")) as wi:
+        for k, n in enumerate((120, 64, 333, 5, 90)):
+            w.write("utt%d" % k, rng.standard_normal((n, 13), dtype=np.float32))
+            wi.write("utt%d" % k, rng.standard_normal(((n + 9) // 10, 10), dtype=np.float32))
+    outputs = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+        out = tmp_path / ("o%s.ark" % threads)
+        status, err = _run(["--online-ivectors=ark:%s" % (tmp_path / "i.ark"),
+                            "--online-ivector-period=10", "--frames-per-chunk=20",
+                            "--chunks-per-computation=2", lda / "model.raw",
+                            "ark:%s" % (tmp_path / "f.ark"), "ark:%s" % out], capsys)
+        assert status == 0, err
+        outputs[threads] = out.read_bytes()
+    assert len(dict(read_table("ark:%s" % (tmp_path / "o2.ark")))) == 5
+    assert outputs["1"] == outputs["2"]
+
+
 def test_computation_debug_logs_every_command(lda, capsys):
     status, err = _run(["--computation.debug=true"] + _online(lda) + [
         lda / "model.raw", "ark:%s" % (lda / "feats.ark"), "ark:%s" % (lda / "o.ark")], capsys)

@@ -17,12 +17,18 @@ outputs are the same numbers, BLAS gets larger products). Utterances are
 then written in input order after each batch is done. Where the network's
 outputs do not depend on the chunking (:mod:`pynnet3.nnet.chunking`),
 consecutive chunks with the same i-vector are computed as one longer chunk
-(``--chunks-per-computation``; the tool says so once).
+(``--chunks-per-computation``; the tool says so once). With several BLAS
+threads (``OPENBLAS_NUM_THREADS``) the computations run on as many threads
+of the tool's own, and these go on with the next utterance while the last
+one is written.
 """
 
+import collections
+import contextlib
 import logging
 import sys
 
+from ..compute import blas_threads as blas_control
 from ..compute.batch import BatchedSimpleComputer
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import SimpleNnetComputer, apply_exp, prepare_nnet_for_compute
@@ -106,6 +112,23 @@ def main(argv=None):
     if opts.batch_size > 1:
         batcher = BatchedSimpleComputer(computer, opts.batch_size)
         compute, flush = batcher.add, batcher.flush
+    elif computer.num_threads > 1:
+        # The computer's threads go on with the next utterance while this
+        # thread writes the last one (one utterance in flight behind the
+        # one being submitted); each written block by block as computed.
+        in_flight = collections.deque()
+
+        def compute(utt, features, ivector, online_ivectors, period):
+            num_rows, blocks = computer.submit_utterance(features, ivector, online_ivectors,
+                                                         period)
+            in_flight.append((utt, MatrixRows(num_rows, computer.output_dim, blocks),
+                              features.shape[0]))
+            while len(in_flight) > 1:
+                yield in_flight.popleft()
+
+        def flush():
+            while in_flight:
+                yield in_flight.popleft()
     else:
         def compute(utt, features, ivector, online_ivectors, period):
             # written block by block as computed: the utterance's whole output
@@ -121,9 +144,13 @@ def main(argv=None):
     if opts.apply_exp:
         def exp(output):
             return apply_exp(output, opts.kaldi_exact_arithmetic)
-    write_outputs(feature_rspecifier, matrix_wspecifier, compute, flush,
-                  (ivector_reader, online_ivector_reader), opts.online_ivector_period, exp,
-                  summary)
+    try:
+        with blas_control.single_threaded() if num_threads > 1 else contextlib.nullcontext():
+            write_outputs(feature_rspecifier, matrix_wspecifier, compute, flush,
+                          (ivector_reader, online_ivector_reader), opts.online_ivector_period,
+                          exp, summary)
+    finally:    # after an error, what was submitted behind it does not run
+        computer.close()
     log_summary(summary, log)
     log_compiler_summary(compiler)
     return 0 if summary.num_success != 0 else 1

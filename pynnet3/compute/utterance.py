@@ -56,6 +56,7 @@ i-vector dimensions and missing i-vectors raise :class:`UsageError` with
 Kaldi's wording.
 """
 
+import collections
 import concurrent.futures
 import copy
 import itertools
@@ -630,11 +631,55 @@ class SimpleNnetComputer:
         utterance is checked now, before any block is asked for."""
         inputs, totals, batches = self._batches([(features, ivector, online_ivectors,
                                                   online_ivector_period)])
-        return totals[0], self._rows_in_order(inputs, batches)
+        return totals[0], self._rows_in_order(self._computed_batches(inputs, batches))
 
-    def _rows_in_order(self, inputs, batches):
+    def submit_utterance(self, features, ivector=None, online_ivectors=None,
+                         online_ivector_period=0):
+        """Starts one utterance on this computer's threads and returns at
+        once, with what :meth:`utterance_output_rows` returns: ``(num_rows,
+        blocks)``, whose blocks wait for their computations. The utterance
+        is checked and its computations compiled now, on the calling
+        thread (each submitted as soon as it is compiled). Utterances submitted one after the other are computed in
+        that order, so that the threads go on with the next utterance while
+        the caller writes the last one: no thread waits at the end of each
+        utterance (:meth:`utterance_output_rows` has them all wait for its
+        slowest computation). Read the utterances' blocks in the order they
+        were submitted; a block left unread keeps its computation's output
+        (a copy) in memory. Each computation's output is the one
+        :meth:`utterance_output_rows` computes (the same chunks per
+        computation), on a computer with ``num_threads`` > 1; with one
+        thread this is :meth:`utterance_output_rows`."""
+        if self.num_threads == 1:
+            return self.utterance_output_rows(features, ivector, online_ivectors,
+                                              online_ivector_period)
+        inputs, totals, batches = self._batches([(features, ivector, online_ivectors,
+                                                  online_ivector_period)])
+        pool = self._thread_pool()
+        pending = collections.deque()
+        for batch in batches:
+            # compiled here (the compiler is not thread-safe), a new shape
+            # while the threads run the computations already submitted
+            self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
+            pending.append((batch, pool.submit(self._run_on_thread, inputs, batch)))
+
+        def computed():
+            try:
+                while pending:
+                    # let go of each output once read (a future holds its result)
+                    batch, future = pending.popleft()
+                    yield batch, future.result()
+                    del future
+            finally:    # abandoned or failed: the rest need not run
+                for _, future in pending:
+                    future.cancel()
+
+        return totals[0], self._rows_in_order(computed())
+
+    def _rows_in_order(self, computed):
+        """The output rows of one utterance's ``(batch, output)`` pairs, a
+        block at a time, in row order (see :meth:`utterance_output_rows`)."""
         next_row, waiting = 0, {}       # chunks computed before their turn, copied
-        for batch, out in self._computed_batches(inputs, batches):
+        for batch, out in computed:
             rows = batch[0][1].num_subsampled_frames
             for n, (_, plan, _) in enumerate(batch):
                 block = out[n * rows:(n + 1) * rows]
@@ -718,25 +763,32 @@ class SimpleNnetComputer:
         """Yields ``(batch, output rows)`` for each computation of
         :meth:`_batches`, in order; the rows are n-major, with priors and
         acoustic scale applied, valid until the next item."""
-        def run(batch):
-            plan = batch[0][1]
-            feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
-            ivecs = (None if batch[0][2] is None
-                     else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
-            return self.run_computation(plan, feats, ivecs, len(batch))
-
         if self.num_threads > 1 and len(batches) > 1:
             # Compile here first (the compiler is not thread-safe); then the
-            # computer's threads run the computations, BLAS single-threaded,
-            # each result copied out of its thread's memory.
+            # computer's threads run the computations.
             for batch in batches:
                 self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
-            with blas_control.single_threaded():
-                yield from zip(batches, self._thread_pool().map(
-                    lambda batch: np.array(run(batch)), batches))
+            yield from zip(batches, self._thread_pool().map(
+                lambda batch: self._run_on_thread(inputs, batch), batches))
         else:
             for batch in batches:
-                yield batch, run(batch)
+                yield batch, self._run_batch(inputs, batch)
+
+    def _run_batch(self, inputs, batch):
+        """One computation of :meth:`_batches`: its output rows, n-major (a
+        view of the calling thread's memory, see :meth:`run_computation`)."""
+        plan = batch[0][1]
+        feats = np.concatenate([self.chunk_features(inputs[u], p) for u, p, _ in batch])
+        ivecs = (None if batch[0][2] is None
+                 else np.stack([v for _, _, v in batch]).astype(np.float32, copy=False))
+        return self.run_computation(plan, feats, ivecs, len(batch))
+
+    def _run_on_thread(self, inputs, batch):
+        """:meth:`_run_batch` on one of the computer's threads, with BLAS
+        single-threaded (the threads are the parallelism), the output copied
+        out of the thread's memory."""
+        with blas_control.single_threaded():
+            return np.array(self._run_batch(inputs, batch))
 
     def _thread_pool(self):
         if self._pool is None:
@@ -748,6 +800,14 @@ class SimpleNnetComputer:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 self.num_threads, thread_name_prefix="pynnet3-compute", initializer=name_thread)
         return self._pool
+
+    def close(self):
+        """Ends this computer's threads: computations submitted and not yet
+        started are cancelled, those running are waited for. The computer
+        can still be used (it starts new threads)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):
