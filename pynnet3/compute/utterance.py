@@ -638,17 +638,17 @@ class SimpleNnetComputer:
         """Starts one utterance on this computer's threads and returns at
         once, with what :meth:`utterance_output_rows` returns: ``(num_rows,
         blocks)``, whose blocks wait for their computations. The utterance
-        is checked and its computations compiled now, on the calling
-        thread (each submitted as soon as it is compiled). Utterances submitted one after the other are computed in
-        that order, so that the threads go on with the next utterance while
-        the caller writes the last one: no thread waits at the end of each
-        utterance (:meth:`utterance_output_rows` has them all wait for its
-        slowest computation). Read the utterances' blocks in the order they
-        were submitted; a block left unread keeps its computation's output
-        (a copy) in memory. Each computation's output is the one
-        :meth:`utterance_output_rows` computes (the same chunks per
-        computation), on a computer with ``num_threads`` > 1; with one
-        thread this is :meth:`utterance_output_rows`."""
+        is checked and its computations compiled now, on the calling thread
+        (each submitted as soon as it is compiled). Utterances submitted one
+        after the other are computed in that order, so that the threads go
+        on with the next utterance while the caller writes the last one: no
+        thread waits at the end of each utterance (:meth:`utterance_output_rows`
+        has them all wait for its slowest computation). Read the utterances'
+        blocks in the order they were submitted; a block left unread keeps
+        its computation's output (a copy) in memory. Each computation's
+        output is the one :meth:`utterance_output_rows` computes (the same
+        chunks per computation), on a computer with ``num_threads`` > 1;
+        with one thread this is :meth:`utterance_output_rows`."""
         if self.num_threads == 1:
             return self.utterance_output_rows(features, ivector, online_ivectors,
                                               online_ivector_period)
@@ -665,10 +665,10 @@ class SimpleNnetComputer:
         def computed():
             try:
                 while pending:
-                    # let go of each output once read (a future holds its result)
+                    # popped, so that each output is let go once read (a
+                    # future holds its result)
                     batch, future = pending.popleft()
                     yield batch, future.result()
-                    del future
             finally:    # abandoned or failed: the rest need not run
                 for _, future in pending:
                     future.cancel()
@@ -768,8 +768,9 @@ class SimpleNnetComputer:
             # computer's threads run the computations.
             for batch in batches:
                 self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
-            yield from zip(batches, self._thread_pool().map(
-                lambda batch: self._run_on_thread(inputs, batch), batches))
+            with blas_control.single_threaded():
+                yield from zip(batches, self._thread_pool().map(
+                    lambda batch: self._run_on_thread(inputs, batch), batches))
         else:
             for batch in batches:
                 yield batch, self._run_batch(inputs, batch)
