@@ -94,9 +94,13 @@ cmp words.txt "$ex/words.narrow.txt" && cmp ali.txt "$ex/ali.narrow.txt" && echo
 '''),
         ("nnet3-latgen-faster-parallel",
          "`--num-threads` runs that many worker threads (Kaldi's TaskSequencer design: the "
-         "search, raw-lattice and determinization kernels release the GIL); the outputs are "
-         "nnet3-latgen-faster's, byte for byte, in input order, and a failing utterance ends "
-         "the tool with Kaldi's error and no output file. As with Kaldi, set "
+         "search, raw-lattice and determinization kernels release the GIL); as Kaldi's, it "
+         "decodes every utterance with a new decoder, so the outputs, in input order, do not "
+         "depend on the thread count: each utterance's are what nnet3-latgen-faster gives "
+         "for it on its own (nnet3-latgen-faster keeps one decoder, whose hash table size, "
+         "carried from one utterance to the next, orders tokens of equal cost: the two "
+         "tools can give other words for an utterance, in Kaldi as here). A failing "
+         "utterance ends the tool with Kaldi's error and no output file. As with Kaldi, set "
          "`OPENBLAS_NUM_THREADS=1` when running several workers. Otherwise as "
          "nnet3-latgen-faster.",
          EX + '''OPENBLAS_NUM_THREADS=1 nnet3-latgen-faster-parallel --num-threads=2 \\

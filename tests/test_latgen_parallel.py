@@ -1,6 +1,8 @@
 """nnet3-latgen-faster-parallel: with worker threads, the same bytes as
 nnet3-latgen-faster (lattices, words, alignments, in input order) and the
-same per-utterance log lines; errors in a worker stop the tool cleanly; the
+same per-utterance log lines where the serial tool's decoder history does not
+matter (these 4 utterances); each utterance decoded by a new decoder, as
+Kaldi's parallel tool does; errors in a worker stop the tool cleanly; the
 task sequencer keeps order, bounds what is pending, runs jobs at once and
 never waits forever."""
 
@@ -59,6 +61,37 @@ def test_parallel_equals_sequential(tmp_path, threads):
     assert utterance_lines(log) == utterance_lines(serial_log)
     assert "Done 4 utterances, failed for 0" in log
     assert "real-time factor assuming 100 feature frames/sec" in log
+    assert (tmp_path / "words.par.txt").read_text() == \
+        open(os.path.join(DATA, "words.narrow.txt")).read()
+
+
+@pytest.mark.parametrize("threads", ["--num-threads=2", "--num-threads=1"])
+def test_every_utterance_gets_a_new_decoder(tmp_path, threads, monkeypatch):
+    """As Kaldi's nnet3-latgen-faster-parallel: a decoder per utterance, so
+    that an utterance's result depends neither on the utterances decoded
+    before it nor on which thread took it (a decoder's hash table keeps the
+    largest size it needed, and that size orders tokens of equal cost)."""
+    from pynnet3.bin import _latgen
+    decoded_by = []
+    make = _latgen.make_decoder
+
+    def counting_make_decoder(fst, config):
+        decoder = make(fst, config)
+        decode = decoder.decode
+
+        def recording_decode(loglikes, tid_to_pdf):
+            decoded_by.append(id(decoder))
+            return decode(loglikes, tid_to_pdf)
+
+        decoder.decode = recording_decode
+        made.append(decoder)    # kept alive, so that ids are not reused
+        return decoder
+
+    made = []
+    monkeypatch.setattr(_latgen, "make_decoder", counting_make_decoder)
+    status, log = run(nnet3_latgen_faster_parallel, argv(tmp_path, "par", *threads.split()))
+    assert status == 0, log
+    assert len(decoded_by) == 4 and len(set(decoded_by)) == 4, decoded_by
     assert (tmp_path / "words.par.txt").read_text() == \
         open(os.path.join(DATA, "words.narrow.txt")).read()
 

@@ -96,6 +96,17 @@ class LatgenSetup:
         worker.decoder = make_decoder(self.fst, self.config)
         return worker
 
+    def decode_alone(self, utt, features, ivector, online):
+        """:meth:`decode` with a new decoder, as Kaldi's
+        nnet3-latgen-faster-parallel makes one for every utterance: the
+        result does not depend on the utterances decoded before. (A decoder
+        kept from one utterance to the next, as nnet3-latgen-faster keeps
+        it, keeps its hash table at the largest size it needed; that size
+        decides the order in which tokens of equal cost meet, and so,
+        rarely, the words: Kaldi's two tools differ in the same way.)"""
+        self.decoder = make_decoder(self.fst, self.config)
+        return self.decode(utt, features, ivector, online)
+
     def decode(self, utt, features, ivector, online):
         """One utterance's DecodeResult, or None (a WARNING was logged)."""
         decodable = DecodableAmNnetSimple(self.computer, self.tid_to_pdf, features, ivector,

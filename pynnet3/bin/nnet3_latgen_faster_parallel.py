@@ -9,9 +9,16 @@ words, alignments and log lines in input order
 design). The search, lattice and determinization kernels and NumPy's BLAS
 release the GIL, so the threads run at once; what still holds it (the
 network interpreter's Python loop, the Python side of each utterance) is
-what keeps the speed-up under the thread count. The outputs are byte for
-byte those of nnet3-latgen-faster with the same options. With
-``--num-threads=0`` or 1 the decoding runs in the main thread.
+what keeps the speed-up under the thread count. As Kaldi's, it decodes
+every utterance with a new decoder (:meth:`LatgenSetup.decode_alone`), so
+its output does not depend on the thread count or on which thread took
+which utterance: each utterance's lattice, words and alignment are those
+nnet3-latgen-faster gives for that utterance on its own. nnet3-latgen-faster
+keeps one decoder for all utterances, whose hash table stays at the largest
+size it needed, and that size decides the order in which tokens of equal
+cost meet: so the two tools can give other words for an utterance, in Kaldi
+as here (the chain decode of scripts/bench_decode.py: 1 utterance of 20).
+With ``--num-threads=0`` or 1 the decoding runs in the main thread.
 
 A job that fails (a bad utterance, a bug) stops the tool when its turn
 comes: the jobs not started are dropped, the running ones finish, and the
@@ -30,7 +37,7 @@ import sys
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
 from ._task_sequencer import TaskSequencer
-from ._latgen import decode_in_order, register_latgen_options, run_latgen
+from ._latgen import register_latgen_options, run_latgen
 
 logger = logging.getLogger("pynnet3")
 
@@ -59,7 +66,8 @@ def main(argv=None):
 
     def decode_all(setup, inputs, write):
         if opts.num_threads <= 1:
-            decode_in_order(setup, inputs, write)
+            for utt, features, ivector, online in inputs:
+                write(utt, setup.decode_alone(utt, features, ivector, online))
             return
         total = (opts.num_threads_total if opts.num_threads_total > 0
                  else opts.num_threads + 20)
@@ -91,7 +99,7 @@ class _DecodeJob:
     def __call__(self, utt, features, ivector, online):
         worker = self.free.get(timeout=_WORKER_WAIT_SECONDS)
         try:
-            return utt, worker.decode(utt, features, ivector, online)
+            return utt, worker.decode_alone(utt, features, ivector, online)
         finally:
             self.free.put(worker)
 
