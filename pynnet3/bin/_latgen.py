@@ -84,16 +84,17 @@ class LatgenSetup:
         self.decoder = make_decoder(self.fst, self.config)
 
     def thread_worker(self):
-        """A copy of this setup for one worker thread: its own decoder (the
-        search's state) and network computer (its execution plans and their
-        matrices), sharing the model, the graph, the options and the
-        compiler, through a lock (Kaldi's parallel tool compiles for every
-        utterance; one shared cache compiles each chunk shape once)."""
+        """A copy of this setup for one worker thread: its own network
+        computer (its execution plans and their matrices), sharing the model,
+        the graph, the options and the compiler, through a lock (Kaldi's
+        parallel tool compiles for every utterance; one shared cache
+        compiles each chunk shape once). It decodes with
+        :meth:`decode_alone`, which makes its decoder."""
         worker = object.__new__(LatgenSetup)
         worker.__dict__.update(self.__dict__)
         worker.computer = self.computer.copy_for_thread(
             _LockedCompiler(self.compiler, self._compiler_lock))
-        worker.decoder = make_decoder(self.fst, self.config)
+        worker.decoder = None
         return worker
 
     def decode_alone(self, utt, features, ivector, online):

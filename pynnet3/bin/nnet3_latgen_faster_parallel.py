@@ -17,7 +17,8 @@ nnet3-latgen-faster gives for that utterance on its own. nnet3-latgen-faster
 keeps one decoder for all utterances, whose hash table stays at the largest
 size it needed, and that size decides the order in which tokens of equal
 cost meet: so the two tools can give other words for an utterance, in Kaldi
-as here (the chain decode of scripts/bench_decode.py: 1 utterance of 20).
+as here (the chain decode of scripts/bench_decode.py: 7 utterances of
+20 here, 6 between Kaldi's two tools).
 With ``--num-threads=0`` or 1 the decoding runs in the main thread.
 
 A job that fails (a bad utterance, a bug) stops the tool when its turn
@@ -86,8 +87,8 @@ def main(argv=None):
 
 class _DecodeJob:
     """One utterance, on a worker thread: (utt, DecodeResult or None). The
-    ``num_threads`` thread workers (decoder and network computer each, see
-    LatgenSetup.thread_worker) are made here, in the main thread, and lent
+    ``num_threads`` thread workers (a network computer each, see
+    LatgenSetup.thread_worker; a new decoder for every utterance) are made here, in the main thread, and lent
     to one job at a time; no more jobs than that run at once, so a free one
     is always there."""
 
