@@ -229,6 +229,25 @@ def test_recurrent_networks_batch_only_enough_chunks():
     assert exact.chunks_per_computation(plan, 16) == 1
 
 
+def test_recurrent_networks_keep_enough_chunks_on_threads():
+    """On 2 threads a recurrent network's chunks are cut in two only where
+    each part keeps 5 chunks or more; 6 or 7 chunks stay one computation
+    (one-chunk computations, as the cut into 2 gave them before, cost
+    several times their share)."""
+    blstm = KALDI_REF / "models" / "blstm"
+    _need(blstm)
+    from pynnet3.compute import blas_threads
+    if not blas_threads.available():
+        pytest.skip("NumPy's BLAS thread count cannot be changed here: no computer threads")
+    nnet = prepare_nnet_for_compute(Nnet.read(str(blstm / "model.raw")))
+    computer = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20),
+                                  num_threads=2)
+    assert computer.num_threads == 2
+    plan = computer.chunk_plan(301, 1, 20)
+    assert [computer.chunks_per_computation(plan, n) for n in (1, 4, 6, 7, 9, 10, 16, 17)] == \
+        [1, 1, 6, 7, 5, 5, 8, 5]
+
+
 # -- the computer's own threads -------------------------------------------------------------
 
 def test_blas_thread_count_is_restored():

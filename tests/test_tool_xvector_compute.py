@@ -71,3 +71,78 @@ def test_cached_compiler_in_and_out(tmp_path, capsys):
                                         + args + ["ark:/dev/null"])
     assert status == 0, capsys.readouterr().err
     assert (tmp_path / "b.bin").read_bytes() == kaldi_cache.read_bytes()
+
+
+def _xvector_inputs(tmp_path):
+    """The x-vector test data's utterances, a copy of each cut to 60 frames
+    (skipped without padding) and an empty one."""
+    feats = dict(read_table("ark:%s" % (DATA / "xvector" / "feats.ark")))
+    with TableWriter("ark:%s" % (tmp_path / "f.ark")) as w:
+        for k, v in feats.items():
+            w.write(k, v)
+            w.write(k + "-short", v[:60])
+        w.write("empty", np.zeros((0, next(iter(feats.values())).shape[1]), np.float32))
+    return feats
+
+
+def test_threads_give_the_same_xvectors(tmp_path, capsys, monkeypatch):
+    """With OPENBLAS_NUM_THREADS=2 (BLAS arithmetic) utterances run on the
+    computer's two threads: the archive is the one thread's, byte for
+    byte, skipped utterances and counts included."""
+    import threading
+    from pynnet3.compute import blas_threads
+    from pynnet3.compute.xvector import XvectorComputer
+    if not blas_threads.available():
+        pytest.skip("NumPy's BLAS thread count cannot be changed here: no computer threads")
+    feats = _xvector_inputs(tmp_path)
+    compute_chunk = XvectorComputer.compute_chunk
+    names = set()
+
+    def recorded(self, features):
+        names.add(threading.current_thread().name.split("_")[0])
+        return compute_chunk(self, features)
+
+    monkeypatch.setattr(XvectorComputer, "compute_chunk", recorded)
+    outputs = {}
+    for threads in ("1", "2"):
+        names.clear()
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+        out = tmp_path / ("x%s.ark" % threads)
+        status = nnet3_xvector_compute.main([
+            "--pad-input=false", "--min-chunk-size=100", str(DATA / "xvector" / "extract.raw"),
+            "ark:%s" % (tmp_path / "f.ark"), "ark:%s" % out])
+        err = capsys.readouterr().err
+        assert status == 0, err
+        done = sum(v.shape[0] >= 100 for v in feats.values())
+        assert "Done %d utterances, failed for %d" % (done, 2 * len(feats) + 1 - done) in err
+        outputs[threads] = out.read_bytes()
+        assert names == ({"MainThread"} if threads == "1" else {"pynnet3-xvector"}), names
+    assert outputs["1"] == outputs["2"]
+    assert list(dict(read_table("ark:%s" % (tmp_path / "x2.ark"), "vector"))) == \
+        [k for k, v in feats.items() if v.shape[0] >= 100]
+
+
+def test_a_failure_on_a_thread_ends_the_tool(tmp_path, capsys, monkeypatch):
+    """An error in an utterance computed on one of the computer's threads
+    ends the tool with Kaldi's exit status and no output file."""
+    from pynnet3.compute.xvector import XvectorComputer
+    from pynnet3.errors import NnetError
+    feats = _xvector_inputs(tmp_path)
+    bad = next(v for v in feats.values() if v.shape[0] >= 100)
+    compute_chunk = XvectorComputer.compute_chunk
+
+    def failing(self, features):
+        if features.shape[0] == bad.shape[0] and np.array_equal(features, bad):
+            raise NnetError("injected failure")
+        return compute_chunk(self, features)
+
+    monkeypatch.setattr(XvectorComputer, "compute_chunk", failing)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    out = tmp_path / "x.ark"
+    status = nnet3_xvector_compute.main([str(DATA / "xvector" / "extract.raw"),
+                                         "ark:%s" % (tmp_path / "f.ark"), "ark:%s" % out])
+    err = capsys.readouterr().err
+    assert status == 255, err       # Kaldi's main returns -1 after an ERROR
+    assert "injected failure" in err
+    assert not out.exists()
+    assert not list(tmp_path.glob(".tmp.*"))

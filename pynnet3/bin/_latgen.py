@@ -48,8 +48,8 @@ def register_latgen_options(parser):
 
 class LatgenSetup:
     """Everything one decoding run loads once: the model, the network
-    computer (with its compilation cache), the graph, the decoder, the word
-    symbols and the options; :meth:`decode` decodes one utterance with them.
+    computer (with its compilation cache), the graph, the decoder (made for
+    the first utterance), the word symbols and the options; :meth:`decode` decodes one utterance with them.
     :meth:`thread_worker` gives another decoder and network computer over
     the same model, graph and compiler, for a worker thread."""
 
@@ -77,11 +77,10 @@ class LatgenSetup:
         self._compiler_lock = threading.Lock()
 
     def load_graph(self):
-        """Reads the graph and makes the decoder (after the output tables are
-        open, as Kaldi does)."""
+        """Reads the graph (after the output tables are open, as Kaldi
+        does)."""
         self.fst = read_fst(self.fst_in)
         check_graph_labels(self.fst, self.tid_to_pdf, self.fst_in)
-        self.decoder = make_decoder(self.fst, self.config)
 
     def thread_worker(self):
         """A copy of this setup for one worker thread: its own network
@@ -109,7 +108,11 @@ class LatgenSetup:
         return self.decode(utt, features, ivector, online)
 
     def decode(self, utt, features, ivector, online):
-        """One utterance's DecodeResult, or None (a WARNING was logged)."""
+        """One utterance's DecodeResult, or None (a WARNING was logged),
+        from this setup's decoder: made for the first utterance and kept
+        for the next, as nnet3-latgen-faster keeps its one decoder."""
+        if self.decoder is None:
+            self.decoder = make_decoder(self.fst, self.config)
         decodable = DecodableAmNnetSimple(self.computer, self.tid_to_pdf, features, ivector,
                                           online, self.opts.online_ivector_period)
         return decode_utterance(self.decoder, decodable, utt, self.opts.acoustic_scale,
@@ -207,11 +210,13 @@ def parse_latgen_args(args):
             alignment_wspecifier)
 
 
-def decode_in_order(setup, inputs, write):
+def decode_in_order(setup, inputs, write, alone=False):
     """Decodes the utterances one after another on this thread (a
-    ``decode_all`` for :func:`run_latgen`)."""
+    ``decode_all`` for :func:`run_latgen`): with the setup's one decoder, or,
+    ``alone``, each with a new decoder (:meth:`LatgenSetup.decode_alone`)."""
+    decode = setup.decode_alone if alone else setup.decode
     for utt, features, ivector, online in inputs:
-        write(utt, setup.decode(utt, features, ivector, online))
+        write(utt, decode(utt, features, ivector, online))
 
 
 def run_latgen(opts, args, decode_all, **summary_options):

@@ -7,6 +7,8 @@ into the tool's :class:`~._run_summary.RunSummary` and show a
 :class:`~._progress.ProgressBar`.
 """
 
+import collections
+
 from ..compute.xvector import XvectorSkipped
 from ..io.matrix_rows import MatrixRows
 from ..io.table import SequentialTableReader, TableWriter
@@ -61,7 +63,18 @@ def write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log
     utt)`` for every utterance of the feature table. A zero-length utterance,
     or one the computer skips (:class:`~pynnet3.compute.xvector.XvectorSkipped`),
     counts as failed with Kaldi's WARNING, logged through the tool's
-    ``logger`` so that it names the tool's main()."""
+    ``logger`` so that it names the tool's main(). A computer with threads
+    of its own (``num_threads`` > 1) gets each utterance through its
+    ``submit``, with as many utterances in flight as it has threads; they
+    are written in input order."""
+    threads = getattr(computer, "num_threads", 1)
+    in_flight = collections.deque()     # (utt, future x-vector, frames)
+
+    def write(utt, xvector, num_frames):
+        writer.write(utt, xvector)
+        summary.frame_count += num_frames
+        summary.num_success += 1
+
     with TableWriter(vector_wspecifier, kind="vector") as writer, \
             SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
         progress = ProgressBar(feature_reader.num_entries, "utterances")
@@ -72,12 +85,17 @@ def write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log
                 summary.num_fail += 1
                 continue
             try:
-                xvector = computer.compute(features, utt)
+                if threads > 1:
+                    in_flight.append((utt, computer.submit(features, utt), features.shape[0]))
+                else:
+                    write(utt, computer.compute(features, utt), features.shape[0])
             except XvectorSkipped as e:
                 logger.warning("%s", e, stacklevel=2)
                 summary.num_fail += 1
-                continue
-            writer.write(utt, xvector)
-            summary.frame_count += features.shape[0]
-            summary.num_success += 1
+            while len(in_flight) >= threads:
+                utt, future, num_frames = in_flight.popleft()
+                write(utt, future.result(), num_frames)
+        while in_flight:
+            utt, future, num_frames = in_flight.popleft()
+            write(utt, future.result(), num_frames)
         progress.close()

@@ -38,7 +38,7 @@ import sys
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
 from ._task_sequencer import TaskSequencer
-from ._latgen import register_latgen_options, run_latgen
+from ._latgen import decode_in_order, register_latgen_options, run_latgen
 
 logger = logging.getLogger("pynnet3")
 
@@ -67,9 +67,7 @@ def main(argv=None):
 
     def decode_all(setup, inputs, write):
         if opts.num_threads <= 1:
-            for utt, features, ivector, online in inputs:
-                write(utt, setup.decode_alone(utt, features, ivector, online))
-            return
+            return decode_in_order(setup, inputs, write, alone=True)
         total = (opts.num_threads_total if opts.num_threads_total > 0
                  else opts.num_threads + 20)
         job = _DecodeJob(setup, opts.num_threads)
@@ -88,8 +86,8 @@ def main(argv=None):
 class _DecodeJob:
     """One utterance, on a worker thread: (utt, DecodeResult or None). The
     ``num_threads`` thread workers (a network computer each, see
-    LatgenSetup.thread_worker; a new decoder for every utterance) are made here, in the main thread, and lent
-    to one job at a time; no more jobs than that run at once, so a free one
+    LatgenSetup.thread_worker; a new decoder for every utterance) are made
+    here, in the main thread, and lent to one job at a time; no more jobs than that run at once, so a free one
     is always there."""
 
     def __init__(self, setup, num_threads):

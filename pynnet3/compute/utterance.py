@@ -57,12 +57,9 @@ Kaldi's wording.
 """
 
 import collections
-import concurrent.futures
 import copy
-import itertools
 import logging
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +82,7 @@ from .compilation import make_compiler
 from .computer import NnetComputer
 from .layout import lay_out_for_products
 from .plan import ExecutionPlan
+from .threads import ComputerThreads
 
 logger = logging.getLogger("pynnet3")
 
@@ -378,8 +376,7 @@ class SimpleNnetComputer:
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
                  "compiler", "debug_computation", "debug", "layout", "max_chunks", "num_threads",
-                 "merges_chunks", "_recurrent", "_cache", "_plans", "_workspaces", "_pool",
-                 "_local")
+                 "merges_chunks", "_recurrent", "_cache", "_plans", "_workspaces", "_threads")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False, max_chunks=None,
@@ -428,8 +425,7 @@ class SimpleNnetComputer:
         # (outputs included): a thread runs them one after the other and
         # their outputs are copied out
         self._workspaces = {}
-        self._pool = None
-        self._local = threading.local()
+        self._threads = ComputerThreads(self.num_threads, "pynnet3-compute")
 
     def copy_for_thread(self, compiler):
         """A computer for another thread: the same network, options,
@@ -441,8 +437,7 @@ class SimpleNnetComputer:
         other.compiler = compiler
         other.num_threads = 1
         other._cache, other._plans, other._workspaces = {}, {}, {}
-        other._pool = None
-        other._local = threading.local()
+        other._threads = ComputerThreads(1, "pynnet3-compute")
         return other
 
     # -- geometry ------------------------------------------------------------------------------
@@ -536,7 +531,7 @@ class SimpleNnetComputer:
         calling thread's), valid until its next computation (copy what you
         keep)."""
         computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences,
-                                                   getattr(self._local, "thread", 0))
+                                                   self._threads.current())
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
                                 plan=exec_plan, debug=self.debug)
         computer.accept_input("input", features)
@@ -578,7 +573,14 @@ class SimpleNnetComputer:
         a few rows costs several matrix-vector products (it copies the whole
         weight matrix first), so there chunks go together only
         :data:`BATCH_RECURRENT_MIN_CHUNKS` or more at a time (up to
-        :data:`BATCH_RECURRENT_CHUNKS`)."""
+        :data:`BATCH_RECURRENT_CHUNKS`). On ``num_threads`` threads the
+        chunks are cut into at least as many computations as threads, except
+        where that leaves a recurrent network's computations under that
+        minimum: there one thread computes them together (a one-chunk
+        recurrent computation costs several times its share: at 2 threads
+        the chain BLSTM of scripts/bench_compute.py took 73 CPU seconds
+        against 42 at one thread), and the threads share the work across
+        utterances instead (:meth:`submit_utterance`)."""
         limit = self.max_chunks
         recurrent = False
         if limit is None:
@@ -594,7 +596,9 @@ class SimpleNnetComputer:
         num_batches = -(-num_chunks // min(limit, num_chunks))
         if self.num_threads > 1:
             # as many computations per thread (as the chunks allow)
-            num_batches = min(num_chunks, -(-num_batches // self.num_threads) * self.num_threads)
+            threaded = min(num_chunks, -(-num_batches // self.num_threads) * self.num_threads)
+            if not recurrent or -(-num_chunks // threaded) >= BATCH_RECURRENT_MIN_CHUNKS:
+                num_batches = threaded
         per = -(-num_chunks // num_batches)
         if recurrent and per < BATCH_RECURRENT_MIN_CHUNKS:
             return 1
@@ -654,13 +658,11 @@ class SimpleNnetComputer:
                                               online_ivector_period)
         inputs, totals, batches = self._batches([(features, ivector, online_ivectors,
                                                   online_ivector_period)])
-        pool = self._thread_pool()
         pending = collections.deque()
         for batch in batches:
-            # compiled here (the compiler is not thread-safe), a new shape
-            # while the threads run the computations already submitted
-            self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
-            pending.append((batch, pool.submit(self._run_on_thread, inputs, batch)))
+            # a new shape compiles while the threads run those already submitted
+            self._compile(batch)
+            pending.append((batch, self._threads.submit(self._run_on_thread, inputs, batch)))
 
         def computed():
             try:
@@ -764,16 +766,20 @@ class SimpleNnetComputer:
         :meth:`_batches`, in order; the rows are n-major, with priors and
         acoustic scale applied, valid until the next item."""
         if self.num_threads > 1 and len(batches) > 1:
-            # Compile here first (the compiler is not thread-safe); then the
-            # computer's threads run the computations.
             for batch in batches:
-                self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
+                self._compile(batch)
             with blas_control.single_threaded():
-                yield from zip(batches, self._thread_pool().map(
+                yield from zip(batches, self._threads.map(
                     lambda batch: self._run_on_thread(inputs, batch), batches))
         else:
             for batch in batches:
                 yield batch, self._run_batch(inputs, batch)
+
+    def _compile(self, batch):
+        """Compiles the computation of one batch of :meth:`_batches` (if its
+        shape is new) on the calling thread: the compiler is not
+        thread-safe, so the computer's threads only run computations."""
+        self._computation(batch[0][1], batch[0][2] is not None, len(batch), None)
 
     def _run_batch(self, inputs, batch):
         """One computation of :meth:`_batches`: its output rows, n-major (a
@@ -785,30 +791,16 @@ class SimpleNnetComputer:
         return self.run_computation(plan, feats, ivecs, len(batch))
 
     def _run_on_thread(self, inputs, batch):
-        """:meth:`_run_batch` on one of the computer's threads, with BLAS
-        single-threaded (the threads are the parallelism), the output copied
-        out of the thread's memory."""
-        with blas_control.single_threaded():
-            return np.array(self._run_batch(inputs, batch))
-
-    def _thread_pool(self):
-        if self._pool is None:
-            counter = itertools.count(1)
-
-            def name_thread():
-                self._local.thread = next(counter)
-
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self.num_threads, thread_name_prefix="pynnet3-compute", initializer=name_thread)
-        return self._pool
+        """:meth:`_run_batch` on one of the computer's threads (BLAS
+        single-threaded there), the output copied out of the thread's
+        memory."""
+        return np.array(self._run_batch(inputs, batch))
 
     def close(self):
         """Ends this computer's threads: computations submitted and not yet
         started are cancelled, those running are waited for. The computer
         can still be used (it starts new threads)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        self._threads.close()
 
     def compute_utterance(self, features, ivector=None, online_ivectors=None,
                           online_ivector_period=0):

@@ -10,8 +10,14 @@ skipped otherwise (an utterance shorter than ``min_chunk_size`` then fails
 with Kaldi's warning). The x-vector is the average of the chunk outputs
 weighted by each chunk's number of real frames, accumulated in float32 in
 Kaldi's order (so the numbers are Kaldi's within float32 rounding).
+
+With ``num_threads`` > 1 (BLAS arithmetic), :meth:`XvectorComputer.submit`
+starts utterances on the computer's own threads
+(:class:`~pynnet3.compute.threads.ComputerThreads`), one utterance per
+thread, each computed as on one thread: the same x-vectors, bit for bit.
 """
 
+import concurrent.futures
 import logging
 import math
 
@@ -20,10 +26,12 @@ import numpy as np
 from ..common.index import Index
 from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
+from . import blas_threads as blas_control
 from .backend import KaldiExactBackend, get_backend
 from .compilation import make_compiler
 from .computer import NnetComputer
 from .plan import ExecutionPlan
+from .threads import ComputerThreads
 
 logger = logging.getLogger("pynnet3")
 
@@ -38,13 +46,16 @@ class XvectorSkipped(UsageError):
 
 class XvectorComputer:
     """Computes x-vectors of whole utterances (see the module docstring).
-    ``nnet`` must be prepared (:func:`pynnet3.compute.utterance.prepare_nnet_for_compute`)."""
+    ``nnet`` must be prepared (:func:`pynnet3.compute.utterance.prepare_nnet_for_compute`).
+    ``num_threads`` > 1: :meth:`submit` runs utterances on that many threads
+    of the computer's own (with BLAS arithmetic and NumPy's BLAS thread
+    count under control; else one thread)."""
 
     __slots__ = ("nnet", "chunk_size", "min_chunk_size", "pad_input", "backend", "compiler",
-                 "input_dim", "xvector_dim", "_cache")
+                 "input_dim", "xvector_dim", "num_threads", "_cache", "_plans", "_threads")
 
     def __init__(self, nnet, chunk_size=-1, min_chunk_size=100, pad_input=True,
-                 backend="numpy", compiler=None):
+                 backend="numpy", compiler=None, num_threads=1):
         if nnet.get_node_index("input") < 0 or nnet.output_dim("output") <= 0:
             raise NnetError("an x-vector network needs an input node 'input' and an "
                             "output node 'output'")
@@ -57,9 +68,17 @@ class XvectorComputer:
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.input_dim = nnet.input_dim("input")
         self.xvector_dim = nnet.output_dim("output")
-        self._cache = {}
+        self.num_threads = 1
+        if (num_threads > 1 and self.backend.xp is np
+                and not isinstance(self.backend, KaldiExactBackend) and blas_control.available()):
+            self.num_threads = int(num_threads)
+        self._cache = {}        # num_rows -> computation
+        self._plans = {}        # (num_rows, thread) -> execution plan
+        self._threads = ComputerThreads(self.num_threads, "pynnet3-xvector")
 
     def _computation(self, num_rows):
+        """(computation, the calling thread's execution plan) for a chunk of
+        ``num_rows`` frames; compiled once (on the calling thread)."""
         computation = self._cache.get(num_rows)
         if computation is None:
             request = ComputationRequest()
@@ -67,10 +86,13 @@ class XvectorComputer:
             request.store_component_stats = False
             request.inputs = [IoSpecification.from_t_range("input", 0, num_rows)]
             request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
-            computation = self.compiler.compile(request)
-            computation = self._cache[num_rows] = (computation, ExecutionPlan(
-                computation, self.nnet, self.backend))
-        return computation
+            computation = self._cache[num_rows] = self.compiler.compile(request)
+        thread = self._threads.current()
+        plan = self._plans.get((num_rows, thread))
+        if plan is None:
+            plan = self._plans[(num_rows, thread)] = ExecutionPlan(computation, self.nnet,
+                                                                   self.backend)
+        return computation, plan
 
     def compute_chunk(self, features):
         """The output row for one chunk of features (all of them)."""
@@ -83,9 +105,34 @@ class XvectorComputer:
 
     def compute(self, features, utt=""):
         """The utterance's x-vector (float32, xvector_dim)."""
+        features, chunks = self._chunks(features, utt)
+        return self._average(features, chunks)
+
+    def submit(self, features, utt=""):
+        """Starts the utterance's x-vector on this computer's threads and
+        returns a future of what :meth:`compute` gives. The utterance is
+        checked now (errors, :class:`XvectorSkipped` included, are raised
+        here) and its computations compiled now, on the calling thread.
+        With one thread the x-vector is computed now."""
+        features, chunks = self._chunks(features, utt)
+        if self.num_threads == 1:
+            future = concurrent.futures.Future()
+            future.set_result(self._average(features, chunks))
+            return future
+        for rows, _ in chunks:
+            self._computation(len(rows))
+        return self._threads.submit(self._average, features, chunks)
+
+    def close(self):
+        """Ends this computer's threads (see :meth:`ComputerThreads.close`)."""
+        self._threads.close()
+
+    def _chunks(self, features, utt):
         features = xvector_features(features, self.input_dim, utt)
-        chunks = xvector_chunks(features.shape[0], self.chunk_size, self.min_chunk_size,
-                                self.pad_input, utt)
+        return features, xvector_chunks(features.shape[0], self.chunk_size,
+                                        self.min_chunk_size, self.pad_input, utt)
+
+    def _average(self, features, chunks):
         average = XvectorAverage(self.xvector_dim, self.backend)
         for rows, weight in chunks:
             average.add(self.compute_chunk(np.ascontiguousarray(features[rows])), weight)
