@@ -389,3 +389,23 @@ def test_cython_determinizer_equals_python_twin(setup, options):
                 trans_model, copy.deepcopy(lat), options["lattice_beam"], opts, use_kernel=False)
             assert ok_a and ok_b
             assert a.write_text() == b.write_text()
+
+
+def test_lattices_at_acoustic_scale_one_equal_kaldi(tmp_path):
+    """At --acoustic-scale=1.0 (chain models) Kaldi does not rescale the
+    determinized lattice, so its header keeps the property bits Connect
+    left (kAccessible, kCoAccessible, the sorted bits; no kWeighted): the
+    archive is Kaldi's byte for byte with Kaldi-exact arithmetic
+    (decode.ascale1.cmd, made by kaldi-bin's nnet3-latgen-faster with
+    OPENBLAS_CORETYPE=Haswell, 2 threads), and the words and alignments are
+    Kaldi's with either arithmetic."""
+    for exact in (True, False):
+        out = tmp_path / ("exact" if exact else "blas")
+        out.mkdir()
+        status, log = _run_tool(_command("ascale1", out, exact))
+        assert status == 0, log
+        for kind in ("words", "ali"):
+            assert (out / ("%s.ascale1.txt" % kind)).read_bytes() == \
+                open(os.path.join(DATA, "%s.ascale1.txt" % kind), "rb").read(), kind
+    assert (tmp_path / "exact" / "lat.ascale1.ark").read_bytes() == \
+        open(os.path.join(DATA, "lat.ascale1.ark"), "rb").read()

@@ -412,8 +412,10 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None,
             ok = push_compact_lattice_weights(clat) and ok
             ok = minimize_compact_lattice(clat, float(K_DELTA)) and ok
             clat.connect()
+        clat.connected = "rewritten" if opts.minimize else "built"
     else:
         # the words (input side) label the arcs, transition-ids become strings
         clat = convert_lattice(steps.unload(lat), invert_labels=False)
         clat.connect()
+        clat.connected = "built"
     return clat, ok

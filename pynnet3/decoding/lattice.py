@@ -48,7 +48,12 @@ _K_ACCEPTOR, _K_NOT_ACCEPTOR = 0x10000, 0x20000
 _K_EPSILONS, _K_NO_EPSILONS = 0x400000, 0x800000
 _K_IEPSILONS, _K_NO_IEPSILONS = 0x1000000, 0x2000000
 _K_OEPSILONS, _K_NO_OEPSILONS = 0x4000000, 0x8000000
-_K_WEIGHTED = 0x100000000
+_K_IDETERMINISTIC, _K_ODETERMINISTIC = 0x40000, 0x100000
+_K_ILABEL_SORTED, _K_OLABEL_SORTED = 0x10000000, 0x40000000
+_K_WEIGHTED, _K_UNWEIGHTED = 0x100000000, 0x200000000
+_K_ACYCLIC, _K_INITIAL_ACYCLIC, _K_TOP_SORTED = 0x800000000, 0x2000000000, 0x4000000000
+_K_ACCESSIBLE, _K_COACCESSIBLE = 0x10000000000, 0x40000000000
+_K_UNWEIGHTED_CYCLES = 0x800000000000
 
 
 def _lattice_properties(lat):
@@ -78,6 +83,39 @@ def _compact_lattice_property_bits(has_eps, weighted):
         props |= _K_NO_EPSILONS | _K_NO_IEPSILONS | _K_NO_OEPSILONS
     if weighted:
         props |= _K_WEIGHTED
+    return props
+
+
+def _connected_compact_lattice_property_bits(clat, has_eps, weighted, rewritten):
+    """The bits a compact lattice carries after OpenFst's Connect: those that
+    deleting states keeps, plus kAccessible | kCoAccessible. Which of the
+    kept bits it still had follows from how it was made. Arcs added one by
+    one into an emptied FST (a determinization's output, a conversion) keep
+    an empty FST's sorted, acyclic and topologically-sorted bits as long as
+    the arcs' order allows (and with no arc at all, its deterministic and
+    unweighted-cycles bits too). Arcs set one by one afterwards
+    (``rewritten``: pushed and minimized) keep only the acceptor, epsilon
+    and weight bits. Checked against Kaldi's headers: nnet3-latgen-faster
+    at acoustic scale 1 (no ScaleLattice after the Connect) on the chain
+    decode of scripts/bench_decode.py (20 lattices, also with
+    ``--minimize=true``) and on decode/tdnn_lda (4 lattices); there, with
+    ``--minimize=true``, Kaldi's 4 headers also carry the label-sorted and
+    topologically-sorted bits, which this does not reproduce."""
+    props = _K_EXPANDED_MUTABLE | _K_ACCEPTOR | _K_ACCESSIBLE | _K_COACCESSIBLE
+    if not has_eps:
+        props |= _K_NO_EPSILONS | _K_NO_IEPSILONS | _K_NO_OEPSILONS
+    if not weighted:
+        props |= _K_UNWEIGHTED
+    if rewritten:
+        return props
+    if not any(clat.arcs):
+        return props | (_K_IDETERMINISTIC | _K_ODETERMINISTIC | _K_UNWEIGHTED_CYCLES
+                         | _K_ILABEL_SORTED | _K_OLABEL_SORTED | _K_TOP_SORTED | _K_ACYCLIC
+                         | _K_INITIAL_ACYCLIC)
+    if all(arcs[i][0] <= arcs[i + 1][0] for arcs in clat.arcs for i in range(len(arcs) - 1)):
+        props |= _K_ILABEL_SORTED | _K_OLABEL_SORTED
+    if all(arc[4] > s for s, arcs in enumerate(clat.arcs) for arc in arcs):
+        props |= _K_TOP_SORTED | _K_ACYCLIC | _K_INITIAL_ACYCLIC
     return props
 
 
@@ -272,9 +310,26 @@ def read_fst_header(data, pos, source):
 class CompactLattice(_StateLists):
     """An acceptor over words whose weights carry (graph cost, acoustic
     cost, transition-id string): ``arcs[s]``: list of (label, w1, w2, string,
-    nextstate); ``final[s]``: (w1, w2, string) or None."""
+    nextstate); ``final[s]``: (w1, w2, string) or None.
 
-    __slots__ = ()
+    ``connected``: set when the last thing Kaldi's code would have done to
+    this lattice is OpenFst's Connect (by
+    :func:`~pynnet3.decoding.determinize_lattice.determinize_lattice_phone_pruned_wrapper`,
+    as Kaldi's wrapper ends): ``"built"`` when its arcs were last added one
+    by one, ``"rewritten"`` when they were last set one by one (pushed and
+    minimized). The binary header then carries the property bits Connect
+    leaves (kAccessible and kCoAccessible, no kWeighted), as Kaldi's
+    nnet3-latgen-faster writes them when the acoustic scale is 1 (chain
+    models: its ScaleLattice then has nothing to do). Otherwise (False, the
+    default, and after any change made here) the bits are those of the
+    content, as an arc-by-arc rewrite such as ScaleLattice leaves them. Code
+    that edits ``arcs`` or ``final`` directly should set it to False."""
+
+    __slots__ = ("connected",)
+
+    def __init__(self):
+        super().__init__()
+        self.connected = False
 
     def scale(self, scale):
         """Kaldi's ScaleLattice on the weights (strings unchanged): nothing
@@ -283,6 +338,7 @@ class CompactLattice(_StateLists):
         sc = _weight_scaler(scale)
         if sc is None:
             return self
+        self.connected = False
         for s in range(self.num_states):
             self.arcs[s] = [(l,) + sc(x, y) + (st, t) for l, x, y, st, t in self.arcs[s]]
             f = self.final[s]
@@ -294,6 +350,7 @@ class CompactLattice(_StateLists):
         """Kaldi's AddWordInsPenToCompactLattice: ``penalty`` added (in
         float) to the graph cost of every arc with a word."""
         p = _f32(penalty)
+        self.connected = False
         for s in range(self.num_states):
             self.arcs[s] = [(l, _f32(x + p) if l != 0 else x, y, st, t)
                             for l, x, y, st, t in self.arcs[s]]
@@ -421,8 +478,12 @@ class CompactLattice(_StateLists):
 
     def write_binary(self):
         states, has_eps, weighted = compact_lattice_states_binary(self.arcs, self.final)
+        connected = getattr(self, "connected", False)
+        bits = (_connected_compact_lattice_property_bits(self, has_eps, weighted,
+                                                         connected == "rewritten")
+                if connected else _compact_lattice_property_bits(has_eps, weighted))
         return _fst_header("vector", "compactlattice44", self.start, self.num_states,
-                           _compact_lattice_property_bits(has_eps, weighted)) + states
+                           bits) + states
 
 
 def compact_lattice_states_binary_py(arcs, final):
