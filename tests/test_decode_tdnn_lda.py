@@ -391,21 +391,22 @@ def test_cython_determinizer_equals_python_twin(setup, options):
             assert a.write_text() == b.write_text()
 
 
-def test_lattices_at_acoustic_scale_one_equal_kaldi(tmp_path):
+@pytest.mark.parametrize("variant", ["ascale1", "ascale1_minimize"])
+def test_lattices_at_acoustic_scale_one_equal_kaldi(variant, tmp_path):
     """At --acoustic-scale=1.0 (chain models) Kaldi does not rescale the
     determinized lattice, so its header keeps the property bits Connect
-    left (kAccessible, kCoAccessible, the sorted bits; no kWeighted): the
-    archive is Kaldi's byte for byte with Kaldi-exact arithmetic
-    (decode.ascale1.cmd, made by kaldi-bin's nnet3-latgen-faster with
-    OPENBLAS_CORETYPE=Haswell, 2 threads), and the words and alignments are
-    Kaldi's with either arithmetic."""
+    left (kAccessible, kCoAccessible, the sorted bits; no kWeighted), also
+    after --minimize=true: the archive is Kaldi's byte for byte with
+    Kaldi-exact arithmetic (decode.VARIANT.cmd, made by kaldi-bin's
+    nnet3-latgen-faster with OPENBLAS_CORETYPE=Haswell, 2 threads), and the
+    words and alignments are Kaldi's with either arithmetic."""
     for exact in (True, False):
         out = tmp_path / ("exact" if exact else "blas")
         out.mkdir()
-        status, log = _run_tool(_command("ascale1", out, exact))
+        status, log = _run_tool(_command(variant, out, exact))
         assert status == 0, log
         for kind in ("words", "ali"):
-            assert (out / ("%s.ascale1.txt" % kind)).read_bytes() == \
-                open(os.path.join(DATA, "%s.ascale1.txt" % kind), "rb").read(), kind
-    assert (tmp_path / "exact" / "lat.ascale1.ark").read_bytes() == \
-        open(os.path.join(DATA, "lat.ascale1.ark"), "rb").read()
+            assert (out / ("%s.%s.txt" % (kind, variant))).read_bytes() == \
+                open(os.path.join(DATA, "%s.%s.txt" % (kind, variant)), "rb").read(), kind
+    assert (tmp_path / "exact" / ("lat.%s.ark" % variant)).read_bytes() == \
+        open(os.path.join(DATA, "lat.%s.ark" % variant), "rb").read()

@@ -410,9 +410,13 @@ def determinize_lattice_phone_pruned_wrapper(trans_model, lat, beam, opts=None,
             # (Kaldi minimizes with the default delta, whatever --delta is)
             ok = push_compact_lattice_strings(clat) and ok
             ok = push_compact_lattice_weights(clat) and ok
+            num_states = clat.num_states
             ok = minimize_compact_lattice(clat, float(K_DELTA)) and ok
+            merged = clat.num_states < num_states      # (it connects what it merged)
             clat.connect()
-        clat.connected = "rewritten" if opts.minimize else "built"
+            clat.connected = "rewritten" if merged else "pushed"
+        else:
+            clat.connected = "built"
     else:
         # the words (input side) label the arcs, transition-ids become strings
         clat = convert_lattice(steps.unload(lat), invert_labels=False)

@@ -86,27 +86,38 @@ def _compact_lattice_property_bits(has_eps, weighted):
     return props
 
 
-def _connected_compact_lattice_property_bits(clat, has_eps, weighted, rewritten):
+def _connected_compact_lattice_property_bits(clat, has_eps, weighted, how):
     """The bits a compact lattice carries after OpenFst's Connect: those that
     deleting states keeps, plus kAccessible | kCoAccessible. Which of the
-    kept bits it still had follows from how it was made. Arcs added one by
-    one into an emptied FST (a determinization's output, a conversion) keep
-    an empty FST's sorted, acyclic and topologically-sorted bits as long as
-    the arcs' order allows (and with no arc at all, its deterministic and
-    unweighted-cycles bits too). Arcs set one by one afterwards
-    (``rewritten``: pushed and minimized) keep only the acceptor, epsilon
-    and weight bits. Checked against Kaldi's headers: nnet3-latgen-faster
-    at acoustic scale 1 (no ScaleLattice after the Connect) on the chain
-    decode of scripts/bench_decode.py (20 lattices, also with
-    ``--minimize=true``) and on decode/tdnn_lda (4 lattices); there, with
-    ``--minimize=true``, Kaldi's 4 headers also carry the label-sorted and
-    topologically-sorted bits, which this does not reproduce."""
+    kept bits it still had follows from how it was made (``how``, see
+    :class:`CompactLattice`). ``"built"``: arcs added one by one into an
+    emptied FST (a determinization's output, a conversion) keep an empty
+    FST's sorted, acyclic and topologically-sorted bits as long as the
+    arcs' order allows (with no arc at all, its deterministic and
+    unweighted-cycles bits too). ``"pushed"``: arc values set one by one
+    (pushing) keep only the acceptor, epsilon and weight bits; the
+    minimizer's question then adds the sorted and topologically-sorted bits
+    the arcs show. ``"rewritten"``: the minimizer then merged states and
+    set arcs again: the acceptor, epsilon and weight bits alone. Checked
+    against Kaldi's headers, nnet3-latgen-faster at acoustic scale 1 (no
+    ScaleLattice after the Connect): the chain decode of
+    scripts/bench_decode.py (20 lattices, with and without
+    ``--minimize=true``) and decode/tdnn_lda (4 lattices, both ways)."""
     props = _K_EXPANDED_MUTABLE | _K_ACCEPTOR | _K_ACCESSIBLE | _K_COACCESSIBLE
     if not has_eps:
         props |= _K_NO_EPSILONS | _K_NO_IEPSILONS | _K_NO_OEPSILONS
     if not weighted:
         props |= _K_UNWEIGHTED
-    if rewritten:
+    if how == "rewritten":
+        return props
+    if how == "pushed":
+        # the minimizer asked whether the lattice was topologically sorted,
+        # which OpenFst answers from the arcs (not a depth-first search)
+        if all(arcs[i][0] <= arcs[i + 1][0] for arcs in clat.arcs
+               for i in range(len(arcs) - 1)):
+            props |= _K_ILABEL_SORTED | _K_OLABEL_SORTED
+        if all(arc[4] > s for s, arcs in enumerate(clat.arcs) for arc in arcs):
+            props |= _K_TOP_SORTED
         return props
     if not any(clat.arcs):
         return props | (_K_IDETERMINISTIC | _K_ODETERMINISTIC | _K_UNWEIGHTED_CYCLES
@@ -315,9 +326,9 @@ class CompactLattice(_StateLists):
     ``connected``: set when the last thing Kaldi's code would have done to
     this lattice is OpenFst's Connect (by
     :func:`~pynnet3.decoding.determinize_lattice.determinize_lattice_phone_pruned_wrapper`,
-    as Kaldi's wrapper ends): ``"built"`` when its arcs were last added one
-    by one, ``"rewritten"`` when they were last set one by one (pushed and
-    minimized). The binary header then carries the property bits Connect
+    as Kaldi's wrapper ends), to how it was made: ``"built"`` (arcs added
+    one by one), ``"pushed"`` (then pushed; minimizing merged no state) or
+    ``"rewritten"`` (pushed, and minimizing merged states). The binary header then carries the property bits Connect
     leaves (kAccessible and kCoAccessible, no kWeighted), as Kaldi's
     nnet3-latgen-faster writes them when the acoustic scale is 1 (chain
     models: its ScaleLattice then has nothing to do). Otherwise (False, the
@@ -479,8 +490,7 @@ class CompactLattice(_StateLists):
     def write_binary(self):
         states, has_eps, weighted = compact_lattice_states_binary(self.arcs, self.final)
         connected = getattr(self, "connected", False)
-        bits = (_connected_compact_lattice_property_bits(self, has_eps, weighted,
-                                                         connected == "rewritten")
+        bits = (_connected_compact_lattice_property_bits(self, has_eps, weighted, connected)
                 if connected else _compact_lattice_property_bits(has_eps, weighted))
         return _fst_header("vector", "compactlattice44", self.start, self.num_states,
                            bits) + states

@@ -1,0 +1,1 @@
+nnet3-latgen-faster --online-ivectors=ark:online-ivectors.ark --online-ivector-period=10 --acoustic-scale=1.0 --beam=8 --lattice-beam=4 --max-active=200 --minimize=true --word-symbol-table=graph/words.txt model/final.mdl graph/HCLG.fst ark:feats.ark ark:lat.ascale1_minimize.ark ark,t:words.ascale1_minimize.txt ark,t:ali.ascale1_minimize.txt
