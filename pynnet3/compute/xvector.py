@@ -78,7 +78,18 @@ class XvectorComputer:
 
     def _computation(self, num_rows):
         """(computation, the calling thread's execution plan) for a chunk of
-        ``num_rows`` frames; compiled once (on the calling thread)."""
+        ``num_rows`` frames."""
+        computation = self._compiled(num_rows)
+        thread = self._threads.current()
+        plan = self._plans.get((num_rows, thread))
+        if plan is None:
+            plan = self._plans[(num_rows, thread)] = ExecutionPlan(computation, self.nnet,
+                                                                   self.backend)
+        return computation, plan
+
+    def _compiled(self, num_rows):
+        """The computation for a chunk of ``num_rows`` frames, compiled once
+        (on the calling thread: the compiler is not thread-safe)."""
         computation = self._cache.get(num_rows)
         if computation is None:
             request = ComputationRequest()
@@ -87,12 +98,7 @@ class XvectorComputer:
             request.inputs = [IoSpecification.from_t_range("input", 0, num_rows)]
             request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
             computation = self._cache[num_rows] = self.compiler.compile(request)
-        thread = self._threads.current()
-        plan = self._plans.get((num_rows, thread))
-        if plan is None:
-            plan = self._plans[(num_rows, thread)] = ExecutionPlan(computation, self.nnet,
-                                                                   self.backend)
-        return computation, plan
+        return computation
 
     def compute_chunk(self, features):
         """The output row for one chunk of features (all of them)."""
@@ -120,7 +126,7 @@ class XvectorComputer:
             future.set_result(self._average(features, chunks))
             return future
         for rows, _ in chunks:
-            self._computation(len(rows))
+            self._compiled(len(rows))
         return self._threads.submit(self._average, features, chunks)
 
     def close(self):
