@@ -17,8 +17,9 @@ nnet3-latgen-faster gives for that utterance on its own. nnet3-latgen-faster
 keeps one decoder for all utterances, whose hash table stays at the largest
 size it needed, and that size decides the order in which tokens of equal
 cost meet: so the two tools can give other words for an utterance, in Kaldi
-as here (the chain decode of scripts/bench_decode.py: 7 utterances of
-20 here, 6 between Kaldi's two tools).
+as here (the chain decode of scripts/bench_decode.py on an Intel Xeon: 7
+utterances of 20 here, 6 between Kaldi's two tools; on that model the
+words also change with the BLAS kernels that compute the network).
 With ``--num-threads=0`` or 1 the decoding runs in the main thread.
 
 A job that fails (a bad utterance, a bug) stops the tool when its turn
