@@ -52,16 +52,25 @@ class ArenaPlan:
 class Workspace:
     """The float32 memory behind one or more arenas (see the module
     docstring); :meth:`array` gives a 1-D array of at least ``size``
-    floats, reallocated (and so a different object) when it must grow."""
+    floats, reallocated (and so a different object) when it must grow:
+    to ``size``, or to ``growth`` times the old size if that is more. A
+    plan keeps its views of the array it last ran in, and so that array,
+    until it runs again: where many computations of slowly growing sizes
+    share a workspace (x-vectors of whole utterances), ``growth`` > 1 keeps
+    the arrays still held to a few, at most about growth / (growth - 1)
+    times the largest in all."""
 
-    __slots__ = ("backend", "_array")
+    __slots__ = ("backend", "growth", "_array")
 
-    def __init__(self, backend):
+    def __init__(self, backend, growth=1.0):
         self.backend = backend
+        self.growth = growth
         self._array = None
 
     def array(self, size):
         if self._array is None or self._array.shape[0] < size:
+            if self._array is not None:
+                size = max(size, int(self._array.shape[0] * self.growth))
             self._array = None      # let the old one go before taking the new one
             self._array = self.backend.empty(1, max(size, 1)).reshape(-1)
         return self._array

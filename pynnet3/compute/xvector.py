@@ -17,6 +17,7 @@ starts utterances on the computer's own threads
 thread, each computed as on one thread: the same x-vectors, bit for bit.
 """
 
+import collections
 import concurrent.futures
 import logging
 import math
@@ -29,11 +30,17 @@ from ..errors import NnetError, UsageError
 from . import blas_threads as blas_control
 from .backend import KaldiExactBackend, get_backend
 from .compilation import make_compiler
+from .arena import Workspace
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 from .threads import ComputerThreads
 
 logger = logging.getLogger("pynnet3")
+
+# Each utterance length is a computation of its own; their matrices share
+# one arena per thread, grown by at least this factor when it must grow
+# (see Workspace), so that the arrays older plans still hold stay few.
+WORKSPACE_GROWTH = 1.5
 
 __all__ = ["XvectorComputer", "XvectorSkipped", "xvector_chunks", "XvectorAverage",
            "check_chunk_size", "xvector_features"]
@@ -52,7 +59,8 @@ class XvectorComputer:
     count under control; else one thread)."""
 
     __slots__ = ("nnet", "chunk_size", "min_chunk_size", "pad_input", "backend", "compiler",
-                 "input_dim", "xvector_dim", "num_threads", "_cache", "_plans", "_threads")
+                 "input_dim", "xvector_dim", "num_threads", "_shapes", "_capacity",
+                 "_workspaces", "_threads")
 
     def __init__(self, nnet, chunk_size=-1, min_chunk_size=100, pad_input=True,
                  backend="numpy", compiler=None, num_threads=1):
@@ -72,38 +80,57 @@ class XvectorComputer:
         if (num_threads > 1 and self.backend.xp is np
                 and not isinstance(self.backend, KaldiExactBackend) and blas_control.available()):
             self.num_threads = int(num_threads)
-        self._cache = {}        # num_rows -> computation
-        self._plans = {}        # (num_rows, thread) -> execution plan
+        # chunk length -> (computation, {thread: execution plan}), the most
+        # recently used ``cache_capacity`` (the compiler's, Kaldi's 64): an
+        # utterance length each, with whole utterances as chunks
+        self._shapes = collections.OrderedDict()
+        self._capacity = getattr(getattr(self.compiler, "config", None), "cache_capacity", 64)
+        # one arena per thread for all its plans (it runs one at a time): the
+        # memory of the largest computation, not of every length seen
+        self._workspaces = {}
         self._threads = ComputerThreads(self.num_threads, "pynnet3-xvector")
 
-    def _computation(self, num_rows):
-        """(computation, the calling thread's execution plan) for a chunk of
-        ``num_rows`` frames."""
-        computation = self._compiled(num_rows)
-        thread = self._threads.current()
-        plan = self._plans.get((num_rows, thread))
-        if plan is None:
-            plan = self._plans[(num_rows, thread)] = ExecutionPlan(computation, self.nnet,
-                                                                   self.backend)
-        return computation, plan
-
-    def _compiled(self, num_rows):
-        """The computation for a chunk of ``num_rows`` frames, compiled once
-        (on the calling thread: the compiler is not thread-safe)."""
-        computation = self._cache.get(num_rows)
-        if computation is None:
+    def _shape(self, num_rows):
+        """The ``(computation, plans)`` entry for chunks of ``num_rows``
+        frames, compiled if new (on the calling thread: the compiler is not
+        thread-safe); the least recently used entry beyond the capacity is
+        dropped (its computation compiles again if that length comes back)."""
+        entry = self._shapes.get(num_rows)
+        if entry is None:
             request = ComputationRequest()
             request.need_model_derivative = False
             request.store_component_stats = False
             request.inputs = [IoSpecification.from_t_range("input", 0, num_rows)]
             request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
-            computation = self._cache[num_rows] = self.compiler.compile(request)
-        return computation
+            entry = self._shapes[num_rows] = (self.compiler.compile(request), {})
+            while len(self._shapes) > self._capacity:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(num_rows)
+        return entry
+
+    def _plan(self, entry):
+        """The calling thread's execution plan for an entry of :meth:`_shape`,
+        its matrices in the thread's one arena."""
+        computation, plans = entry
+        thread = self._threads.current()
+        plan = plans.get(thread)
+        if plan is None:
+            workspace = self._workspaces.get(thread)
+            if workspace is None:
+                workspace = self._workspaces[thread] = Workspace(self.backend,
+                                                                 growth=WORKSPACE_GROWTH)
+            plan = plans[thread] = ExecutionPlan(computation, self.nnet, self.backend,
+                                                 workspace=workspace)
+        return plan
 
     def compute_chunk(self, features):
         """The output row for one chunk of features (all of them)."""
-        computation, plan = self._computation(features.shape[0])
-        computer = NnetComputer(computation, self.nnet, backend=plan.backend, plan=plan)
+        return self._compute_chunk(features, self._shape(features.shape[0]))
+
+    def _compute_chunk(self, features, entry):
+        plan = self._plan(entry)
+        computer = NnetComputer(entry[0], self.nnet, backend=plan.backend, plan=plan)
         computer.accept_input("input", features)
         computer.run()
         out = computer.backend.to_host(computer.get_output_destructive("output"))
@@ -112,7 +139,7 @@ class XvectorComputer:
     def compute(self, features, utt=""):
         """The utterance's x-vector (float32, xvector_dim)."""
         features, chunks = self._chunks(features, utt)
-        return self._average(features, chunks)
+        return self._average(features, chunks, [self._shape(len(rows)) for rows, _ in chunks])
 
     def submit(self, features, utt=""):
         """Starts the utterance's x-vector on this computer's threads and
@@ -121,13 +148,12 @@ class XvectorComputer:
         here) and its computations compiled now, on the calling thread.
         With one thread the x-vector is computed now."""
         features, chunks = self._chunks(features, utt)
+        entries = [self._shape(len(rows)) for rows, _ in chunks]
         if self.num_threads == 1:
             future = concurrent.futures.Future()
-            future.set_result(self._average(features, chunks))
+            future.set_result(self._average(features, chunks, entries))
             return future
-        for rows, _ in chunks:
-            self._compiled(len(rows))
-        return self._threads.submit(self._average, features, chunks)
+        return self._threads.submit(self._average, features, chunks, entries)
 
     def close(self):
         """Ends this computer's threads (see :meth:`ComputerThreads.close`)."""
@@ -138,10 +164,11 @@ class XvectorComputer:
         return features, xvector_chunks(features.shape[0], self.chunk_size,
                                         self.min_chunk_size, self.pad_input, utt)
 
-    def _average(self, features, chunks):
+    def _average(self, features, chunks, entries):
         average = XvectorAverage(self.xvector_dim, self.backend)
-        for rows, weight in chunks:
-            average.add(self.compute_chunk(np.ascontiguousarray(features[rows])), weight)
+        for (rows, weight), entry in zip(chunks, entries):
+            average.add(self._compute_chunk(np.ascontiguousarray(features[rows]), entry),
+                        weight)
         return average.result()
 
 
