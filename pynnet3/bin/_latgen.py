@@ -49,7 +49,8 @@ def register_latgen_options(parser):
 class LatgenSetup:
     """Everything one decoding run loads once: the model, the network
     computer (with its compilation cache), the graph, the decoder (made for
-    the first utterance), the word symbols and the options; :meth:`decode` decodes one utterance with them.
+    the first utterance), the word symbols and the options; :meth:`decode`
+    decodes one utterance with them.
     :meth:`thread_worker` gives another decoder and network computer over
     the same model, graph and compiler, for a worker thread."""
 

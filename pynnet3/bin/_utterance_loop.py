@@ -75,6 +75,11 @@ def write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log
         summary.frame_count += num_frames
         summary.num_success += 1
 
+    def write_in_flight(keep):
+        while len(in_flight) > keep:
+            utt, future, num_frames = in_flight.popleft()
+            write(utt, future.result(), num_frames)
+
     with TableWriter(vector_wspecifier, kind="vector") as writer, \
             SequentialTableReader(feature_rspecifier, "matrix") as feature_reader:
         progress = ProgressBar(feature_reader.num_entries, "utterances")
@@ -92,10 +97,6 @@ def write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log
             except XvectorSkipped as e:
                 logger.warning("%s", e, stacklevel=2)
                 summary.num_fail += 1
-            while len(in_flight) >= threads:
-                utt, future, num_frames = in_flight.popleft()
-                write(utt, future.result(), num_frames)
-        while in_flight:
-            utt, future, num_frames = in_flight.popleft()
-            write(utt, future.result(), num_frames)
+            write_in_flight(threads - 1)
+        write_in_flight(0)
         progress.close()

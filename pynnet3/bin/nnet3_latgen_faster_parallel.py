@@ -88,8 +88,8 @@ class _DecodeJob:
     """One utterance, on a worker thread: (utt, DecodeResult or None). The
     ``num_threads`` thread workers (a network computer each, see
     LatgenSetup.thread_worker; a new decoder for every utterance) are made
-    here, in the main thread, and lent to one job at a time; no more jobs than that run at once, so a free one
-    is always there."""
+    here, in the main thread, and lent to one job at a time; no more jobs
+    than that run at once, so a free one is always there."""
 
     def __init__(self, setup, num_threads):
         self.free = queue.SimpleQueue()

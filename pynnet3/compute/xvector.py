@@ -28,9 +28,9 @@ from ..common.index import Index
 from ..compiler.request import ComputationRequest, IoSpecification
 from ..errors import NnetError, UsageError
 from . import blas_threads as blas_control
+from .arena import Workspace
 from .backend import KaldiExactBackend, get_backend
 from .compilation import make_compiler
-from .arena import Workspace
 from .computer import NnetComputer
 from .plan import ExecutionPlan
 from .threads import ComputerThreads

@@ -110,23 +110,17 @@ def _connected_compact_lattice_property_bits(clat, has_eps, weighted, how):
         props |= _K_UNWEIGHTED
     if how == "rewritten":
         return props
-    if how == "pushed":
-        # the minimizer asked whether the lattice was topologically sorted,
-        # which OpenFst answers from the arcs (not a depth-first search)
-        if all(arcs[i][0] <= arcs[i + 1][0] for arcs in clat.arcs
-               for i in range(len(arcs) - 1)):
-            props |= _K_ILABEL_SORTED | _K_OLABEL_SORTED
-        if all(arc[4] > s for s, arcs in enumerate(clat.arcs) for arc in arcs):
-            props |= _K_TOP_SORTED
-        return props
-    if not any(clat.arcs):
+    if how == "built" and not any(clat.arcs):
         return props | (_K_IDETERMINISTIC | _K_ODETERMINISTIC | _K_UNWEIGHTED_CYCLES
                          | _K_ILABEL_SORTED | _K_OLABEL_SORTED | _K_TOP_SORTED | _K_ACYCLIC
                          | _K_INITIAL_ACYCLIC)
     if all(arcs[i][0] <= arcs[i + 1][0] for arcs in clat.arcs for i in range(len(arcs) - 1)):
         props |= _K_ILABEL_SORTED | _K_OLABEL_SORTED
     if all(arc[4] > s for s, arcs in enumerate(clat.arcs) for arc in arcs):
-        props |= _K_TOP_SORTED | _K_ACYCLIC | _K_INITIAL_ACYCLIC
+        # "pushed": the minimizer asked whether the lattice was topologically
+        # sorted, which OpenFst answers from the arcs (no search for cycles)
+        props |= (_K_TOP_SORTED if how == "pushed"
+                  else _K_TOP_SORTED | _K_ACYCLIC | _K_INITIAL_ACYCLIC)
     return props
 
 
@@ -328,8 +322,9 @@ class CompactLattice(_StateLists):
     :func:`~pynnet3.decoding.determinize_lattice.determinize_lattice_phone_pruned_wrapper`,
     as Kaldi's wrapper ends), to how it was made: ``"built"`` (arcs added
     one by one), ``"pushed"`` (then pushed; minimizing merged no state) or
-    ``"rewritten"`` (pushed, and minimizing merged states). The binary header then carries the property bits Connect
-    leaves (kAccessible and kCoAccessible, no kWeighted), as Kaldi's
+    ``"rewritten"`` (pushed, and minimizing merged states). The binary
+    header then carries the property bits Connect leaves (kAccessible and
+    kCoAccessible, no kWeighted), as Kaldi's
     nnet3-latgen-faster writes them when the acoustic scale is 1 (chain
     models: its ScaleLattice then has nothing to do). Otherwise (False, the
     default, and after any change made here) the bits are those of the
@@ -489,9 +484,8 @@ class CompactLattice(_StateLists):
 
     def write_binary(self):
         states, has_eps, weighted = compact_lattice_states_binary(self.arcs, self.final)
-        connected = getattr(self, "connected", False)
-        bits = (_connected_compact_lattice_property_bits(self, has_eps, weighted, connected)
-                if connected else _compact_lattice_property_bits(has_eps, weighted))
+        bits = (_connected_compact_lattice_property_bits(self, has_eps, weighted, self.connected)
+                if self.connected else _compact_lattice_property_bits(has_eps, weighted))
         return _fst_header("vector", "compactlattice44", self.start, self.num_states,
                            bits) + states
 
