@@ -151,8 +151,9 @@ def test_a_failure_on_a_thread_ends_the_tool(tmp_path, capsys, monkeypatch):
 def test_utterances_of_many_lengths_share_one_arena():
     """Whole utterances of many lengths (as nnet3-xvector-compute meets
     them): the computer keeps the most recently used 64 lengths' plans
-    (the compiler's cache capacity), all in one arena, so its memory is
-    that of the longest, not the sum (each length's own arena took the
+    (the compiler's cache capacity), all in one arena whose old arrays
+    are let go when it grows, so its memory is that of the longest, not
+    the sum (each length's own arena took the
     x-vector bench model to 1.5 GB over 150 lengths, against Kaldi's 127
     MB); the x-vectors equal a fresh computer's."""
     from pynnet3.compute.utterance import prepare_nnet_for_compute
@@ -170,5 +171,9 @@ def test_utterances_of_many_lengths_share_one_arena():
     arenas = {id(plan.workspace) for _, plans in computer._shapes.values()
               for plan in plans.values()}
     assert len(arenas) == 1
+    # and the plans hold views of that arena's current array only
+    (workspace,) = computer._workspaces.values()
+    assert {id(plan._views_array) for _, plans in computer._shapes.values()
+            for plan in plans.values() if plan._views_array is not None} == {id(workspace._array)}
     for f, x in list(zip(feats, xvectors))[::10]:
         assert np.array_equal(XvectorComputer(nnet).compute(f), x)

@@ -26,8 +26,12 @@ was there before (undefined values).
 :class:`Workspace` is the arena memory itself. A plan owns one, or several
 plans share one when the caller runs them strictly one after the other
 (:class:`~pynnet3.compute.utterance.SimpleNnetComputer` shares one among
-its chunk shapes): it grows to the largest arena asked of it.
+its chunk shapes): it grows to the largest arena asked of it, and when it
+grows the plans let go of the array it replaces, so that only one array
+is alive however many shapes share it.
 """
+
+import weakref
 
 from ..compiler.computation import CommandType
 
@@ -52,28 +56,35 @@ class ArenaPlan:
 class Workspace:
     """The float32 memory behind one or more arenas (see the module
     docstring); :meth:`array` gives a 1-D array of at least ``size``
-    floats, reallocated (and so a different object) when it must grow:
-    to ``size``, or to ``growth`` times the old size if that is more. A
-    plan keeps its views of the array it last ran in, and so that array,
-    until it runs again: where many computations of slowly growing sizes
-    share a workspace (x-vectors of whole utterances), ``growth`` > 1 keeps
-    the arrays still held to a few, at most about growth / (growth - 1)
-    times the largest in all."""
+    floats, reallocated (and so a different object) when it must grow.
 
-    __slots__ = ("backend", "growth", "_array")
+    A plan keeps views of the array it ran in, to run again without
+    rebuilding them; it registers with :meth:`hold`, and its ``release()``
+    drops them when the array is replaced. So the old array is freed as
+    soon as no computer runs in it: the memory of the largest arena, not
+    of every size seen. (Holders are weakly referenced: a plan its owner
+    drops is not kept alive by the workspace.)"""
 
-    def __init__(self, backend, growth=1.0):
+    __slots__ = ("backend", "_array", "_holders")
+
+    def __init__(self, backend):
         self.backend = backend
-        self.growth = growth
         self._array = None
+        self._holders = weakref.WeakSet()
 
     def array(self, size):
         if self._array is None or self._array.shape[0] < size:
-            if self._array is not None:
-                size = max(size, int(self._array.shape[0] * self.growth))
+            for holder in list(self._holders):
+                holder.release()
+            self._holders.clear()
             self._array = None      # let the old one go before taking the new one
             self._array = self.backend.empty(1, max(size, 1)).reshape(-1)
         return self._array
+
+    def hold(self, holder):
+        """Registers ``holder`` (an object with ``release()``) as keeping
+        views of the current array."""
+        self._holders.add(holder)
 
     @property
     def nbytes(self):

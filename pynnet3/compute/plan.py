@@ -82,7 +82,7 @@ class ExecutionPlan:
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
                  "arena", "workspace", "fusions", "_views", "_views_array",
-                 "rows_cache", "multi_cache", "ranges_cache")
+                 "rows_cache", "multi_cache", "ranges_cache", "__weakref__")
 
     def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
                  workspace=None, outputs_in_arena=False):
@@ -114,7 +114,7 @@ class ExecutionPlan:
         """A list, by command index, of the matrix each allocating command
         places in the arena (None: that command allocates a fresh
         matrix); None if the plan has no arena. Valid until another plan
-        sharing the workspace makes it grow."""
+        sharing the workspace makes it grow (which releases them)."""
         if self.arena is None:
             return None
         array = self.workspace.array(self.arena.size)
@@ -126,7 +126,13 @@ class ExecutionPlan:
                 size = info.num_rows * info.num_cols
                 views[i] = array[offset:offset + size].reshape(info.num_rows, info.num_cols)
             self._views, self._views_array = views, array
+            self.workspace.hold(self)
         return self._views
+
+    def release(self):
+        """Drops the views of the workspace's array (it is being replaced:
+        see :class:`~pynnet3.compute.arena.Workspace`)."""
+        self._views = self._views_array = None
 
     def rows(self, i):
         r = self.rows_cache.get(i)

@@ -37,11 +37,6 @@ from .threads import ComputerThreads
 
 logger = logging.getLogger("pynnet3")
 
-# Each utterance length is a computation of its own; their matrices share
-# one arena per thread, grown by at least this factor when it must grow
-# (see Workspace), so that the arrays older plans still hold stay few.
-WORKSPACE_GROWTH = 1.5
-
 __all__ = ["XvectorComputer", "XvectorSkipped", "xvector_chunks", "XvectorAverage",
            "check_chunk_size", "xvector_features"]
 
@@ -118,8 +113,7 @@ class XvectorComputer:
         if plan is None:
             workspace = self._workspaces.get(thread)
             if workspace is None:
-                workspace = self._workspaces[thread] = Workspace(self.backend,
-                                                                 growth=WORKSPACE_GROWTH)
+                workspace = self._workspaces[thread] = Workspace(self.backend)
             plan = plans[thread] = ExecutionPlan(computation, self.nnet, self.backend,
                                                  workspace=workspace)
         return plan
