@@ -365,6 +365,7 @@ def breakdown(case, num_utts):
     import numpy as np
     from pynnet3.bin import _latgen, nnet3_latgen_faster as tool
     from pynnet3.bin._cli import ToolParser
+    from pynnet3.decoding.api import make_decoder
     from pynnet3.decoding.decodable import DecodableAmNnetSimple as Decodable
     from pynnet3.decoding.determinize_lattice import determinize_lattice_phone_pruned_wrapper
     from pynnet3.decoding.token_lattice import raw_lattice_and_best_path
@@ -379,6 +380,7 @@ def breakdown(case, num_utts):
     try:
         setup = _latgen.LatgenSetup(opts, case.model, case.graph)
         setup.load_graph()
+        decoder = make_decoder(setup.fst, setup.config)
         ivectors = RandomAccessTableReader("ark:" + case.ivectors)
         t = dict(network=0.0, search=0.0, lattice=0.0, determinize=0.0)
         frames = 0
@@ -388,10 +390,10 @@ def breakdown(case, num_utts):
                           online_ivectors=ivectors.value(key), online_ivector_period=10)
             t["network"] += time.process_time() - c
             c = time.process_time()
-            setup.decoder.decode(d.loglikes, d.tid_to_pdf)
+            decoder.decode(d.loglikes, d.tid_to_pdf)
             t["search"] += time.process_time() - c
             c = time.process_time()
-            lat, _ = raw_lattice_and_best_path(setup.decoder.token_lattice())
+            lat, _ = raw_lattice_and_best_path(decoder.token_lattice())
             lat.connect()
             t["lattice"] += time.process_time() - c
             c = time.process_time()
