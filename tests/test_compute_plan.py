@@ -59,3 +59,37 @@ def test_zeroing_is_elided_where_the_next_write_covers_the_matrix():
     kept = ExecutionPlan(computation, nnet, get_backend("numpy"), elide_zeroing=False)
     assert plan.skip_zeroing and not kept.skip_zeroing and not kept.add_as_copy
     assert plan.add_as_copy <= set(range(len(computation.commands)))
+
+
+def test_statistics_extraction_zeroes_its_own_output():
+    """StatisticsExtractionComponent declares kPropagateAdds but zeroes its
+    output itself (Kaldi's too): the compiler's zeroing before it is
+    skipped, and with memory handed out full of NaN the x-vector is the one
+    every zeroing gives."""
+    from conftest import TEST_DATA
+    from pynnet3.common.index import Index
+    from pynnet3.compiler.computation import CommandType as T
+    from pynnet3.compiler.request import IoSpecification
+    from pynnet3.components.statistics import StatisticsExtractionComponent
+    nnet = Nnet.read(str(TEST_DATA / "compute" / "xvector" / "extract.raw"))
+    request = ComputationRequest()
+    request.inputs = [IoSpecification.from_t_range("input", 0, 150)]
+    request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
+    computation = compile(nnet, request)
+    plan = ExecutionPlan(computation, nnet, get_backend("numpy"))
+    kept = ExecutionPlan(computation, nnet, get_backend("numpy"), elide_zeroing=False)
+    commands = computation.commands
+    before_extraction = [
+        i for i, c in enumerate(commands[:-1]) if c.command_type == T.kSetConst
+        and commands[i + 1].command_type == T.kPropagate
+        and isinstance(nnet.components[commands[i + 1].arg1], StatisticsExtractionComponent)]
+    assert before_extraction and set(before_extraction) <= plan.skip_zeroing
+    features = np.random.default_rng(0).standard_normal(
+        (150, nnet.input_dim("input"))).astype(np.float32)
+    outputs = []
+    for p in (plan, kept):
+        computer = NnetComputer(computation, nnet, plan=p, undefined_fill=np.nan)
+        computer.accept_input("input", features)
+        computer.run()
+        outputs.append(computer.get_output("output"))
+    assert np.isfinite(outputs[0]).all() and np.array_equal(outputs[0], outputs[1])

@@ -235,6 +235,12 @@ class Component(TaggedObject):
     _family = "component"
     _example = "AffineComponent"
 
+    # True where propagate sets every element of its output itself although
+    # the component declares kPropagateAdds (Kaldi's StatisticsExtraction
+    # zeroes its output first): the computer may then skip the zeroing the
+    # compiler puts before it (see pynnet3.compute.plan).
+    propagate_sets_whole_output = False
+
     # -- construction ---------------------------------------------------------
     @staticmethod
     def new_of_type(type_name):

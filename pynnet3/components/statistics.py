@@ -147,6 +147,9 @@ class StatisticsExtractionComponent(Component):
         self.output_period = output_period
         self.include_variance = include_variance
 
+    # Kaldi's propagate zeroes its output before adding into it, as ours does.
+    propagate_sets_whole_output = True
+
     def properties(self):
         return (P.kPropagateAdds | P.kReordersIndexes
                 | (P.kBackpropNeedsInput if self.include_variance else 0))

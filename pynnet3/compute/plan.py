@@ -9,11 +9,11 @@ and reuses for every run of it (every chunk of the same shape).
   zeroing before an adding product);
 - which kSetConst(0) commands can be skipped: those whose matrix is next
   touched by a command that overwrites all of it without reading it (a
-  kPropagate of a component without kPropagateAdds into the whole matrix, a
-  kMatrixCopy, a kCopyRows with no -1 row into the whole matrix), or is
-  next deallocated. The unoptimized computation zeroes every matrix it
-  allocates; Kaldi's optimizer removes the same zeroing
-  (RemoveUnnecessaryZeroing). Likewise a kMatrixAdd or kAddRows into the
+  kPropagate into the whole matrix of a component without kPropagateAdds
+  or of one that zeroes its output itself, a kMatrixCopy, a kCopyRows
+  with no -1 row into the whole matrix), or is next deallocated. The
+  unoptimized computation zeroes every matrix it allocates; Kaldi's
+  optimizer removes the same zeroing (RemoveUnnecessaryZeroing). Likewise a kMatrixAdd or kAddRows into the
   whole of a just-zeroed matrix is run as the copy it amounts to and the
   zeroing is skipped. Computations with loops (kGotoLabel) keep all their
   zeroing;
@@ -166,9 +166,10 @@ def _overwrites_whole(computation, nnet, c, m):
         out_s, in_s = c.arg4, c.arg3
         if not (0 <= c.arg1 < len(nnet.components)):
             return False
-        props = nnet.components[c.arg1].properties()
+        component = nnet.components[c.arg1]
         return (subs[out_s].matrix_index == m and computation.is_whole_matrix(out_s)
-                and not props & ComponentProperty.kPropagateAdds
+                and (not component.properties() & ComponentProperty.kPropagateAdds
+                     or component.propagate_sets_whole_output)
                 and (in_s == 0 or subs[in_s].matrix_index != m))
     if t in (T.kMatrixCopy, T.kCopyRows):
         if not (computation.is_whole_matrix(c.arg1) and subs[c.arg1].matrix_index == m
