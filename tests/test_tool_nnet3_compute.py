@@ -240,8 +240,9 @@ def test_compute_threads_share_one_malloc_arena(lda, capsys, monkeypatch):
     """With threads of its own (OPENBLAS_NUM_THREADS > 1, BLAS arithmetic)
     the tool asks for one malloc arena before they start; with one thread or
     Kaldi's exact arithmetic it leaves the allocator alone."""
+    from pynnet3.bin import _compute_threads
     calls = []
-    monkeypatch.setattr(nnet3_compute, "share_one_malloc_arena", lambda: calls.append(1))
+    monkeypatch.setattr(_compute_threads, "share_one_malloc_arena", lambda: calls.append(1))
     args = _online(lda) + [lda / "model.raw", "ark:%s" % (lda / "feats.ark"), "ark:/dev/null"]
     for threads, extra, expected in (("2", [], 1), ("1", [], 0),
                                      ("2", ["--kaldi-exact-arithmetic=true"], 0)):

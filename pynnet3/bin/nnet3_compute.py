@@ -24,11 +24,9 @@ one is written.
 """
 
 import collections
-import contextlib
 import logging
 import sys
 
-from ..compute import blas_threads as blas_control
 from ..compute.batch import BatchedSimpleComputer
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import SimpleNnetComputer, apply_exp, prepare_nnet_for_compute
@@ -36,9 +34,8 @@ from ..errors import UsageError
 from ..io.matrix_rows import MatrixRows
 from ..model.am import read_mdl
 from ..nnet.nnet import Nnet
-from ..numerics.openblas_plan import openblas_threads_from_environment
 from ._cli import ToolParser, kaldi_tool
-from ._malloc_arenas import share_one_malloc_arena
+from ._compute_threads import network_threads, running
 from ._option_groups import (chunks_per_computation, compute_backend, open_ivector_readers,
                              optimize_options, register_chunks_option,
                              register_compute_options, simple_computation_options)
@@ -96,15 +93,10 @@ def main(argv=None):
 
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)
     compiler = make_compiler(nnet, optimize_options(opts))
-    # With BLAS arithmetic the network runs on as many threads of its own as
-    # OpenBLAS would start (each with single-threaded BLAS: no threads
-    # spinning inside a product; see pynnet3.compute.blas_threads).
-    num_threads = 1 if opts.kaldi_exact_arithmetic else openblas_threads_from_environment()
-    if num_threads > 1:
-        share_one_malloc_arena()
+    # With BLAS arithmetic the network runs on threads of the computer's own
     computer = SimpleNnetComputer(
         nnet, compute_opts, priors, backend=backend, compiler=compiler, max_chunks=max_chunks,
-        num_threads=num_threads,
+        num_threads=network_threads(opts),
         debug_computation=opts.debug_computation,
         debug=getattr(opts, "computation.debug") or opts.verbose >= 5)
     if opts.online_ivectors and opts.online_ivector_period <= 0:
@@ -144,13 +136,10 @@ def main(argv=None):
     if opts.apply_exp:
         def exp(output):
             return apply_exp(output, opts.kaldi_exact_arithmetic)
-    try:
-        with blas_control.single_threaded() if num_threads > 1 else contextlib.nullcontext():
-            write_outputs(feature_rspecifier, matrix_wspecifier, compute, flush,
-                          (ivector_reader, online_ivector_reader), opts.online_ivector_period,
-                          exp, summary)
-    finally:    # after an error, what was submitted behind it does not run
-        computer.close()
+    with running(computer):
+        write_outputs(feature_rspecifier, matrix_wspecifier, compute, flush,
+                      (ivector_reader, online_ivector_reader), opts.online_ivector_period,
+                      exp, summary)
     log_summary(summary, log)
     log_compiler_summary(compiler)
     return 0 if summary.num_success != 0 else 1

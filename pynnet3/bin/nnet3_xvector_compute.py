@@ -14,19 +14,16 @@ instead); the x-vectors are written in input order and are the same bytes
 as with one thread.
 """
 
-import contextlib
 import logging
 import sys
 
-from ..compute import blas_threads as blas_control
 from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer
 from ..driver.caching import CachingOptimizingCompilerOptions
 from ..nnet.nnet import Nnet
-from ..numerics.openblas_plan import openblas_threads_from_environment
 from ._cli import ToolParser, kaldi_tool
-from ._malloc_arenas import share_one_malloc_arena
+from ._compute_threads import network_threads, running
 from ._option_groups import (compute_backend, optimize_options, options_from,
                              register_xvector_options)
 from ._run_summary import RunSummary, log_summary
@@ -70,20 +67,12 @@ def main(argv=None):
     if opts.cached_compiler_in:
         log.info("Reading cache from %s", opts.cached_compiler_in)
         compiler.read_cache_file(opts.cached_compiler_in)
-    # With BLAS arithmetic the utterances run on as many threads of the
-    # computer's own as OpenBLAS would start, each with single-threaded BLAS
-    # (see pynnet3.compute.threads).
-    num_threads = 1 if opts.kaldi_exact_arithmetic else openblas_threads_from_environment()
+    # With BLAS arithmetic the utterances run on threads of the computer's own
     computer = XvectorComputer(nnet, opts.chunk_size, opts.min_chunk_size, opts.pad_input,
-                               backend=backend, compiler=compiler, num_threads=num_threads)
-    if computer.num_threads > 1:
-        share_one_malloc_arena()
-    try:
-        with (blas_control.single_threaded() if computer.num_threads > 1
-              else contextlib.nullcontext()):
-            write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log)
-    finally:    # after an error, what was submitted behind it does not run
-        computer.close()
+                               backend=backend, compiler=compiler,
+                               num_threads=network_threads(opts))
+    with running(computer):
+        write_xvectors(computer, feature_rspecifier, vector_wspecifier, summary, log)
     log_summary(summary, log)
     if opts.cached_compiler_out:
         log.info("Writing cache to %s", opts.cached_compiler_out)
