@@ -41,6 +41,16 @@ def test_kernel_equals_twin(seed):
     strided = dst0.copy()
     row_ranges.add_row_ranges(spaced[:, ::2], ranges, strided)
     assert np.array_equal(strided, fast)
+    # squares (statistics extraction): each rounded to float32, then added
+    squares, twin_squares, spaced_squares = dst0.copy(), dst0.copy(), dst0.copy()
+    row_ranges.add_row_ranges(src, ranges, squares, squared=True)
+    row_ranges.add_row_ranges_py(src, ranges, twin_squares, squared=True)
+    row_ranges.add_row_ranges(spaced[:, ::2], ranges, spaced_squares, squared=True)
+    copy_then_add = dst0.copy()
+    row_ranges.add_row_ranges_py(src * src, ranges, copy_then_add)
+    assert np.array_equal(squares, twin_squares)
+    assert np.array_equal(squares, spaced_squares)
+    assert np.array_equal(squares, copy_then_add)
 
 
 def test_ranges_outside_the_source_are_refused():

@@ -7,6 +7,9 @@ add nothing. The Python twin is pynnet3.components.row_ranges.add_row_ranges_py.
 Rows whose elements are adjacent (the usual case, column slices included) are
 added four columns per SSE2 instruction: each element still gets one float32
 addition per source row, in the same order, so the bits are the scalar loop's.
+With ``squared`` the source rows' squares are added (x-vector statistics
+extraction), each square rounded to float32 first, as Kaldi adds the rows of
+a squared copy: no temporary copy here.
 """
 
 cimport cython
@@ -32,15 +35,35 @@ cdef extern from *:
         for (; c < n; c++)
             d[c] += s[c];
     }
+    /* d[c] += s[c] * s[c] for c < n: the square rounded to float32, then
+       added (no fused multiply-add: the extensions build with
+       -ffp-contract=off), as Kaldi squares a copy and then adds it. */
+    static inline void pynnet3_add_row_squared(float *d, const float *s, Py_ssize_t n) {
+        Py_ssize_t c = 0;
+    #if defined(__SSE2__)
+        for (; c + 8 <= n; c += 8) {
+            __m128 a = _mm_loadu_ps(s + c), b = _mm_loadu_ps(s + c + 4);
+            _mm_storeu_ps(d + c, _mm_add_ps(_mm_loadu_ps(d + c), _mm_mul_ps(a, a)));
+            _mm_storeu_ps(d + c + 4, _mm_add_ps(_mm_loadu_ps(d + c + 4), _mm_mul_ps(b, b)));
+        }
+    #endif
+        for (; c < n; c++)
+            d[c] += s[c] * s[c];
+    }
     """
     void pynnet3_add_row(float *d, const float *s, Py_ssize_t n) nogil
+    void pynnet3_add_row_squared(float *d, const float *s, Py_ssize_t n) nogil
 
 
-def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] dst):
+def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] dst,
+                   bint squared=False):
     """In place on ``dst`` (any strides); ``ranges`` is (dst rows, 2) int32.
-    The caller checks that every range lies inside ``src``."""
+    With ``squared`` the squares of the source rows are added (each
+    rounded to float32 before the addition). The caller checks that every
+    range lies inside ``src``."""
     cdef Py_ssize_t num_rows = dst.shape[0], num_cols = dst.shape[1]
     cdef Py_ssize_t r, j, c, begin, end
+    cdef float x
     cdef bint adjacent = (src.strides[1] == sizeof(float) and dst.strides[1] == sizeof(float))
     if num_cols == 0:
         return
@@ -50,8 +73,14 @@ def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] ds
             end = ranges[r, 1]
             if adjacent:
                 for j in range(begin, end):
-                    pynnet3_add_row(&dst[r, 0], &src[j, 0], num_cols)
+                    if squared:
+                        pynnet3_add_row_squared(&dst[r, 0], &src[j, 0], num_cols)
+                    else:
+                        pynnet3_add_row(&dst[r, 0], &src[j, 0], num_cols)
             else:
                 for j in range(begin, end):
                     for c in range(num_cols):
-                        dst[r, c] += src[j, c]
+                        x = src[j, c]
+                        if squared:
+                            x = x * x
+                        dst[r, c] += x

@@ -35,16 +35,18 @@ def _int32_pairs(pairs):
     return np.asarray(pairs, np.int32).reshape(-1, 2)
 
 
-def add_row_ranges(xp, src, ranges, dst):
-    """dst[i] += sum of src[ranges[i,0]:ranges[i,1]] (Kaldi's AddRowRanges);
-    empty ranges add nothing. On NumPy: Kaldi's CPU loop exactly
-    (:mod:`pynnet3.components.row_ranges`, a Cython kernel); on another array
-    module: float64 prefix sums."""
+def add_row_ranges(xp, src, ranges, dst, squared=False):
+    """dst[i] += sum of src[ranges[i,0]:ranges[i,1]] (Kaldi's AddRowRanges),
+    or with ``squared`` of the rows' squares; empty ranges add nothing. On
+    NumPy: Kaldi's CPU loop exactly (:mod:`pynnet3.components.row_ranges`,
+    a Cython kernel); on another array module: float64 prefix sums."""
     if dst.shape[0] == 0 or dst.shape[1] == 0:
         return
     if xp is np:
-        _row_ranges.add_row_ranges(src, ranges, dst)
+        _row_ranges.add_row_ranges(src, ranges, dst, squared)
         return
+    if squared:
+        src = src * src
     ranges = xp.asarray(ranges)
     cum = xp.zeros((src.shape[0] + 1, src.shape[1]), dtype=np.float64)
     xp.cumsum(src, axis=0, dtype=np.float64, out=cum[1:])
@@ -245,8 +247,8 @@ class StatisticsExtractionComponent(Component):
         out[:, 0] = xp.asarray(indexes.counts)
         add_row_ranges(xp, in_value, indexes.forward_indexes, out[:, 1:1 + d])
         if self.include_variance:
-            add_row_ranges(xp, in_value * in_value, indexes.forward_indexes,
-                           out[:, 1 + d:1 + 2 * d])
+            add_row_ranges(xp, in_value, indexes.forward_indexes, out[:, 1 + d:1 + 2 * d],
+                           squared=True)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
