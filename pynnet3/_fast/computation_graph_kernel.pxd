@@ -73,6 +73,11 @@ cdef class FastComputationGraphBuilder:
     cdef vector[int64_t] scratch
     cdef vector[int32_t] stack_ids
     cdef vector[int32_t] stack_pos
+    # per node: the times a statistics window's inputs are taken from
+    # (pynnet3.compiler.time_bounds; lo > hi: none; the full int64 range: all)
+    cdef vector[int64_t] window_lo
+    cdef vector[int64_t] window_hi
+    cdef public list requests
     cdef int _request_node(self, name, str what) except -1
     cdef void _add_cindex_id(self) noexcept
     cdef int _build_graph_one_iter(self) except -1

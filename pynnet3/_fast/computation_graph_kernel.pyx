@@ -10,7 +10,7 @@ handled in C, and other non-simple components are called back in Python per
 Cindex (as Kaldi makes a virtual call).
 """
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t
 from libcpp.algorithm cimport sort, unique
 from libcpp.vector cimport vector
 
@@ -26,6 +26,7 @@ from pynnet3._fast.descriptor_interpreter cimport (
 
 from ..compiler.descriptor_program import compile_descriptor_cached, component_index_program
 from ..compiler.computability import COMPUTABLE_NAMES, MAX_DISTANCE, not_computable_error
+from ..compiler.time_bounds import computable_time_bounds
 from ..errors import ComputationError
 from ..common.index import Index
 
@@ -226,9 +227,24 @@ cdef class FastComputationGraphBuilder:
     def __init__(self, nnet, NetInfo net=None):
         self.nnet = nnet
         self.request = None
+        self.requests = []
         self.net = net if net is not None else NetInfo(nnet)
         self.graph = FastGraph()
         self.current_distance = -1
+
+    def _set_window_bounds(self):
+        """The times each statistics window takes inputs from, for the
+        requests so far (pynnet3.compiler.time_bounds)."""
+        cdef int i
+        self.window_lo.assign(self.net.num_nodes, INT64_MIN)
+        self.window_hi.assign(self.net.num_nodes, INT64_MAX)
+        bounds = computable_time_bounds(self.nnet, self.requests)
+        if bounds is None:
+            return
+        for i in range(1, self.net.num_nodes):
+            if self.net.comp_kind[i] == KIND_WINDOW and bounds[i - 1] is not None:
+                self.window_lo[i] = bounds[i - 1][0]
+                self.window_hi[i] = bounds[i - 1][1]
 
     cdef void _add_cindex_id(self) noexcept:
         cdef CindexInfo fresh
@@ -296,6 +312,8 @@ cdef class FastComputationGraphBuilder:
         if self.request is not None and self.graph.segment_ends.empty():
             raise ComputationError("call compute(), prune(), compute(), prune(), ...")
         self.request = request
+        self.requests.append(request)
+        self._set_window_bounds()
         cdef size_t expected = self.graph.cindexes.size()
         for spec in request.inputs:
             expected += len(spec.indexes)
@@ -374,10 +392,12 @@ cdef class FastComputationGraphBuilder:
                     raise ComputationError("%s: output t=%d is not a multiple of its input "
                                            "period" % (self.nnet.node_names[node], t))
                 while lo < hi:
-                    k2 = pack(node - 1, n, lo, x)
-                    if k2 < 0:
-                        raise range_error(node, (n, t, x), "an input of Cindex")
-                    out.push_back(k2)
+                    # inputs no request can make computable are left out
+                    if self.window_lo[node] <= lo <= self.window_hi[node]:
+                        k2 = pack(node - 1, n, lo, x)
+                        if k2 < 0:
+                            raise range_error(node, (n, t, x), "an input of Cindex")
+                        out.push_back(k2)
                     lo += step
             else:
                 comp = self.net.components[node]

@@ -37,6 +37,8 @@ from ..errors import ComputationError
 from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
 from .computability import (COMPUTABLE_NAMES, MAX_DISTANCE, kComputable, kNotComputable,
                             kUnknown, not_computable_error)
+from .descriptor_program import component_index_program
+from .time_bounds import computable_time_bounds
 
 _kernel = _fast.load("computation_graph_kernel")
 
@@ -113,6 +115,22 @@ class ComputationGraph:
         del deps[new_num:]
 
 
+def _window_bounds(nnet, requests):
+    """{statistics component node: (lo, hi)}: the times its window's inputs
+    can be computable at for ``requests`` (see
+    :mod:`pynnet3.compiler.time_bounds`); nodes without a bound are absent."""
+    bounds = computable_time_bounds(nnet, requests)
+    if bounds is None:
+        return {}
+    ans = {}
+    for i, node in enumerate(nnet.nodes):
+        if int(node.node_type) == kComponent and bounds[i - 1] is not None:
+            component = nnet.get_component(node.component_index)
+            if component_index_program(component, component.properties())[0] == "window":
+                ans[i] = bounds[i - 1]
+    return ans
+
+
 class ComputationGraphBuilder:
     """Kaldi's ComputationGraphBuilder (single- or multi-segment)."""
 
@@ -122,6 +140,8 @@ class ComputationGraphBuilder:
         if len(self.graph):
             raise ComputationError("ComputationGraphBuilder needs an empty graph")
         self.request = None
+        self.requests = []
+        self._window_bounds = {}
         self.depend_on_this = []
         self.computable = []
         self.usable_count = []
@@ -197,6 +217,8 @@ class ComputationGraphBuilder:
         if self.request is not None and not self.graph.segment_ends:
             raise ComputationError("call compute(), prune(), compute(), prune(), ...")
         self.request = request
+        self.requests.append(request)
+        self._window_bounds = _window_bounds(self.nnet, self.requests)
         self._add_inputs()
         self._add_outputs()
         while self.current_distance < MAX_DISTANCE:
@@ -234,6 +256,11 @@ class ComputationGraphBuilder:
         if node_type == kComponent:
             component = self.nnet.get_component(node.component_index)
             inputs = component.get_input_indexes(self.request.misc_info, index)
+            bound = self._window_bounds.get(node_index)
+            if bound is not None:
+                # inputs no request can make computable are left out
+                return [(node_index - 1, Index(*i)) for i in inputs
+                        if bound[0] <= i[1] <= bound[1]]
             return [(node_index - 1, Index(*i)) for i in inputs]
         if node_type == kDimRange:
             return [(node.node_index, index)]
