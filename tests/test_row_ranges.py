@@ -51,6 +51,13 @@ def test_kernel_equals_twin(seed):
     assert np.array_equal(squares, twin_squares)
     assert np.array_equal(squares, spaced_squares)
     assert np.array_equal(squares, copy_then_add)
+    # onto zeros: the numbers of zeroing first, whatever dst held
+    zeroed = np.zeros_like(dst0)
+    row_ranges.add_row_ranges(src, ranges, zeroed, squared=True)
+    for kernel in (row_ranges.add_row_ranges, row_ranges.add_row_ranges_py):
+        for target in (dst0.copy(), np.full_like(dst0, np.nan)):
+            kernel(src, ranges, target, squared=True, onto_zeros=True)
+            assert np.array_equal(target, zeroed)
 
 
 def test_ranges_outside_the_source_are_refused():

@@ -56,11 +56,13 @@ cdef extern from *:
 
 
 def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] dst,
-                   bint squared=False):
+                   bint squared=False, bint onto_zeros=False):
     """In place on ``dst`` (any strides); ``ranges`` is (dst rows, 2) int32.
     With ``squared`` the squares of the source rows are added (each
-    rounded to float32 before the addition). The caller checks that every
-    range lies inside ``src``."""
+    rounded to float32 before the addition). With ``onto_zeros`` each row
+    of ``dst`` is set to zero just before its sums are added (the numbers
+    of zeroing ``dst`` first, without a pass of its own over memory). The
+    caller checks that every range lies inside ``src``."""
     cdef Py_ssize_t num_rows = dst.shape[0], num_cols = dst.shape[1]
     cdef Py_ssize_t r, j, c, begin, end
     cdef float x
@@ -71,6 +73,9 @@ def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] ds
         for r in range(num_rows):
             begin = ranges[r, 0]
             end = ranges[r, 1]
+            if onto_zeros:
+                for c in range(num_cols):
+                    dst[r, c] = 0.0
             if adjacent:
                 for j in range(begin, end):
                     if squared:

@@ -38,20 +38,24 @@ def _checked_ranges(src, ranges, dst):
     return ranges
 
 
-def add_row_ranges_py(src, ranges, dst, squared=False):
+def add_row_ranges_py(src, ranges, dst, squared=False, onto_zeros=False):
     """The readable twin of the kernel (same order of float32 additions)."""
     ranges = _checked_ranges(src, ranges, dst)
     for r in range(dst.shape[0]):
+        if onto_zeros:
+            dst[r] = 0.0
         for j in range(int(ranges[r, 0]), int(ranges[r, 1])):
             dst[r] += src[j] * src[j] if squared else src[j]
 
 
-def add_row_ranges(src, ranges, dst, squared=False):
+def add_row_ranges(src, ranges, dst, squared=False, onto_zeros=False):
     """dst[r] += sum(src[begin_r:end_r]) in Kaldi's order (see the module
     docstring); float32 NumPy arrays, ``dst`` written in place. With
     ``squared``, the sum of the rows' squares (each square rounded to
-    float32, as Kaldi squares a copy of ``src`` before it adds)."""
+    float32, as Kaldi squares a copy of ``src`` before it adds). With
+    ``onto_zeros``, ``dst`` as if zeroed first (row by row, each just
+    before its sums: no separate pass over it)."""
     if _kernel is None or src.dtype != np.float32 or dst.dtype != np.float32:
-        add_row_ranges_py(src, ranges, dst, squared)
+        add_row_ranges_py(src, ranges, dst, squared, onto_zeros)
         return
-    _kernel.add_row_ranges(src, _checked_ranges(src, ranges, dst), dst, squared)
+    _kernel.add_row_ranges(src, _checked_ranges(src, ranges, dst), dst, squared, onto_zeros)

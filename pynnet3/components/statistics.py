@@ -35,16 +35,19 @@ def _int32_pairs(pairs):
     return np.asarray(pairs, np.int32).reshape(-1, 2)
 
 
-def add_row_ranges(xp, src, ranges, dst, squared=False):
+def add_row_ranges(xp, src, ranges, dst, squared=False, onto_zeros=False):
     """dst[i] += sum of src[ranges[i,0]:ranges[i,1]] (Kaldi's AddRowRanges),
-    or with ``squared`` of the rows' squares; empty ranges add nothing. On
-    NumPy: Kaldi's CPU loop exactly (:mod:`pynnet3.components.row_ranges`,
-    a Cython kernel); on another array module: float64 prefix sums."""
+    or with ``squared`` of the rows' squares; empty ranges add nothing; with
+    ``onto_zeros``, onto a zeroed ``dst``. On NumPy: Kaldi's CPU loop
+    exactly (:mod:`pynnet3.components.row_ranges`, a Cython kernel); on
+    another array module: float64 prefix sums."""
     if dst.shape[0] == 0 or dst.shape[1] == 0:
         return
     if xp is np:
-        _row_ranges.add_row_ranges(src, ranges, dst, squared)
+        _row_ranges.add_row_ranges(src, ranges, dst, squared, onto_zeros)
         return
+    if onto_zeros:
+        dst[...] = 0.0
     if squared:
         src = src * src
     ranges = xp.asarray(ranges)
@@ -243,12 +246,14 @@ class StatisticsExtractionComponent(Component):
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
         d = self.input_dim_
-        out[...] = 0.0
+        # Kaldi zeroes the output, copies the counts and adds the sums (and
+        # the squares' sums): together they cover every column, so each
+        # row is zeroed just before its sums are added, not all beforehand
         out[:, 0] = xp.asarray(indexes.counts)
-        add_row_ranges(xp, in_value, indexes.forward_indexes, out[:, 1:1 + d])
+        add_row_ranges(xp, in_value, indexes.forward_indexes, out[:, 1:1 + d], onto_zeros=True)
         if self.include_variance:
             add_row_ranges(xp, in_value, indexes.forward_indexes, out[:, 1 + d:1 + 2 * d],
-                           squared=True)
+                           squared=True, onto_zeros=True)
         return None
 
     def backprop(self, debug_info, indexes, in_value, out_value, out_deriv, memo,
