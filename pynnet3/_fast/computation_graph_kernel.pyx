@@ -238,6 +238,11 @@ cdef class FastComputationGraphBuilder:
         cdef int i
         self.window_lo.assign(self.net.num_nodes, INT64_MIN)
         self.window_hi.assign(self.net.num_nodes, INT64_MAX)
+        for i in range(self.net.num_nodes):
+            if self.net.comp_kind[i] == KIND_WINDOW:
+                break
+        else:
+            return          # no statistics window to bound
         bounds = computable_time_bounds(self.nnet, self.requests)
         if bounds is None:
             return

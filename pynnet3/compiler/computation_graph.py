@@ -119,16 +119,16 @@ def _window_bounds(nnet, requests):
     """{statistics component node: (lo, hi)}: the times its window's inputs
     can be computable at for ``requests`` (see
     :mod:`pynnet3.compiler.time_bounds`); nodes without a bound are absent."""
-    bounds = computable_time_bounds(nnet, requests)
-    if bounds is None:
-        return {}
-    ans = {}
+    windows = []
     for i, node in enumerate(nnet.nodes):
-        if int(node.node_type) == kComponent and bounds[i - 1] is not None:
+        if int(node.node_type) == kComponent:
             component = nnet.get_component(node.component_index)
             if component_index_program(component, component.properties())[0] == "window":
-                ans[i] = bounds[i - 1]
-    return ans
+                windows.append(i)
+    bounds = computable_time_bounds(nnet, requests) if windows else None
+    if bounds is None:
+        return {}
+    return {i: bounds[i - 1] for i in windows if bounds[i - 1] is not None}
 
 
 class ComputationGraphBuilder:
