@@ -30,9 +30,9 @@ STATS_CASES = [c for c in COMPILE_CASES if b"Statistics" in (c / "model.raw").re
 
 def _no_bounds(monkeypatch):
     """Builders that take every window input, as Kaldi's."""
-    monkeypatch.setattr(computation_graph, "computable_time_bounds", lambda nnet, reqs: None)
+    monkeypatch.setattr(computation_graph, "window_input_bounds", lambda nnet, reqs: {})
     if _kernel is not None:
-        monkeypatch.setattr(_kernel, "computable_time_bounds", lambda nnet, reqs: None)
+        monkeypatch.setattr(_kernel, "window_input_bounds", lambda nnet, reqs: {})
 
 
 def test_there_are_cases_with_statistics_windows():

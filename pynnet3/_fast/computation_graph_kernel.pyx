@@ -26,7 +26,7 @@ from pynnet3._fast.descriptor_interpreter cimport (
 
 from ..compiler.descriptor_program import compile_descriptor_cached, component_index_program
 from ..compiler.computability import COMPUTABLE_NAMES, MAX_DISTANCE, not_computable_error
-from ..compiler.time_bounds import computable_time_bounds
+from ..compiler.time_bounds import window_input_bounds
 from ..errors import ComputationError
 from ..common.index import Index
 
@@ -235,21 +235,11 @@ cdef class FastComputationGraphBuilder:
     def _set_window_bounds(self):
         """The times each statistics window takes inputs from, for the
         requests so far (pynnet3.compiler.time_bounds)."""
-        cdef int i
         self.window_lo.assign(self.net.num_nodes, INT64_MIN)
         self.window_hi.assign(self.net.num_nodes, INT64_MAX)
-        for i in range(self.net.num_nodes):
-            if self.net.comp_kind[i] == KIND_WINDOW:
-                break
-        else:
-            return          # no statistics window to bound
-        bounds = computable_time_bounds(self.nnet, self.requests)
-        if bounds is None:
-            return
-        for i in range(1, self.net.num_nodes):
-            if self.net.comp_kind[i] == KIND_WINDOW and bounds[i - 1] is not None:
-                self.window_lo[i] = bounds[i - 1][0]
-                self.window_hi[i] = bounds[i - 1][1]
+        for node, (lo, hi) in window_input_bounds(self.nnet, self.requests).items():
+            self.window_lo[node] = lo
+            self.window_hi[node] = hi
 
     cdef void _add_cindex_id(self) noexcept:
         cdef CindexInfo fresh

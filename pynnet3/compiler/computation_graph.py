@@ -37,8 +37,7 @@ from ..errors import ComputationError
 from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
 from .computability import (COMPUTABLE_NAMES, MAX_DISTANCE, kComputable, kNotComputable,
                             kUnknown, not_computable_error)
-from .descriptor_program import component_index_program
-from .time_bounds import computable_time_bounds
+from .time_bounds import window_input_bounds
 
 _kernel = _fast.load("computation_graph_kernel")
 
@@ -113,22 +112,6 @@ class ComputationGraph:
         del cindexes[new_num:]
         del is_input[new_num:]
         del deps[new_num:]
-
-
-def _window_bounds(nnet, requests):
-    """{statistics component node: (lo, hi)}: the times its window's inputs
-    can be computable at for ``requests`` (see
-    :mod:`pynnet3.compiler.time_bounds`); nodes without a bound are absent."""
-    windows = []
-    for i, node in enumerate(nnet.nodes):
-        if int(node.node_type) == kComponent:
-            component = nnet.get_component(node.component_index)
-            if component_index_program(component, component.properties())[0] == "window":
-                windows.append(i)
-    bounds = computable_time_bounds(nnet, requests) if windows else None
-    if bounds is None:
-        return {}
-    return {i: bounds[i - 1] for i in windows if bounds[i - 1] is not None}
 
 
 class ComputationGraphBuilder:
@@ -218,7 +201,7 @@ class ComputationGraphBuilder:
             raise ComputationError("call compute(), prune(), compute(), prune(), ...")
         self.request = request
         self.requests.append(request)
-        self._window_bounds = _window_bounds(self.nnet, self.requests)
+        self._window_bounds = window_input_bounds(self.nnet, self.requests)
         self._add_inputs()
         self._add_outputs()
         while self.current_distance < MAX_DISTANCE:

@@ -19,10 +19,11 @@ by their own order, not by id.
 
 The bound follows Kaldi's computability rules: an input node's Cindexes are
 computable only where a request supplies them (this request or an earlier
-segment's; a request may also supply a component's output); every part of a Descriptor is needed (Append), both sides of a
-Sum, either side of a Failover, nothing of an IfDefined or a Const; a
-TdnnComponent needs all its time offsets, a statistics component any input
-of its window. An IfDefined or a Const constrains nothing, so the bound of a
+segment's; a request may also supply a component's output); every part of
+a Descriptor is needed (Append), both sides of a Sum, either side of a
+Failover, nothing of an IfDefined or a Const; a TdnnComponent needs all its
+time offsets, a statistics component any input of its window. An IfDefined
+or a Const constrains nothing, so the bound of a
 recurrent network's node comes from its other inputs (the cycle through
 IfDefined(Offset(..., -1)) is not followed). Components whose index hooks
 run in Python get no bound, and a network whose cycle runs through inputs
@@ -33,7 +34,7 @@ from ..nnet import descriptor as D
 from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
 from .descriptor_program import component_index_program
 
-__all__ = ["computable_time_bounds"]
+__all__ = ["computable_time_bounds", "window_input_bounds"]
 
 _EMPTY = (1, 0)
 
@@ -125,10 +126,10 @@ def computable_time_bounds(nnet, requests):
     for request in requests:
         for io in request.inputs:
             node = nnet.get_node_index(io.name)
-            if node < 0:
-                continue            # the builder reports the unknown name
-            for index in io.indexes:
-                input_bounds[node] = _hull(input_bounds.get(node, _EMPTY), (index.t, index.t))
+            if node < 0 or not io.indexes:
+                continue            # the builder reports an unknown name or no indexes
+            times = [index.t for index in io.indexes]
+            input_bounds[node] = _hull(input_bounds.get(node, _EMPTY), (min(times), max(times)))
     bounds = [None] * len(nnet.nodes)
     state = [0] * len(nnet.nodes)      # 0 new, 1 in progress, 2 done
 
@@ -179,3 +180,20 @@ def computable_time_bounds(nnet, requests):
     except (_Cycle, RecursionError):
         return None             # no bound: the builders take every window input
     return bounds
+
+
+def window_input_bounds(nnet, requests):
+    """{statistics component node: (lo, hi)}: the times its window's inputs
+    can be computable at for ``requests``, what the graph builders cut the
+    windows to; nodes without a bound are absent (and nothing is worked out
+    for a network without a statistics window)."""
+    windows = []
+    for i, node in enumerate(nnet.nodes):
+        if int(node.node_type) == kComponent:
+            component = nnet.get_component(node.component_index)
+            if component_index_program(component, component.properties())[0] == "window":
+                windows.append(i)
+    bounds = computable_time_bounds(nnet, requests) if windows else None
+    if bounds is None:
+        return {}
+    return {i: bounds[i - 1] for i in windows if bounds[i - 1] is not None}
