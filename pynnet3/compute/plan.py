@@ -13,10 +13,10 @@ and reuses for every run of it (every chunk of the same shape).
   or of one that zeroes its output itself, a kMatrixCopy, a kCopyRows
   with no -1 row into the whole matrix), or is next deallocated. The
   unoptimized computation zeroes every matrix it allocates; Kaldi's
-  optimizer removes the same zeroing (RemoveUnnecessaryZeroing). Likewise a kMatrixAdd or kAddRows into the
-  whole of a just-zeroed matrix is run as the copy it amounts to and the
-  zeroing is skipped. Computations with loops (kGotoLabel) keep all their
-  zeroing;
+  optimizer removes the same zeroing (RemoveUnnecessaryZeroing).
+  Likewise a kMatrixAdd or kAddRows into the whole of a just-zeroed
+  matrix is run as the copy it amounts to and the zeroing is skipped.
+  Computations with loops (kGotoLabel) keep all their zeroing;
 - where each matrix lives (:mod:`pynnet3.compute.arena`): one buffer for
   all of them, each matrix at an offset fixed when the plan is made, so a
   run allocates nothing (and faults in no fresh pages) and needs about the
