@@ -43,8 +43,11 @@ cdef class ComputationVariables:
 
 
 cdef class CommandAttributesList:
-    cdef vector[int] data[6]
-    cdef vector[int] start[6]       # num_commands + 1 offsets into data[k]
+    # Six lists each (one per CommandAttributes field). Not C arrays of
+    # vectors: Cython neither constructs nor destroys those in an extension
+    # type, so their memory leaked with every analysis.
+    cdef vector[vector[int]] data
+    cdef vector[vector[int]] start  # num_commands + 1 offsets into data[k]
     cdef vector[char] side_effects
     # per command: its type, and (six per command) arg1 .. arg6 where the
     # analysis read them: for allocation, deallocation, swap, input and

@@ -286,6 +286,10 @@ cdef class CommandAttributesList:
     std::vector<CommandAttributes>), stored as six CSR arrays; indexing
     gives a (cached) analysis.CommandAttributes."""
 
+    def __cinit__(self):
+        self.data.resize(6)
+        self.start.resize(6)
+
     def __len__(self):
         return self.num_commands
 
