@@ -106,3 +106,32 @@ def test_a_second_segment_keeps_the_first_segments_times(monkeypatch):
     bounded = print_computation(create_computation(nnet, [first, second]), nnet)
     _no_bounds(monkeypatch)
     assert print_computation(create_computation(nnet, [first, second]), nnet) == bounded
+
+
+@pytest.mark.parametrize("cycle", [True, False], ids=["cycle", "unbounded-input"])
+def test_a_window_built_whole_is_said_once(cycle, monkeypatch, caplog):
+    """Where no bound can be worked out the builders take the whole window
+    (Kaldi's way, slower to compile): the log says so, once per window node,
+    however many computations are compiled."""
+    from pynnet3.compiler import time_bounds
+    nnet = Nnet.read(str(TEST_DATA / "compute" / "xvector" / "extract.raw"))
+    monkeypatch.setattr(time_bounds, "_TOLD_UNBOUNDED", set())
+    monkeypatch.setattr(time_bounds, "computable_time_bounds",
+                        lambda nnet, reqs: None if cycle else [None] * len(nnet.nodes))
+    with caplog.at_level("INFO", logger="pynnet3.compiler.time_bounds"):
+        for num_frames in (150, 160):
+            assert time_bounds.window_input_bounds(nnet, [_xvector_request(num_frames)]) == {}
+    told = [r.getMessage() for r in caplog.records if "No time bound" in r.getMessage()]
+    assert len(told) == 1
+    assert ("form a cycle" if cycle else "nothing bounds") in told[0]
+    windows = [nnet.node_names[i] for i, node in enumerate(nnet.nodes)
+               if "stats" in nnet.node_names[i]]
+    assert windows and any(name in told[0] for name in windows)
+
+
+def test_a_bounded_window_says_nothing(caplog):
+    nnet = Nnet.read(str(TEST_DATA / "compute" / "xvector" / "extract.raw"))
+    with caplog.at_level("INFO", logger="pynnet3.compiler.time_bounds"):
+        from pynnet3.compiler.time_bounds import window_input_bounds
+        assert window_input_bounds(nnet, [_xvector_request(150)])
+    assert not [r for r in caplog.records if "No time bound" in r.getMessage()]

@@ -27,8 +27,11 @@ or a Const constrains nothing, so the bound of a
 recurrent network's node comes from its other inputs (the cycle through
 IfDefined(Offset(..., -1)) is not followed). Components whose index hooks
 run in Python get no bound, and a network whose cycle runs through inputs
-that are needed gets none at all.
+that are needed gets none at all. A window without a bound is built whole,
+as Kaldi builds it, and the log says so once per window node.
 """
+
+import logging
 
 from ..nnet import descriptor as D
 from ..nnet.node import kComponent, kDescriptor, kDimRange, kInput
@@ -36,7 +39,12 @@ from .descriptor_program import component_index_program
 
 __all__ = ["computable_time_bounds", "window_input_bounds"]
 
+log = logging.getLogger(__name__)
+
 _EMPTY = (1, 0)
+# The windows already said to be unbounded (node names), so that each is
+# said once per process, not once per compilation.
+_TOLD_UNBOUNDED = set()
 
 
 def _is_empty(b):
@@ -193,7 +201,24 @@ def window_input_bounds(nnet, requests):
             component = nnet.get_component(node.component_index)
             if component_index_program(component, component.properties())[0] == "window":
                 windows.append(i)
-    bounds = computable_time_bounds(nnet, requests) if windows else None
-    if bounds is None:
+    if not windows:
         return {}
-    return {i: bounds[i - 1] for i in windows if bounds[i - 1] is not None}
+    bounds = computable_time_bounds(nnet, requests)
+    unbounded = [i for i in windows if bounds is None or bounds[i - 1] is None]
+    _tell_unbounded(nnet, unbounded, bounds is None)
+    return {i: bounds[i - 1] for i in windows if i not in unbounded}
+
+
+def _tell_unbounded(nnet, nodes, cycle):
+    """Says once per window node that its window is built whole (Kaldi's
+    way: correct, but its graph is as large as the window)."""
+    names = [nnet.node_names[i] for i in nodes if nnet.node_names[i] not in _TOLD_UNBOUNDED]
+    if not names:
+        return
+    _TOLD_UNBOUNDED.update(names)
+    reason = ("the network's needed inputs form a cycle" if cycle else
+              "nothing bounds the times of its input: an IfDefined or a Const, or a "
+              "component whose index rules run in Python")
+    log.info("No time bound for the statistics window of %s (%s): the graph builder "
+             "takes every Cindex of the window, as Kaldi's does, which is slower to "
+             "compile for a long window", ", ".join(names), reason)
