@@ -50,3 +50,19 @@ def test_analysing_a_computation_repeatedly_does_not_grow_the_heap():
         fast.Analyzer().init(nnet, computation)
     grown = _malloc_in_use() - before
     assert grown < 256 * 1024, "200 analyses left %d bytes allocated" % grown
+
+
+def test_compiling_and_optimizing_repeatedly_does_not_grow_the_heap():
+    """The whole compilation (graph, steps, computation, checks, every
+    optimization pass), each time from scratch as for a new chunk shape."""
+    nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
+    request = pynnet3.ComputationRequest(
+        inputs=[IoSpecification.from_t_range("input", -20, 220),
+                IoSpecification.from_t_range("ivector", 0, 1)],
+        outputs=[IoSpecification.from_t_range("output", 0, 200)])
+    pynnet3.compile(nnet, request)       # first-use allocations
+    before = _malloc_in_use()
+    for _ in range(30):
+        pynnet3.compile(nnet, request)
+    grown = _malloc_in_use() - before
+    assert grown < 256 * 1024, "30 compilations left %d bytes allocated" % grown
