@@ -37,18 +37,28 @@ def _malloc_in_use():
     return info.uordblks + info.hblkhd
 
 
+def _example_request(num_frames):
+    """tdnn_lda's request for ``num_frames`` outputs (with its context)."""
+    return pynnet3.ComputationRequest(
+        inputs=[IoSpecification.from_t_range("input", -20, num_frames + 20),
+                IoSpecification.from_t_range("ivector", 0, 1)],
+        outputs=[IoSpecification.from_t_range("output", 0, num_frames)])
+
+
+def _heap_growth(action, times):
+    """Bytes glibc's heap holds after ``times`` more calls of ``action``
+    than after the first (which may set up what stays)."""
+    action()
+    before = _malloc_in_use()
+    for _ in range(times):
+        action()
+    return _malloc_in_use() - before
+
+
 def test_analysing_a_computation_repeatedly_does_not_grow_the_heap():
     nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
-    request = pynnet3.ComputationRequest(
-        inputs=[IoSpecification.from_t_range("input", -20, 420),
-                IoSpecification.from_t_range("ivector", 0, 1)],
-        outputs=[IoSpecification.from_t_range("output", 0, 400)])
-    computation = pynnet3.compile(nnet, request, optimize=False)
-    fast.Analyzer().init(nnet, computation)       # first-use allocations
-    before = _malloc_in_use()
-    for _ in range(200):
-        fast.Analyzer().init(nnet, computation)
-    grown = _malloc_in_use() - before
+    computation = pynnet3.compile(nnet, _example_request(400), optimize=False)
+    grown = _heap_growth(lambda: fast.Analyzer().init(nnet, computation), 200)
     assert grown < 256 * 1024, "200 analyses left %d bytes allocated" % grown
 
 
@@ -56,13 +66,6 @@ def test_compiling_and_optimizing_repeatedly_does_not_grow_the_heap():
     """The whole compilation (graph, steps, computation, checks, every
     optimization pass), each time from scratch as for a new chunk shape."""
     nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
-    request = pynnet3.ComputationRequest(
-        inputs=[IoSpecification.from_t_range("input", -20, 220),
-                IoSpecification.from_t_range("ivector", 0, 1)],
-        outputs=[IoSpecification.from_t_range("output", 0, 200)])
-    pynnet3.compile(nnet, request)       # first-use allocations
-    before = _malloc_in_use()
-    for _ in range(30):
-        pynnet3.compile(nnet, request)
-    grown = _malloc_in_use() - before
+    request = _example_request(200)
+    grown = _heap_growth(lambda: pynnet3.compile(nnet, request), 30)
     assert grown < 256 * 1024, "30 compilations left %d bytes allocated" % grown
