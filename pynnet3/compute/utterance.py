@@ -772,6 +772,11 @@ class SimpleNnetComputer:
                 yield from zip(batches, self._threads.map(
                     lambda batch: self._run_on_thread(inputs, batch), batches))
         else:
+            # every new shape compiled before the first runs: a compilation's
+            # temporaries then come and go before the computations' matrices
+            # are allocated, not on top of them (the peak memory)
+            for batch in batches:
+                self._compile(batch)
             for batch in batches:
                 yield batch, self._run_batch(inputs, batch)
 
