@@ -1,11 +1,14 @@
 """A compilation's temporaries do not stay in a tool's peak memory.
 
-The caching compiler hands the heap's free pages back to the operating
-system after each new compilation (pynnet3.common.heap), and the network
-computer compiles every new chunk shape of an utterance before it runs the
-first: the temporaries come and go before the computations' matrices exist.
-On the chain BLSTM of scripts/bench_compute.py (nnet3-compute, 1 thread,
-3 utterances) this took the peak RSS from 269.6 to 255.8 MB."""
+The caching compiler gives the heap's free pages back to the operating
+system after a compilation that grew resident memory by 16 MiB or more
+(pynnet3.common.heap), and the network computer compiles every new chunk
+shape of an utterance before it runs the first: the temporaries come and go
+before the computations' matrices exist. On the chain BLSTM of
+scripts/bench_compute.py (nnet3-compute, 1 thread, 3 utterances) this took
+the peak RSS from 270.3 to 255.8 MiB."""
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -22,30 +25,43 @@ from pynnet3.driver import caching
 from pynnet3.io.table import read_table
 
 
-def _resident_bytes():
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * 4096
+def _fragmented_garbage(megabytes):
+    """Allocates ``megabytes`` MiB in 64 KiB blocks (below glibc's mmap
+    threshold: in the heap) and frees all but every eighth, so that the
+    freed blocks lie between blocks still in use; returns those kept."""
+    blocks = [bytearray(64 * 1024) for _ in range(megabytes * 16)]
+    return blocks[::8]
+
+
+def _skip_without_trim():
+    if heap._TRIM is None or heap.resident_bytes() is None:
+        pytest.skip("no glibc malloc_trim or /proc/self/statm here")
 
 
 def test_release_free_heap_returns_pages_freed_inside_the_heap():
-    if heap._TRIM is None:
-        pytest.skip("no glibc malloc_trim here")
-    # 64 KiB blocks (below glibc's mmap threshold: in the heap), every
-    # eighth kept, so the freed ones lie between blocks still in use
-    blocks = [bytearray(64 * 1024) for _ in range(1024)]
-    kept = blocks[::8]
-    del blocks
-    before = _resident_bytes()
+    _skip_without_trim()
+    kept = _fragmented_garbage(64)
+    before = heap.resident_bytes()
     assert heap.release_free_heap()
-    released = before - _resident_bytes()
-    assert released > 32 * 1024 * 1024, "released %d bytes of about 56 MiB freed" % released
+    released = before - heap.resident_bytes()
+    assert released > 32 << 20, "released %d bytes of 56 MiB freed" % released
     assert len(kept) == 128
 
 
-def _counting_releases(monkeypatch):
-    calls = []
-    monkeypatch.setattr(caching, "release_free_heap", lambda: calls.append(1))
-    return calls
+def test_growth_is_given_back_only_from_the_threshold_on():
+    _skip_without_trim()
+    heap.release_free_heap()
+    start = heap.resident_bytes()
+    with heap.giving_back_growth(min_bytes=1 << 40):      # more than it grows
+        kept = _fragmented_garbage(64)
+    assert heap.resident_bytes() - start > 48 << 20, "the freed blocks were given back"
+    del kept
+    heap.release_free_heap()
+    start = heap.resident_bytes()
+    with heap.giving_back_growth(min_bytes=16 << 20):
+        kept = _fragmented_garbage(64)
+    grown = heap.resident_bytes() - start
+    assert grown < 24 << 20, "%d bytes still resident of 56 MiB freed" % grown
 
 
 def _request(num_frames, num_sequences=1):
@@ -59,17 +75,23 @@ def _request(num_frames, num_sequences=1):
                                             for t in range(num_frames)])])
 
 
-def test_compiler_releases_the_heap_once_per_new_compilation(monkeypatch):
-    calls = _counting_releases(monkeypatch)
+def test_each_compile_call_runs_inside_giving_back_growth(monkeypatch):
+    calls = []
+
+    @contextlib.contextmanager
+    def recording():
+        calls.append("enter")
+        yield
+        calls.append("exit")
+
+    monkeypatch.setattr(caching, "giving_back_growth", recording)
     compiler = caching.CachingOptimizingCompiler(pynnet3.Nnet.read(examples.path("tdnn_lda.raw")))
     compiler.compile(_request(30))
-    assert len(calls) == 1
-    compiler.compile(_request(30))                  # from the cache: nothing freed
-    assert len(calls) == 1
+    compiler.compile(_request(30))
     # four sequences: compiled for two and expanded (the two-sequence
-    # computation is cached as well), one release for the whole call
+    # computation is cached as well) within the one call
     compiler.compile(_request(30, num_sequences=4))
-    assert len(calls) == 2
+    assert calls == ["enter", "exit"] * 3
     assert len(compiler.cache._entries) == 3
 
 

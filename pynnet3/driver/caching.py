@@ -29,9 +29,9 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from ..common.heap import giving_back_growth
 from ..compiler.computation_io import read_computation, write_computation
 from ..compiler.request import ComputationRequest, IoSpecification
-from ..common.heap import release_free_heap
 from ..compiler.shortcut import expand_computation, request_is_decomposable
 from ..errors import ComputationError
 from ..io.files import open_input, write_object
@@ -285,7 +285,6 @@ class CachingOptimizingCompiler:
                        else CachingOptimizingCompilerOptions())
         self.cache = ComputationCache(self.config.cache_capacity)
         self._simple_context = None
-        self._compiled_new = False      # set when compile() misses the cache
         # seconds spent, as Kaldi reports them when the compiler goes away
         self.seconds_taken = dict(total=0.0, compile=0.0, optimize=0.0, expand=0.0, check=0.0,
                                   io=0.0)
@@ -300,24 +299,21 @@ class CachingOptimizingCompiler:
         # (nothing here makes reference cycles).
         gc_was_enabled = gc.isenabled()
         gc.disable()
-        self._compiled_new = False
+        # a large compilation's temporaries, freed by its end, are given
+        # back, or a tool's peak memory keeps them under the matrices its
+        # computations then run on (pynnet3.common.heap)
         try:
-            return self._compile_internal(request)
+            with giving_back_growth():
+                return self._compile_internal(request)
         finally:
             if gc_was_enabled:
                 gc.enable()
-            if self._compiled_new:
-                # the compilation's temporaries are freed now: give their
-                # pages back, or the tool's peak memory keeps them on top of
-                # the matrices its computations run on (pynnet3.common.heap)
-                release_free_heap()
             self.seconds_taken["total"] += time.perf_counter() - start
 
     def _compile_internal(self, request):
         computation = self.cache.find(request)
         if computation is not None:
             return computation
-        self._compiled_new = True
         if self.config.use_shortcut:
             computation = self._compile_via_shortcut(request)
         if computation is None:
