@@ -12,6 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pynnet3.common.index import Index
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+
 REPO = Path(__file__).resolve().parent.parent
 KALDI_REF = Path(os.environ.get("PYNNET3_KALDI_REF", REPO.parent / "shared" / "kaldi-ref"))
 TEST_DATA = REPO / "tests" / "data"
@@ -51,6 +54,19 @@ def _oracle_blas_threads(monkeypatch):
 #: Above this many bytes/characters, a failing ``==`` reports where the two
 #: first differ instead of pytest's full diff (which, for a model file of a few
 #: megabytes, can take longer than the whole suite).
+def example_request(num_frames, num_sequences=1):
+    """A request for the shipped example network (tdnn_lda): ``num_frames``
+    outputs of each of ``num_sequences`` sequences n = 0, 1, ..., with 20
+    frames of input context on each side and one i-vector per sequence."""
+    sequences = range(num_sequences)
+    return ComputationRequest(
+        inputs=[IoSpecification("input", [Index(n, t, 0) for n in sequences
+                                          for t in range(-20, num_frames + 20)]),
+                IoSpecification("ivector", [Index(n, 0, 0) for n in sequences])],
+        outputs=[IoSpecification("output", [Index(n, t, 0) for n in sequences
+                                            for t in range(num_frames)])])
+
+
 LARGE_COMPARISON = 4096
 
 

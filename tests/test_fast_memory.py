@@ -15,7 +15,7 @@ import pytest
 
 import pynnet3
 from pynnet3 import examples
-from pynnet3.compiler.request import IoSpecification
+from conftest import example_request
 
 fast = pytest.importorskip("pynnet3._fast.analysis_kernel")
 
@@ -37,14 +37,6 @@ def _malloc_in_use():
     return info.uordblks + info.hblkhd
 
 
-def _example_request(num_frames):
-    """tdnn_lda's request for ``num_frames`` outputs (with its context)."""
-    return pynnet3.ComputationRequest(
-        inputs=[IoSpecification.from_t_range("input", -20, num_frames + 20),
-                IoSpecification.from_t_range("ivector", 0, 1)],
-        outputs=[IoSpecification.from_t_range("output", 0, num_frames)])
-
-
 def _heap_growth(action, times):
     """Bytes glibc's heap holds after ``times`` more calls of ``action``
     than after the first (which may set up what stays)."""
@@ -57,7 +49,7 @@ def _heap_growth(action, times):
 
 def test_analysing_a_computation_repeatedly_does_not_grow_the_heap():
     nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
-    computation = pynnet3.compile(nnet, _example_request(400), optimize=False)
+    computation = pynnet3.compile(nnet, example_request(400), optimize=False)
     grown = _heap_growth(lambda: fast.Analyzer().init(nnet, computation), 200)
     assert grown < 256 * 1024, "200 analyses left %d bytes allocated" % grown
 
@@ -66,6 +58,6 @@ def test_compiling_and_optimizing_repeatedly_does_not_grow_the_heap():
     """The whole compilation (graph, steps, computation, checks, every
     optimization pass), each time from scratch as for a new chunk shape."""
     nnet = pynnet3.Nnet.read(examples.path("tdnn_lda.raw"))
-    request = _example_request(200)
+    request = example_request(200)
     grown = _heap_growth(lambda: pynnet3.compile(nnet, request), 30)
     assert grown < 256 * 1024, "30 compilations left %d bytes allocated" % grown

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 import pynnet3
+from conftest import example_request
 from pynnet3 import examples
 from pynnet3.common import heap
-from pynnet3.common.index import Index
-from pynnet3.compiler.request import IoSpecification
 from pynnet3.compute import computer as computer_module
 from pynnet3.compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
                                        prepare_nnet_for_compute)
@@ -64,18 +63,9 @@ def test_growth_is_given_back_only_from_the_threshold_on():
     assert grown < 24 << 20, "%d bytes still resident of 56 MiB freed" % grown
 
 
-def _request(num_frames, num_sequences=1):
-    return pynnet3.ComputationRequest(
-        inputs=[IoSpecification("input", [Index(n, t, 0) for n in range(num_sequences)
-                                          for t in range(-20, num_frames + 20)]),
-                IoSpecification("ivector", [Index(n, 0, 0)
-                                            for n in range(num_sequences)])],
-        outputs=[IoSpecification("output", [Index(n, t, 0)
-                                            for n in range(num_sequences)
-                                            for t in range(num_frames)])])
-
-
-def test_each_compile_call_runs_inside_giving_back_growth(monkeypatch):
+def test_each_compilation_runs_inside_giving_back_growth(monkeypatch):
+    """Every computation compiled, the shortcut's two-sequence one
+    included, is measured; a cache hit allocates nothing and is not."""
     calls = []
 
     @contextlib.contextmanager
@@ -86,12 +76,13 @@ def test_each_compile_call_runs_inside_giving_back_growth(monkeypatch):
 
     monkeypatch.setattr(caching, "giving_back_growth", recording)
     compiler = caching.CachingOptimizingCompiler(pynnet3.Nnet.read(examples.path("tdnn_lda.raw")))
-    compiler.compile(_request(30))
-    compiler.compile(_request(30))
-    # four sequences: compiled for two and expanded (the two-sequence
-    # computation is cached as well) within the one call
-    compiler.compile(_request(30, num_sequences=4))
-    assert calls == ["enter", "exit"] * 3
+    compiler.compile(example_request(30))
+    assert calls == ["enter", "exit"]
+    compiler.compile(example_request(30))               # from the cache
+    assert calls == ["enter", "exit"]
+    # four sequences: compiled for two (cached as well) and expanded
+    compiler.compile(example_request(30, num_sequences=4))
+    assert calls == ["enter", "exit", "enter", "enter", "exit", "exit"]
     assert len(compiler.cache._entries) == 3
 
 
