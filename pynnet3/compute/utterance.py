@@ -765,18 +765,17 @@ class SimpleNnetComputer:
         """Yields ``(batch, output rows)`` for each computation of
         :meth:`_batches`, in order; the rows are n-major, with priors and
         acoustic scale applied, valid until the next item."""
+        # every new shape compiled first, on this thread: the threads only
+        # run computations, and a compilation's temporaries come and go
+        # before the computations' matrices exist, not on top of them (the
+        # peak memory)
+        for batch in batches:
+            self._compile(batch)
         if self.num_threads > 1 and len(batches) > 1:
-            for batch in batches:
-                self._compile(batch)
             with blas_control.single_threaded():
                 yield from zip(batches, self._threads.map(
                     lambda batch: self._run_on_thread(inputs, batch), batches))
         else:
-            # every new shape compiled before the first runs: a compilation's
-            # temporaries then come and go before the computations' matrices
-            # are allocated, not on top of them (the peak memory)
-            for batch in batches:
-                self._compile(batch)
             for batch in batches:
                 yield batch, self._run_batch(inputs, batch)
 
