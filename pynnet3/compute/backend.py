@@ -28,6 +28,7 @@ from ..components.row_ranges import add_row_ranges
 from ..errors import ComputationError
 from ..numerics.kaldi_cpu import KaldiCpu
 from ..numerics.openblas_plan import openblas_threads_from_environment
+from .row_copy import copy_matrix, copy_rows
 
 logger = logging.getLogger("pynnet3")
 
@@ -43,11 +44,12 @@ class RowIndexes:
     """
 
     __slots__ = ("num_rows", "all_valid", "src_rows", "dest_rows", "missing_rows",
-                 "identity_offset", "max_row")
+                 "identity_offset", "max_row", "table")
 
     def __init__(self, xp, indexes):
-        idx = np.asarray(indexes, dtype=np.int64).reshape(-1)
+        idx = np.ascontiguousarray(np.asarray(indexes, dtype=np.int64).reshape(-1))
         self.num_rows = idx.shape[0]
+        self.table = idx        # the whole table, on the host
         valid = idx >= 0
         self.all_valid = bool(valid.all())
         self.max_row = int(idx.max()) if idx.size else -1
@@ -87,7 +89,8 @@ class MultiRowIndexes:
             # Several rows of one table may point at the same source/destination
             # row; AddToRows must then accumulate, which needs a scatter-add.
             unique = np.unique(r).size == r.size
-            self.groups.append((s, xp.asarray(pos), xp.asarray(r), unique))
+            self.groups.append((s, xp.asarray(pos, dtype=np.int64),
+                                xp.asarray(r, dtype=np.int64), unique))
             self.max_rows[s] = int(r.max())
 
 
@@ -187,11 +190,20 @@ class Backend:
         return RowRanges(self.xp, pairs)
 
     # -- single-source row kernels ----------------------------------------------------
+    def copy_matrix(self, dest, src):
+        """dest[...] = src (kMatrixCopy, CuMatrix::CopyFromMat)."""
+        if self.xp is np:
+            copy_matrix(dest, src)      # no temporary when the two interleave
+        else:
+            dest[...] = src
+
     def copy_rows(self, dest, src, rows):
         """dest[i] = src[rows[i]], zero where rows[i] == -1 (CuMatrix::CopyRows)."""
         if rows.identity_offset is not None:
             off = rows.identity_offset
-            dest[...] = src[off:off + rows.num_rows]
+            self.copy_matrix(dest, src[off:off + rows.num_rows])
+        elif self.xp is np:
+            copy_rows(dest, src, rows.table)     # no gathered temporary
         elif rows.all_valid:
             dest[...] = src[rows.src_rows]
         else:
@@ -246,7 +258,10 @@ class Backend:
     def copy_rows_multi(self, dest, sources, multi):
         """dest[i] = *pointer_i, zero for NULL pointers (CuMatrix::CopyRows(ptrs))."""
         for s, pos, rows, _ in multi.groups:
-            dest[pos] = sources[s][rows]
+            if self.xp is np:
+                copy_rows(dest, sources[s], rows, pos)
+            else:
+                dest[pos] = sources[s][rows]
         if multi.missing_rows is not None:
             dest[multi.missing_rows] = 0.0
 

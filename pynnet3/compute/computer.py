@@ -477,7 +477,7 @@ class NnetComputer:
 
     def _matrix_copy(self, c):
         dest = self._sub(c.arg1)
-        dest[...] = self._sub(c.arg2)
+        self.backend.copy_matrix(dest, self._sub(c.arg2))
         if c.alpha != 1.0:
             dest *= np.float32(c.alpha)
 
