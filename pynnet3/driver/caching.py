@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from ..common.heap import giving_back_growth
+from ..common.heap import GivingBack
 from ..compiler.computation_io import read_computation, write_computation
 from ..compiler.request import ComputationRequest, IoSpecification
 from ..compiler.shortcut import expand_computation, request_is_decomposable
@@ -285,6 +285,7 @@ class CachingOptimizingCompiler:
                        else CachingOptimizingCompilerOptions())
         self.cache = ComputationCache(self.config.cache_capacity)
         self._simple_context = None
+        self._giving_back = GivingBack()     # after compilations (see _compile_internal)
         # seconds spent, as Kaldi reports them when the compiler goes away
         self.seconds_taken = dict(total=0.0, compile=0.0, optimize=0.0, expand=0.0, check=0.0,
                                   io=0.0)
@@ -314,7 +315,7 @@ class CachingOptimizingCompiler:
         # back, or a tool's peak memory keeps them under the matrices its
         # computations then run on (pynnet3.common.heap); a cache hit
         # allocates nothing and is not measured
-        with giving_back_growth():
+        with self._giving_back.around():
             if self.config.use_shortcut:
                 computation = self._compile_via_shortcut(request)
             if computation is None:
