@@ -306,3 +306,29 @@ def test_threads_compute_the_same_numbers():
         assert a.tobytes() == b.tobytes()
     assert SimpleNnetComputer(nnet, opts, num_threads=2,
                               backend=KaldiExactBackend(2)).num_threads == 1
+
+
+def test_a_workers_outputs_stay_out_of_its_arena():
+    """A worker hands each output over as a matrix of its own, so its
+    arena does not hold the outputs (they were copied out of it until
+    2026-11-28), and the numbers are one thread's."""
+    _need(CHAIN)
+    from pynnet3.compute import blas_threads
+    if not blas_threads.available():
+        pytest.skip("NumPy's BLAS thread count cannot be changed here: no computer threads")
+    nnet = prepare_nnet_for_compute(Nnet.read(str(CHAIN / "model.raw")))
+    feats, ivectors = _chain_inputs()
+    opts = SimpleComputationOptions(frames_per_chunk=20)
+    threaded = SimpleNnetComputer(nnet, opts, num_threads=2)
+    alone = SimpleNnetComputer(nnet, opts)
+    for utt, f in feats.items():
+        num_rows, blocks = threaded.submit_utterance(f, None, ivectors[utt], 10)
+        got = np.concatenate(list(blocks))
+        assert got.tobytes() == alone.compute_utterance(f, None, ivectors[utt], 10).tobytes()
+    workers = [(key, thread) for key, thread in threaded._plans if thread > 0]
+    assert workers
+    for key, thread in workers:
+        computation = threaded._cache[key]
+        assert (threaded._plans[(key, thread)].arena.offsets
+                == plan_arena(computation).offsets)
+        assert plan_arena(computation).offsets != plan_arena(computation, True).offsets

@@ -518,18 +518,20 @@ class SimpleNnetComputer:
             workspace = self._workspaces.get(thread)
             if workspace is None:
                 workspace = self._workspaces[thread] = Workspace(self.backend)
+            # A worker's output leaves it (see _run_on_thread): made outside
+            # the arena, it is handed over as it is, not copied out of it.
             exec_plan = self._plans[(key, thread)] = ExecutionPlan(
                 computation, self.nnet, self.backend, workspace=workspace,
-                outputs_in_arena=True)
+                outputs_in_arena=thread == 0)
         return computation, exec_plan
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
         """Runs the computation of ``plan``'s shape on ``features`` (the
         chunk input rows, n-major) and ``ivectors`` (one row per sequence, or
         None); returns the output rows (n-major) on the host with priors and
-        acoustic scale applied: a view of this computer's memory (of the
-        calling thread's), valid until its next computation (copy what you
-        keep)."""
+        acoustic scale applied: on the calling thread of the computer, a view
+        of its memory, valid until its next computation (copy what you
+        keep); on one of the computer's own threads, a matrix of its own."""
         computation, exec_plan = self._computation(plan, ivectors is not None, num_sequences,
                                                    self._threads.current())
         computer = NnetComputer(computation, self.nnet, backend=exec_plan.backend,
@@ -796,9 +798,9 @@ class SimpleNnetComputer:
 
     def _run_on_thread(self, inputs, batch):
         """:meth:`_run_batch` on one of the computer's threads (BLAS
-        single-threaded there), the output copied out of the thread's
-        memory."""
-        return np.array(self._run_batch(inputs, batch))
+        single-threaded there). The output is a matrix of its own: a
+        worker's plans keep outputs out of its arena."""
+        return self._run_batch(inputs, batch)
 
     def close(self):
         """Ends this computer's threads: computations submitted and not yet
