@@ -68,6 +68,20 @@ def test_copy_matrix_between_interleaved_column_ranges():
 
 
 @needs_kernel
+def test_copies_between_memory_really_shared_read_the_untouched_source():
+    m = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+    expected = m.copy()
+    expected[1:] = m[:-1].copy()
+    row_copy.copy_matrix(m[1:], m[:-1])     # each row's source is overwritten first
+    assert np.array_equal(m, expected)
+    m = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+    expected = m.copy()
+    expected[[0, 1, 2]] = m[[2, 3, 0]].copy()
+    row_copy.copy_rows(m, m, np.array([2, 3, 0], np.int64))   # row 0 is read after it is written
+    assert np.array_equal(m[:3], expected[:3])
+
+
+@needs_kernel
 def test_backend_copies_make_no_temporary():
     """NumPy's gather (``dest[...] = src[rows]``) and a copy between two
     column ranges of one matrix each allocate the whole copied block; the
