@@ -92,4 +92,7 @@ def test_statistics_extraction_zeroes_its_own_output():
         computer.accept_input("input", features)
         computer.run()
         outputs.append(computer.get_output("output"))
-    assert np.isfinite(outputs[0]).all() and np.array_equal(outputs[0], outputs[1])
+    # (the fused plan multiplies the spliced inputs from their shifted rows:
+    # the same numbers within float32 rounding, see shifted_splice.py)
+    assert np.isfinite(outputs[0]).all()
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)

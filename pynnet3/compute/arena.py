@@ -95,9 +95,11 @@ def _matrix(computation, s):
     return computation.submatrices[s].matrix_index
 
 
-def plan_arena(computation, outputs_in_arena=False):
+def plan_arena(computation, outputs_in_arena=False, narrowed=None):
     """The :class:`ArenaPlan` of a computation (see the module docstring);
-    None for a computation with loops."""
+    None for a computation with loops. ``narrowed``: {matrix index: the
+    number of columns to allocate it with} for matrices whose other
+    columns nothing reads or writes (a plan's shifted splices)."""
     commands = computation.commands
     if any(c.command_type == T.kGotoLabel for c in commands):
         return None
@@ -109,10 +111,12 @@ def plan_arena(computation, outputs_in_arena=False):
     external = set()
     num_commands = len(commands)
 
+    narrowed = narrowed or {}
+
     def begin(i, m):
         info = matrices[m]
         owner[m] = len(blocks)
-        blocks.append([i, info.num_rows * info.num_cols, num_commands])
+        blocks.append([i, info.num_rows * narrowed.get(m, info.num_cols), num_commands])
 
     def end(i, m):
         b = owner.pop(m, None)

@@ -24,18 +24,28 @@ networks) and returns what to run instead:
   matrix: the zeroing is dropped and the component overwrites M
   (``propagate_overwriting``).
 
+- *spliced products*: the kPropagate of a shifted splice
+  (:mod:`pynnet3.compute.shifted_splice`, found by the plan) runs from the
+  shifted rows, its copies are skipped; with a bias, ReLU and batch norm
+  after it, it is the product of the first pattern.
+
 None of these commands stores statistics or keeps a memo (they would need
 the intermediate values). Guarantee: the fused run computes exactly the
 numbers of the unfused run of the same commands on the default
 arithmetic, bit for bit (the kernels round as the NumPy passes they
-replace); nothing else reads the intermediate values, since each pattern
-only spans commands that overwrite them in place. The Kaldi-exact
-arithmetic never fuses (its roundings are Kaldi's, command by command).
+replace), except that a spliced product adds its blocks' products one
+after the other (within float32 rounding; see shifted_splice.py); nothing
+else reads the intermediate values, since each pattern only spans
+commands that overwrite them in place. The Kaldi-exact arithmetic never
+fuses (its roundings are Kaldi's, command by command).
 """
+
+import numpy as np
 
 from ..compiler.computation import CommandType, touched_matrices
 from ..components.base import ComponentProperty
 from .fused_elementwise import bias_relu_scale_offset, scaled_copy_add
+from .shifted_splice import shifted_products
 
 __all__ = ["Fusions", "find_fusions"]
 
@@ -81,20 +91,30 @@ def _has_bias(component):
             and bias.shape[0] != 0)
 
 
-def find_fusions(computation, nnet, plan):
+def find_fusions(computation, nnet, plan, splices=None):
     """The :class:`Fusions` of a computation (see the module docstring);
-    ``plan`` is its ExecutionPlan (row tables, zeroing it already skips)."""
+    ``plan`` is its ExecutionPlan (row tables, zeroing it already skips);
+    ``splices``: its shifted splices ({propagate command index:
+    :class:`~pynnet3.compute.shifted_splice.ShiftedSplice`}), whose copies
+    are skipped and whose products run from the shifted rows."""
     fusions = Fusions()
     commands = computation.commands
     components = nnet.components
+    splices = splices or {}
+    for splice in splices.values():
+        fusions.skip.update(splice.copies)
     num = len(commands)
     i = 0
     while i < num:
         c = commands[i]
         if _plain_propagate(c) and 0 <= c.arg1 < len(components):
-            length = _bias_relu_batchnorm(fusions, commands, components, i)
+            length = _bias_relu_batchnorm(fusions, commands, components, i, splices.get(i))
             if length:
                 i += length
+                continue
+            if i in splices:
+                fusions.ops[i] = _spliced_run(c, components[c.arg1], splices[i])
+                i += 1
                 continue
         if c.command_type in (T.kMatrixCopy, T.kCopyRows):
             _scaled_sum(fusions, computation, plan, i)
@@ -103,9 +123,31 @@ def find_fusions(computation, nnet, plan):
     return fusions
 
 
-def _bias_relu_batchnorm(fusions, commands, components, i):
-    """Fuses the pattern starting at command ``i``; returns how many
-    commands it spans (0: no fusion)."""
+def _product_deferring_bias(computer, product, component, splice):
+    """Runs the kPropagate ``product`` without its bias; returns the bias."""
+    if splice is not None:
+        out = computer._sub(product.arg4)
+        shifted_products(np.asarray(component.linear_params),
+                         computer.matrices[splice.matrix][:, :splice.width], splice, out)
+        return np.asarray(component.bias_params)
+    indexes = computer.computation.component_precomputed_indexes[product.arg2].data
+    return component.propagate_deferring_bias(indexes, computer._sub(product.arg3),
+                                              computer._sub(product.arg4))
+
+
+def _spliced_run(c, component, splice):
+    """A shifted splice's kPropagate alone: the product, then the bias."""
+    def run(computer):
+        bias = _product_deferring_bias(computer, c, component, splice)
+        if bias.shape[0] != 0:
+            computer._sub(c.arg4)[...] += bias
+    return run
+
+
+def _bias_relu_batchnorm(fusions, commands, components, i, splice=None):
+    """Fuses the pattern starting at command ``i`` (``splice``: its product
+    is a shifted splice's); returns how many commands it spans (0: no
+    fusion)."""
     first = commands[i]
     component = components[first.arg1]
     s = first.arg4
@@ -127,15 +169,14 @@ def _bias_relu_batchnorm(fusions, commands, components, i):
     if product is None and batchnorm is None:
         return 0                # a lone ReLU: nothing to fuse
     last = j + 1 if batchnorm is not None else j
-    precomputed = product.arg2 if product is not None else 0
+    if product is None:
+        splice = None
 
     def run(computer, product=product, component=component, batchnorm=batchnorm):
         out = computer._sub(s)
         bias = None
         if product is not None:
-            indexes = computer.computation.component_precomputed_indexes[precomputed].data
-            bias = component.propagate_deferring_bias(indexes, computer._sub(product.arg3),
-                                                      out)
+            bias = _product_deferring_bias(computer, product, component, splice)
         if batchnorm is not None:
             bias_relu_scale_offset(out, bias, batchnorm.scale_vec, batchnorm.offset)
         else:

@@ -17,6 +17,10 @@ and reuses for every run of it (every chunk of the same shape).
   Likewise a kMatrixAdd or kAddRows into the whole of a just-zeroed
   matrix is run as the copy it amounts to and the zeroing is skipped.
   Computations with loops (kGotoLabel) keep all their zeroing;
+- which spliced inputs are multiplied without being built
+  (:mod:`pynnet3.compute.shifted_splice`; default arithmetic): their
+  matrices are allocated only as wide as the columns anything reads
+  (``narrowed``), their copies skipped;
 - where each matrix lives (:mod:`pynnet3.compute.arena`): one buffer for
   all of them, each matrix at an offset fixed when the plan is made, so a
   run allocates nothing (and faults in no fresh pages) and needs about the
@@ -35,6 +39,7 @@ from ..compiler.computation import CommandType, touched_matrices
 from ..components.base import ComponentProperty
 from .arena import Workspace, plan_arena
 from .fusion import find_fusions
+from .shifted_splice import find_shifted_splices
 
 __all__ = ["ExecutionPlan", "MatrixPool"]
 
@@ -81,7 +86,7 @@ class ExecutionPlan:
     the caller's to keep)."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
-                 "arena", "workspace", "fusions", "_views", "_views_array",
+                 "arena", "workspace", "fusions", "narrowed", "_views", "_views_array",
                  "rows_cache", "multi_cache", "ranges_cache", "__weakref__")
 
     def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
@@ -94,7 +99,13 @@ class ExecutionPlan:
         self.rows_cache = {}
         self.multi_cache = {}
         self.ranges_cache = {}
-        self.arena = plan_arena(computation, outputs_in_arena) if reuse_matrices else None
+        fuses = elide_zeroing and getattr(backend, "fuses_elementwise", False)
+        # Spliced inputs multiplied without being built (default arithmetic
+        # only): their matrices are allocated only as wide as what is read.
+        splices = find_shifted_splices(computation, nnet) if fuses else {}
+        self.narrowed = {sp.matrix: sp.width for sp in splices.values()}
+        self.arena = (plan_arena(computation, outputs_in_arena, self.narrowed)
+                      if reuse_matrices else None)
         self.pool = MatrixPool(backend) if reuse_matrices and self.arena is None else None
         self.workspace = None
         if self.arena is not None:
@@ -107,8 +118,8 @@ class ExecutionPlan:
             self.skip_zeroing = self.add_as_copy = frozenset()
         # Commands run together (default arithmetic only: see fusion.py).
         self.fusions = None
-        if elide_zeroing and getattr(backend, "fuses_elementwise", False):
-            self.fusions = find_fusions(computation, nnet, self)
+        if fuses:
+            self.fusions = find_fusions(computation, nnet, self, splices)
 
     def arena_views(self):
         """A list, by command index, of the matrix each allocating command
@@ -122,9 +133,10 @@ class ExecutionPlan:
             computation = self.computation
             views = [None] * len(computation.commands)
             for i, offset in self.arena.offsets.items():
-                info = computation.matrices[self.slices[computation.commands[i].arg1][0]]
-                size = info.num_rows * info.num_cols
-                views[i] = array[offset:offset + size].reshape(info.num_rows, info.num_cols)
+                m = self.slices[computation.commands[i].arg1][0]
+                rows = computation.matrices[m].num_rows
+                cols = self.narrowed.get(m, computation.matrices[m].num_cols)
+                views[i] = array[offset:offset + rows * cols].reshape(rows, cols)
             self._views, self._views_array = views, array
             self.workspace.hold(self)
         return self._views

@@ -1,0 +1,160 @@
+"""A TDNN layer's spliced input, multiplied without being built.
+
+Kaldi's optimizer builds the input of a layer like ``Append(tdnn1, Offset(tdnn1,
+1), Offset(tdnn1, 2))`` in place: the matrix M that holds tdnn1's output in
+its first d columns is allocated K times as wide, K - 1 kMatrixCopy commands
+copy row-shifted parts of those d columns into the other column blocks, and
+an affine kPropagate multiplies rows [r, r + n) of the whole width by the
+weights. On the TDNN-LSTM of scripts/bench_compute.py that matrix (1218 x 3072
+for 6 chunks) was most of a computation's memory.
+
+:func:`find_shifted_splices` finds that pattern; the plan then allocates M
+only d columns wide, skips the copies and runs the product as
+:func:`shifted_products`: ``out = sum_k M[r + s_k : r + s_k + n, 0:d] @
+W[:, k d : (k + 1) d]^T``, each block of rows straight from M (the bias is
+left to the caller, as ``propagate_deferring_bias`` leaves it).
+
+Guarantee: the fused product is the same sum of the same products, added
+block by block: within float32 rounding of the unfused one (not bit for
+bit: one product over all K d columns adds its terms in another order).
+The pattern is taken only when nothing else can see the difference: the
+wide columns are touched by nothing but those copies and that product,
+nothing touches M between the first copy and the product, and M is not an
+input, an output or swapped.
+"""
+
+import numpy as np
+
+from ..compiler.computation import INDEXES_MULTI_ARG, SUBMATRIX_ARGS, CommandType
+from ..components.affine import AffineTransform
+
+__all__ = ["ShiftedSplice", "find_shifted_splices", "shifted_products"]
+
+T = CommandType
+# rows per block of the accumulated products: the scratch they go through
+# stays small (this many rows of the output) while each product keeps
+# enough rows for BLAS's full speed
+_ROWS_PER_STEP = 256
+
+
+class ShiftedSplice:
+    """One found pattern: ``propagate`` (command index) multiplies rows
+    ``[row_offset, row_offset + num_rows)`` of matrix ``matrix`` whose
+    column block k is its first ``width`` columns shifted down by
+    ``shifts[k]`` rows (``shifts[0]`` is 0: the block itself); ``copies``
+    are the command indexes that built the other blocks."""
+
+    __slots__ = ("propagate", "copies", "matrix", "width", "row_offset", "num_rows", "shifts")
+
+    def __init__(self, propagate, copies, matrix, width, row_offset, num_rows, shifts):
+        self.propagate = propagate
+        self.copies = copies
+        self.matrix = matrix
+        self.width = width
+        self.row_offset = row_offset
+        self.num_rows = num_rows
+        self.shifts = shifts
+
+
+def shifted_products(params, base, splice, out):
+    """``out = sum_k base[r + s_k : r + s_k + n] @ params[:, k d:(k+1) d].T``
+    (r, n, s_k, d from ``splice``; ``base`` is the matrix's d columns)."""
+    d, n, r = splice.width, splice.num_rows, splice.row_offset
+    blocks = [(base[r + s:r + s + n], params[:, k * d:(k + 1) * d].T)
+              for k, s in enumerate(splice.shifts)]
+    np.matmul(blocks[0][0], blocks[0][1], out=out)
+    scratch = np.empty((min(n, _ROWS_PER_STEP), out.shape[1]), dtype=np.float32)
+    for rows, weights in blocks[1:]:
+        for start in range(0, n, _ROWS_PER_STEP):
+            stop = min(n, start + _ROWS_PER_STEP)
+            part = scratch[:stop - start]
+            np.matmul(rows[start:stop], weights, out=part)
+            out[start:stop] += part
+
+
+def find_shifted_splices(computation, nnet):
+    """``{propagate command index: ShiftedSplice}`` of a computation (see
+    the module docstring); empty for a computation with loops."""
+    commands = computation.commands
+    if any(c.command_type == T.kGotoLabel for c in commands):
+        return {}
+    subs = computation.submatrices
+    # every command index touching each matrix, with the submatrices it names
+    touches = {}
+    for i, c in enumerate(commands):
+        named = [getattr(c, a) for a in SUBMATRIX_ARGS.get(c.command_type, ())]
+        for s in named:
+            if 0 < s < len(subs):
+                touches.setdefault(subs[s].matrix_index, []).append((i, s))
+        multi = INDEXES_MULTI_ARG.get(c.command_type)
+        if multi is not None and 0 <= getattr(c, multi) < len(computation.indexes_multi):
+            for s, _ in computation.indexes_multi[getattr(c, multi)]:
+                if 0 < s < len(subs):
+                    touches.setdefault(subs[s].matrix_index, []).append((i, -1))
+    found = {}
+    for i, c in enumerate(commands):
+        if (c.command_type != T.kPropagate or c.arg5 != 0 or c.arg6 != 0
+                or not 0 <= c.arg1 < len(nnet.components)
+                or not isinstance(nnet.components[c.arg1], AffineTransform)):
+            continue
+        splice = _splice_of(computation, touches, i, c)
+        if splice is not None:
+            found[i] = splice
+    return found
+
+
+def _splice_of(computation, touches, p, c):
+    subs = computation.submatrices
+    commands = computation.commands
+    if not (0 < c.arg3 < len(subs) and 0 < c.arg4 < len(subs)):
+        return None
+    inp = subs[c.arg3]
+    m = inp.matrix_index
+    info = computation.matrices[m]
+    if subs[c.arg4].matrix_index == m or inp.col_offset != 0 or inp.num_cols != info.num_cols:
+        return None
+    r, n = inp.row_offset, inp.num_rows
+    copies, blocks = [], {}          # column offset -> row shift
+    width = None
+    for j, s in touches.get(m, ()):
+        t = commands[j].command_type
+        if j == p or t in (T.kAllocMatrix, T.kDeallocMatrix):
+            continue
+        if t in (T.kSwapMatrix, T.kAcceptInput, T.kProvideOutput) or s < 0:
+            return None
+        if t == T.kMatrixCopy and j < p and s == commands[j].arg1:
+            dest, src = subs[commands[j].arg1], subs[commands[j].arg2]
+            if (src.matrix_index == m and commands[j].alpha == 1.0 and src.col_offset == 0
+                    and dest.row_offset == r and dest.num_rows == n
+                    and dest.num_cols == src.num_cols and dest.col_offset > 0):
+                if width is None:
+                    width = src.num_cols
+                if src.num_cols == width and dest.col_offset not in blocks:
+                    blocks[dest.col_offset] = src.row_offset - r
+                    copies.append(j)
+                    continue
+            return None
+        if t == T.kMatrixCopy and j < p and s == commands[j].arg2 and j in copies:
+            continue        # the copy's source part, seen with its destination
+    if width is None or info.num_cols % width:
+        return None
+    k = info.num_cols // width
+    if sorted(blocks) != [b * width for b in range(1, k)]:
+        return None
+    # every other command on m stays inside its first ``width`` columns, and
+    # none runs between the first copy and the product
+    first = min(copies)
+    for j, s in touches.get(m, ()):
+        if j == p or j in copies:
+            continue
+        t = commands[j].command_type
+        whole = t in (T.kAllocMatrix, T.kDeallocMatrix) or (
+            t == T.kSetConst and commands[j].alpha == 0.0 and j < first)
+        if not whole and subs[s].col_offset + subs[s].num_cols > width:
+            return None
+        if first < j < p:
+            return None
+    shifts = [0] + [blocks[b * width] for b in range(1, k)]
+    if any(r + sh < 0 or r + sh + n > info.num_rows for sh in shifts):
+        return None
+    return ShiftedSplice(p, sorted(copies), m, width, r, n, shifts)
