@@ -49,11 +49,6 @@ def _oracle_blas_threads(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
 
 
-# -- quick reports for failing comparisons of large files --------------------------
-
-#: Above this many bytes/characters, a failing ``==`` reports where the two
-#: first differ instead of pytest's full diff (which, for a model file of a few
-#: megabytes, can take longer than the whole suite).
 def example_request(num_frames, num_sequences=1):
     """A request for the shipped example network (tdnn_lda): ``num_frames``
     outputs of each of ``num_sequences`` sequences n = 0, 1, ..., with 20
@@ -67,6 +62,11 @@ def example_request(num_frames, num_sequences=1):
                                             for t in range(num_frames)])])
 
 
+# -- quick reports for failing comparisons of large files --------------------------
+
+#: Above this many bytes/characters, a failing ``==`` reports where the two
+#: first differ instead of pytest's full diff (which, for a model file of a few
+#: megabytes, can take longer than the whole suite).
 LARGE_COMPARISON = 4096
 
 

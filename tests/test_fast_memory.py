@@ -8,32 +8,23 @@ compiled computation of the chain BLSTM in scripts/bench_compute.py.
 Measured with glibc's mallinfo2 (C allocations, which tracemalloc does not
 see); skipped where the C library has none."""
 
-import ctypes
 import gc
 
 import pytest
 
 import pynnet3
 from pynnet3 import examples
+from pynnet3.common import heap
 from conftest import example_request
 
 fast = pytest.importorskip("pynnet3._fast.analysis_kernel")
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-
-
 def _malloc_in_use():
-    try:
-        mallinfo2 = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        pytest.skip("no glibc mallinfo2 here")
-    mallinfo2.restype = _MallInfo2
     gc.collect()
-    info = mallinfo2()
+    info = heap.malloc_info()
+    if info is None:
+        pytest.skip("no glibc mallinfo2 here")
     return info.uordblks + info.hblkhd
 
 

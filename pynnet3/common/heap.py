@@ -34,7 +34,8 @@ import contextlib
 import ctypes
 import os
 
-__all__ = ["GivingBack", "free_heap_bytes", "release_free_heap", "resident_bytes"]
+__all__ = ["GivingBack", "free_heap_bytes", "malloc_info", "release_free_heap",
+           "resident_bytes"]
 
 # More than the compilations of feed-forward chunk shapes take, less than
 # those of batched recurrent ones (chain BLSTM: 40 MB).
@@ -85,10 +86,17 @@ def resident_bytes():
         return None
 
 
+def malloc_info():
+    """glibc's mallinfo2 now (fields ``uordblks`` in use, ``fordblks`` free
+    in the heap, ``hblkhd`` in mapped blocks...); None without it."""
+    return None if _MALLINFO2 is None else _MALLINFO2()
+
+
 def free_heap_bytes():
     """Bytes lying free inside the C library's heap (glibc's mallinfo2);
     None elsewhere."""
-    return None if _MALLINFO2 is None else int(_MALLINFO2().fordblks)
+    info = malloc_info()
+    return None if info is None else int(info.fordblks)
 
 
 def release_free_heap():

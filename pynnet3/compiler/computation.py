@@ -74,6 +74,16 @@ INDEXES_RANGES_ARG = {_T.kAddRowRanges: "arg3"}
 del _T
 
 
+def multi_submatrices(computation, c):
+    """The submatrices the pairs of command ``c``'s indexes_multi table name
+    (none for a command without one)."""
+    multi = INDEXES_MULTI_ARG.get(c.command_type)
+    if multi is None or not 0 <= getattr(c, multi) < len(computation.indexes_multi):
+        return []
+    num_subs = len(computation.submatrices)
+    return [s for s, _ in computation.indexes_multi[getattr(c, multi)] if 0 < s < num_subs]
+
+
 def touched_matrices(computation, c):
     """The matrices command ``c`` touches, through any submatrix it names
     (its submatrix arguments and the pairs of its indexes_multi table)."""
@@ -84,11 +94,8 @@ def touched_matrices(computation, c):
         s = getattr(c, name)
         if 0 < s < num_subs:
             out.add(subs[s].matrix_index)
-    multi = INDEXES_MULTI_ARG.get(c.command_type)
-    if multi is not None and 0 <= getattr(c, multi) < len(computation.indexes_multi):
-        for s, _ in computation.indexes_multi[getattr(c, multi)]:
-            if 0 < s < num_subs:
-                out.add(subs[s].matrix_index)
+    for s in multi_submatrices(computation, c):
+        out.add(subs[s].matrix_index)
     return out
 
 

@@ -133,14 +133,8 @@ class NnetComputer:
             self._debugger = CommandDebugger(self)
         self._slices = plan.slices
         self._pool = plan.pool
-        self._arena = plan.arena_views()
-        if self._debugger is not None and self._arena is not None and plan.narrowed:
-            # commands run one by one, unfused: the spliced inputs at full
-            # width, allocated as Kaldi allocates them
-            commands = computation.commands
-            self._arena = [None if view is not None
-                           and self._slices[commands[i].arg1][0] in plan.narrowed else view
-                           for i, view in enumerate(self._arena)]
+        # in debug mode the commands run one by one, unfused
+        self._arena = plan.arena_views(fused=self._debugger is None)
         self._skip_zeroing = plan.skip_zeroing
         self._add_as_copy = plan.add_as_copy
         T = CommandType

@@ -169,8 +169,6 @@ def _bias_relu_batchnorm(fusions, commands, components, i, splice=None):
     if product is None and batchnorm is None:
         return 0                # a lone ReLU: nothing to fuse
     last = j + 1 if batchnorm is not None else j
-    if product is None:
-        splice = None
 
     def run(computer, product=product, component=component, batchnorm=batchnorm):
         out = computer._sub(s)

@@ -121,13 +121,20 @@ class ExecutionPlan:
         if fuses:
             self.fusions = find_fusions(computation, nnet, self, splices)
 
-    def arena_views(self):
+    def arena_views(self, fused=True):
         """A list, by command index, of the matrix each allocating command
         places in the arena (None: that command allocates a fresh
         matrix); None if the plan has no arena. Valid until another plan
-        sharing the workspace makes it grow (which releases them)."""
+        sharing the workspace makes it grow (which releases them).
+        ``fused``: the commands run with the plan's fusions; without them,
+        the narrowed matrices are allocated fresh at their full width."""
         if self.arena is None:
             return None
+        if not fused and self.narrowed:
+            commands = self.computation.commands
+            return [None if view is not None and self.slices[commands[i].arg1][0]
+                    in self.narrowed else view
+                    for i, view in enumerate(self.arena_views())]
         array = self.workspace.array(self.arena.size)
         if array is not self._views_array:
             computation = self.computation

@@ -23,9 +23,11 @@ nothing touches M between the first copy and the product, and M is not an
 input, an output or swapped.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..compiler.computation import INDEXES_MULTI_ARG, SUBMATRIX_ARGS, CommandType
+from ..compiler.computation import SUBMATRIX_ARGS, CommandType, multi_submatrices
 from ..components.affine import AffineTransform
 
 __all__ = ["ShiftedSplice", "find_shifted_splices", "shifted_products"]
@@ -37,6 +39,7 @@ T = CommandType
 _ROWS_PER_STEP = 256
 
 
+@dataclass(slots=True)
 class ShiftedSplice:
     """One found pattern: ``propagate`` (command index) multiplies rows
     ``[row_offset, row_offset + num_rows)`` of matrix ``matrix`` whose
@@ -44,16 +47,13 @@ class ShiftedSplice:
     ``shifts[k]`` rows (``shifts[0]`` is 0: the block itself); ``copies``
     are the command indexes that built the other blocks."""
 
-    __slots__ = ("propagate", "copies", "matrix", "width", "row_offset", "num_rows", "shifts")
-
-    def __init__(self, propagate, copies, matrix, width, row_offset, num_rows, shifts):
-        self.propagate = propagate
-        self.copies = copies
-        self.matrix = matrix
-        self.width = width
-        self.row_offset = row_offset
-        self.num_rows = num_rows
-        self.shifts = shifts
+    propagate: int
+    copies: list
+    matrix: int
+    width: int
+    row_offset: int
+    num_rows: int
+    shifts: list
 
 
 def shifted_products(params, base, splice, out):
@@ -80,17 +80,15 @@ def find_shifted_splices(computation, nnet):
         return {}
     subs = computation.submatrices
     # every command index touching each matrix, with the submatrices it names
+    # (-1: through an indexes_multi table)
     touches = {}
     for i, c in enumerate(commands):
-        named = [getattr(c, a) for a in SUBMATRIX_ARGS.get(c.command_type, ())]
-        for s in named:
+        for a in SUBMATRIX_ARGS.get(c.command_type, ()):
+            s = getattr(c, a)
             if 0 < s < len(subs):
                 touches.setdefault(subs[s].matrix_index, []).append((i, s))
-        multi = INDEXES_MULTI_ARG.get(c.command_type)
-        if multi is not None and 0 <= getattr(c, multi) < len(computation.indexes_multi):
-            for s, _ in computation.indexes_multi[getattr(c, multi)]:
-                if 0 < s < len(subs):
-                    touches.setdefault(subs[s].matrix_index, []).append((i, -1))
+        for s in multi_submatrices(computation, c):
+            touches.setdefault(subs[s].matrix_index, []).append((i, -1))
     found = {}
     for i, c in enumerate(commands):
         if (c.command_type != T.kPropagate or c.arg5 != 0 or c.arg6 != 0
@@ -134,8 +132,6 @@ def _splice_of(computation, touches, p, c):
                     copies.append(j)
                     continue
             return None
-        if t == T.kMatrixCopy and j < p and s == commands[j].arg2 and j in copies:
-            continue        # the copy's source part, seen with its destination
     if width is None or info.num_cols % width:
         return None
     k = info.num_cols // width
