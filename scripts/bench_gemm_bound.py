@@ -42,13 +42,15 @@ import bench_compute as bc  # noqa: E402  (cases, models, inputs, the launcher)
 
 # Run in a child (the BLAS thread count must be set before NumPy loads):
 # our tool in-process with NumPy's matmul timed and counted in the
-# component modules that make the products, then the peak.
+# modules that make the products (the affine and TDNN components, the
+# plan's shifted-splice products), then the peak.
 _CHILD = r"""
 import sys, time, types, collections, numpy as np
 num_shapes, module, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 import importlib
 tool = importlib.import_module(module)
 import pynnet3.components.affine as affine, pynnet3.components.tdnn as tdnn
+import pynnet3.compute.shifted_splice as shifted_splice
 seconds, flops = [0.0], [0]
 # (m, k, n, layout of a, of b) -> [calls, wall seconds, flops]
 shapes = collections.defaultdict(lambda: [0, 0.0, 0])
@@ -71,6 +73,7 @@ def timed(a, b, out=None, **kw):
 numpy_timed = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
 numpy_timed.matmul = timed
 affine.array_module = tdnn.array_module = lambda x: numpy_timed
+shifted_splice.np = numpy_timed  # spliced inputs multiplied from their shifted rows
 start = time.process_time()
 status = tool.main(argv)
 total = time.process_time() - start
