@@ -32,6 +32,7 @@ from .arena import Workspace
 from .backend import KaldiExactBackend, get_backend
 from .compilation import make_compiler
 from .computer import NnetComputer
+from .layout import lay_out_for_products
 from .plan import ExecutionPlan
 from .threads import ComputerThreads
 
@@ -68,6 +69,7 @@ class XvectorComputer:
         self.min_chunk_size = min_chunk_size
         self.pad_input = pad_input
         self.backend = get_backend(backend)
+        lay_out_for_products(nnet)       # same values, faster products
         self.compiler = compiler if compiler is not None else make_compiler(nnet)
         self.input_dim = nnet.input_dim("input")
         self.xvector_dim = nnet.output_dim("output")
