@@ -51,13 +51,19 @@ def test_kernel_equals_twin(seed):
     assert np.array_equal(squares, twin_squares)
     assert np.array_equal(squares, spaced_squares)
     assert np.array_equal(squares, copy_then_add)
-    # onto zeros: the numbers of zeroing first, whatever dst held
-    zeroed = np.zeros_like(dst0)
-    row_ranges.add_row_ranges(src, ranges, zeroed, squared=True)
-    for kernel in (row_ranges.add_row_ranges, row_ranges.add_row_ranges_py):
-        for target in (dst0.copy(), np.full_like(dst0, np.nan)):
-            kernel(src, ranges, target, squared=True, onto_zeros=True)
-            assert np.array_equal(target, zeroed)
+    # onto zeros: the bits of zeroing first, whatever dst held (a -0.0 in
+    # the source gives +0.0, as 0 + -0 does; compared as bits)
+    src[rng.random(src.shape) < 0.1] = -0.0
+    for squared in (True, False):
+        zeroed = np.zeros_like(dst0)
+        row_ranges.add_row_ranges(src, ranges, zeroed, squared=squared)
+        for kernel in (row_ranges.add_row_ranges, row_ranges.add_row_ranges_py):
+            for target in (dst0.copy(), np.full_like(dst0, np.nan)):
+                kernel(src, ranges, target, squared=squared, onto_zeros=True)
+                assert np.array_equal(target.view(np.uint32), zeroed.view(np.uint32))
+                spaced[:, ::2] = src
+                kernel(spaced[:, ::2], ranges, target, squared=squared, onto_zeros=True)
+                assert np.array_equal(target.view(np.uint32), zeroed.view(np.uint32))
 
 
 def test_ranges_outside_the_source_are_refused():

@@ -53,9 +53,46 @@ cdef extern from *:
         for (; c < n; c++)
             d[c] += s[c] * s[c];
     }
+    /* d[c] = 0 + s[c] (or 0 + s[c] * s[c]): the first source row of a
+       range onto a zeroed row, in one pass instead of zeroing and then
+       adding; the same bits (0 + -0 is +0, as after zeroing). */
+    static inline void pynnet3_set_row(float *d, const float *s, Py_ssize_t n, int squared) {
+        Py_ssize_t c = 0;
+    #if defined(__SSE2__)
+        const __m128 zero = _mm_setzero_ps();
+        if (squared) {
+            for (; c + 16 <= n; c += 16) {
+                __m128 a = _mm_loadu_ps(s + c), b = _mm_loadu_ps(s + c + 4);
+                __m128 e = _mm_loadu_ps(s + c + 8), f = _mm_loadu_ps(s + c + 12);
+                _mm_storeu_ps(d + c, _mm_add_ps(zero, _mm_mul_ps(a, a)));
+                _mm_storeu_ps(d + c + 4, _mm_add_ps(zero, _mm_mul_ps(b, b)));
+                _mm_storeu_ps(d + c + 8, _mm_add_ps(zero, _mm_mul_ps(e, e)));
+                _mm_storeu_ps(d + c + 12, _mm_add_ps(zero, _mm_mul_ps(f, f)));
+            }
+        } else {
+            for (; c + 16 <= n; c += 16) {
+                __m128 a = _mm_loadu_ps(s + c), b = _mm_loadu_ps(s + c + 4);
+                __m128 e = _mm_loadu_ps(s + c + 8), f = _mm_loadu_ps(s + c + 12);
+                _mm_storeu_ps(d + c, _mm_add_ps(zero, a));
+                _mm_storeu_ps(d + c + 4, _mm_add_ps(zero, b));
+                _mm_storeu_ps(d + c + 8, _mm_add_ps(zero, e));
+                _mm_storeu_ps(d + c + 12, _mm_add_ps(zero, f));
+            }
+        }
+        for (; c + 4 <= n; c += 4) {
+            __m128 a = _mm_loadu_ps(s + c);
+            _mm_storeu_ps(d + c, _mm_add_ps(zero, squared ? _mm_mul_ps(a, a) : a));
+        }
+    #endif
+        for (; c < n; c++)
+            d[c] = 0.0f + (squared ? s[c] * s[c] : s[c]);
+    }
     """
     void pynnet3_add_row(float *d, const float *s, Py_ssize_t n) nogil
     void pynnet3_add_row_squared(float *d, const float *s, Py_ssize_t n) nogil
+    void pynnet3_set_row(float *d, const float *s, Py_ssize_t n, int squared) nogil
+
+from libc.string cimport memset
 
 
 def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] dst,
@@ -76,16 +113,22 @@ def add_row_ranges(const float[:, :] src, const int[:, :] ranges, float[:, :] ds
         for r in range(num_rows):
             begin = ranges[r, 0]
             end = ranges[r, 1]
-            if onto_zeros:
-                for c in range(num_cols):
-                    dst[r, c] = 0.0
             if adjacent:
+                if onto_zeros:
+                    if begin >= end:
+                        memset(&dst[r, 0], 0, num_cols * sizeof(float))
+                        continue
+                    pynnet3_set_row(&dst[r, 0], &src[begin, 0], num_cols, squared)
+                    begin += 1
                 for j in range(begin, end):
                     if squared:
                         pynnet3_add_row_squared(&dst[r, 0], &src[j, 0], num_cols)
                     else:
                         pynnet3_add_row(&dst[r, 0], &src[j, 0], num_cols)
             else:
+                if onto_zeros:
+                    for c in range(num_cols):
+                        dst[r, c] = 0.0
                 for j in range(begin, end):
                     for c in range(num_cols):
                         x = src[j, c]
