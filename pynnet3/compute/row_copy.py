@@ -11,7 +11,9 @@ These copy each row once, from source to destination:
 - :func:`copy_rows`: ``dest[p(i)] = src[rows[i]]``, zeros where ``rows[i]``
   is negative (Kaldi's kCopyRows; with ``positions``, one group of
   kCopyRowsMulti);
-- :func:`copy_matrix`: ``dest[...] = src`` (kMatrixCopy).
+- :func:`copy_matrix`: ``dest[...] = src`` (kMatrixCopy; also the weights'
+  column-major copies of :mod:`pynnet3.compute.layout`, which the kernel
+  moves a square tile at a time).
 
 Each runs the Cython kernel ``pynnet3/_fast/row_copy_kernel.pyx`` when
 built, else its twin ``*_py`` (NumPy's copies, with their temporaries).
