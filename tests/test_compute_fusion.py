@@ -120,6 +120,62 @@ def test_fused_commands_give_the_unfused_bits(options):
         assert a.tobytes() == b.tobytes(), utt
 
 
+_STATS_NET = """
+input-node name=input dim=5
+component name=a type=AffineComponent input-dim=5 output-dim=6
+component-node name=a component=a input=input
+component name=r type=RectifiedLinearComponent dim=6
+component-node name=r component=r input=a
+component name=e type=StatisticsExtractionComponent input-dim=6 input-period=1 output-period={period} include-variance={variance}
+component-node name=e component=e input=r
+component name=p type=StatisticsPoolingComponent input-dim={pool_dim} input-period={period} left-context={left} right-context=30 num-log-count-features={nlc} output-stddevs={variance}
+component-node name=p component=p input=e
+output-node name=output input=p
+"""
+
+
+@pytest.mark.parametrize("period,variance,left,nlc,fused", [
+    (1, "true", 0, 0, True), (1, "true", 6, 1, True), (1, "false", 3, 0, True),
+    (2, "true", 0, 0, False)])
+def test_statistics_pooled_from_their_input_give_the_unfused_bits(period, variance, left,
+                                                                   nlc, fused):
+    """Statistics extraction then pooling (x-vector style): where every
+    extraction row is one input row, the pooled sums are added straight from
+    the extraction's input (its own matrix never written), with the unfused
+    run's bits; an extraction that sums several rows per output is left as
+    it is."""
+    from pynnet3.common.index import Index
+    from pynnet3.compiler.request import IoSpecification
+    from pynnet3.compute.computer import NnetComputer
+    pool_dim = 1 + 6 * (2 if variance == "true" else 1)
+    nnet = Nnet.from_config(_STATS_NET.format(period=period, variance=variance, left=left,
+                                              nlc=nlc, pool_dim=pool_dim))
+    rng = np.random.default_rng(period * 10 + left)
+    nnet.components[0].linear_params[...] = rng.standard_normal((6, 5))
+    nnet.components[0].bias_params[...] = rng.standard_normal(6)
+    request = ComputationRequest()
+    request.inputs = [IoSpecification.from_t_range("input", 0, 50)]
+    request.outputs = [IoSpecification("output", [Index(0, t, 0)
+                                                  for t in range(left, 20, period)])]
+    computation = compile(nnet, request)
+    feats = rng.standard_normal((50, 5)).astype(np.float32)
+    feats[rng.random(feats.shape) < 0.2] = -0.0
+    outputs = []
+    for backend in (Backend(), _Unfused()):
+        plan = ExecutionPlan(computation, nnet, backend)
+        names = {getattr(op, "__name__", "") for op in (plan.fusions.ops.values()
+                                                        if plan.fusions else ())}
+        assert ("run_extraction" in names) == (fused and backend.fuses_elementwise)
+        for _ in range(2):                  # the second run reuses the plan's memory
+            computer = NnetComputer(computation, nnet, plan=plan, undefined_fill=np.nan)
+            computer.accept_input("input", feats)
+            computer.run()
+            outputs.append(computer.get_output("output"))
+    assert np.isfinite(outputs[0]).all()
+    for other in outputs[1:]:
+        assert outputs[0].tobytes() == other.tobytes()
+
+
 def test_kaldi_exact_and_unplanned_runs_fuse_nothing():
     _need(CHAIN)
     nnet = prepare_nnet_for_compute(Nnet.read(str(CHAIN / "model.raw")))

@@ -454,8 +454,28 @@ class StatisticsPoolingComponent(Component):
         out[...] = 0.0
         counts = xp.zeros((num_out, 1), dtype=np.float32)
         add_row_ranges(xp, in_value[:, 0:1], indexes.forward_indexes, counts)
+        add_row_ranges(xp, in_value[:, 1:d], indexes.forward_indexes, out[:, nlc:nlc + d - 1])
+        self._statistics_from_sums(xp, counts, out)
+        return None
+
+    def propagate_from_sums(self, counts, sums, out):
+        """What :meth:`propagate` writes, from the pooled sums it would add
+        up: ``counts`` (output rows x 1) and ``sums`` (output rows x
+        input_dim - 1: the sums, then the sums of squares), float32 as its
+        row-range sums give them (the same bits). For the statistics pooled
+        straight from the extraction's input (:mod:`pynnet3.compute.fusion`)."""
+        xp = array_module(out)
+        nlc = self.num_log_count_features
+        out[...] = 0.0
+        out[:, nlc:nlc + self.input_dim_ - 1] = sums
+        self._statistics_from_sums(xp, counts, out)
+
+    def _statistics_from_sums(self, xp, counts, out):
+        """``out`` holds the pooled sums after its log-count columns: the
+        means, log-counts and standard deviations from them, in place."""
+        d = self.input_dim_
+        nlc = self.num_log_count_features
         non_count = out[:, nlc:nlc + d - 1]
-        add_row_ranges(xp, in_value[:, 1:d], indexes.forward_indexes, non_count)
         non_count /= counts
         if nlc > 0:
             out[:, 0:nlc] = xp.log(counts)
@@ -466,7 +486,6 @@ class StatisticsPoolingComponent(Component):
             variance -= mean * mean
             xp.maximum(variance, np.float32(self.variance_floor), out=variance)
             xp.sqrt(variance, out=variance)
-        return None
 
     kaldi_exact = True
 

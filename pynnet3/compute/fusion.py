@@ -24,6 +24,16 @@ networks) and returns what to run instead:
   matrix: the zeroing is dropped and the component overwrites M
   (``propagate_overwriting``).
 
+- *statistics pooled from their input* (x-vector style): a
+  StatisticsExtractionComponent's kPropagate into a matrix E whose every
+  output row sums one input row, the input rows of each pooling window
+  consecutive, and E read by nothing but a StatisticsPoolingComponent's
+  kPropagate: the pooled sums (and sums of squares) are added straight
+  from the extraction's input when the extraction runs, and the pooling
+  finishes from them; E is never written or read. The sums are added in
+  the same order from the same values (each row of E is 0 + x, which only
+  turns a -0 into +0, and no sum that starts at +0 can tell), so the bits
+  are the unfused run's;
 - *spliced products*: the kPropagate of a shifted splice
   (:mod:`pynnet3.compute.shifted_splice`, found by the plan) runs from the
   shifted rows, its copies are skipped; with a bias, ReLU and batch norm
@@ -44,6 +54,7 @@ import numpy as np
 
 from ..compiler.computation import CommandType, touched_matrices
 from ..components.base import ComponentProperty
+from ..components.row_ranges import add_row_ranges
 from .fused_elementwise import bias_relu_scale_offset, scaled_copy_add
 from .shifted_splice import shifted_products
 
@@ -116,6 +127,8 @@ def find_fusions(computation, nnet, plan, splices=None):
                 fusions.ops[i] = _spliced_run(c, components[c.arg1], splices[i])
                 i += 1
                 continue
+            if components[c.arg1].type_name == "StatisticsExtractionComponent":
+                _pooled_statistics(fusions, computation, components, i)
         if c.command_type in (T.kMatrixCopy, T.kCopyRows):
             _scaled_sum(fusions, computation, plan, i)
         i += 1
@@ -271,3 +284,72 @@ def _overwriting_run(c, component):
     return run
 
 
+
+
+def _pooled_statistics(fusions, computation, components, i):
+    """Statistics pooled straight from the extraction's input (see the
+    module docstring), if the extraction at command ``i`` allows it."""
+    commands = computation.commands
+    subs = computation.submatrices
+    extract = commands[i]
+    if not (0 < extract.arg3 < len(subs) and 0 < extract.arg4 < len(subs)
+            and computation.is_whole_matrix(extract.arg4)):
+        return
+    stats_matrix = subs[extract.arg4].matrix_index
+    pool, j = None, None
+    for k, c in enumerate(commands):
+        if k == i or stats_matrix not in touched_matrices(computation, c):
+            continue
+        if c.command_type in (T.kAllocMatrix, T.kDeallocMatrix):
+            continue
+        if c.command_type == T.kSetConst and k < i:
+            continue            # zeroing E before the extraction (which writes it all)
+        if (k > i and pool is None and _plain_propagate(c) and c.arg3 == extract.arg4
+                and 0 <= c.arg1 < len(components)
+                and components[c.arg1].type_name == "StatisticsPoolingComponent"
+                and subs[c.arg4].matrix_index != stats_matrix):
+            pool, j = c, k
+            continue
+        return                  # E is read or written by something else
+    if pool is None:
+        return
+    extraction, pooling = components[extract.arg1], components[pool.arg1]
+    ext_ranges = computation.component_precomputed_indexes[extract.arg2].data.forward_indexes
+    ext_counts = computation.component_precomputed_indexes[extract.arg2].data.counts
+    pool_ranges = computation.component_precomputed_indexes[pool.arg2].data.forward_indexes
+    if ext_ranges.shape[0] == 0 or not (ext_ranges[:, 1] - ext_ranges[:, 0] == 1).all():
+        return                  # an extraction row sums several input rows (or none)
+    # each pooling window's extraction rows must be consecutive input rows
+    input_ranges = np.zeros_like(pool_ranges)
+    for p, (begin, end) in enumerate(pool_ranges):
+        if end <= begin:
+            continue
+        first = ext_ranges[begin, 0]
+        if not np.array_equal(ext_ranges[begin:end, 0], np.arange(first, first + end - begin)):
+            return
+        input_ranges[p] = (first, first + end - begin)
+    # the pooled counts are the computation's constants: added up now, as
+    # the pooling would add E's count column
+    counts = np.zeros((pool_ranges.shape[0], 1), np.float32)
+    add_row_ranges(ext_counts.reshape(-1, 1).astype(np.float32), pool_ranges, counts)
+    f = extraction.input_dim_
+    width = pooling.input_dim_ - 1          # f sums (and f sums of squares)
+    pending = [None]                        # the sums, from the extraction to the pooling
+
+    def run_extraction(computer):
+        rows = computer._sub(extract.arg3)
+        sums = np.empty((input_ranges.shape[0], width), np.float32)
+        add_row_ranges(rows, input_ranges, sums[:, :f], onto_zeros=True)
+        if width > f:
+            add_row_ranges(rows, input_ranges, sums[:, f:], squared=True, onto_zeros=True)
+        pending[0] = sums
+
+    def run_pooling(computer):
+        sums, pending[0] = pending[0], None
+        pooling.propagate_from_sums(counts, sums, computer._sub(pool.arg4))
+
+    fusions.ops[i] = run_extraction
+    fusions.ops[j] = run_pooling
+    fusions.skip.update(k for k, c in enumerate(commands)
+                        if k < i and c.command_type == T.kSetConst
+                        and stats_matrix in touched_matrices(computation, c))
