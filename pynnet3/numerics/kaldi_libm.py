@@ -12,7 +12,6 @@ against them. The names without ``_py`` are the kernel's when it is loaded.
 """
 
 import ctypes
-import ctypes.util
 
 import numpy as np
 
@@ -26,35 +25,38 @@ __all__ = ["expf", "logf", "exp_rows", "log_vector", "pow_vector", "sigmoid_rows
 _F32 = np.float32
 
 
-def _libm():
-    name = ctypes.util.find_library("m")
-    try:
-        return ctypes.CDLL(name)
-    except OSError as e:
-        raise PynnetError("cannot load the C math library (%s) for Kaldi's expf/logf: %s"
-                          % (name, e)) from None
+_C = None
 
 
-_LIBM = _libm()
-_EXPF = _LIBM.expf
-_EXPF.restype = ctypes.c_float
-_EXPF.argtypes = [ctypes.c_float]
-_LOGF = _LIBM.logf
-_LOGF.restype = ctypes.c_float
-_LOGF.argtypes = [ctypes.c_float]
-_POW = _LIBM.pow
-_POW.restype = ctypes.c_double
-_POW.argtypes = [ctypes.c_double, ctypes.c_double]
+def _c_functions():
+    """The C library's (expf, logf, pow) through ctypes, loaded at the first
+    call (finding the library runs ldconfig: a few ms every tool's start
+    would pay for twins it seldom calls)."""
+    global _C
+    if _C is None:
+        import ctypes.util
+        name = ctypes.util.find_library("m")
+        try:
+            libm = ctypes.CDLL(name)
+        except OSError as e:
+            raise PynnetError("cannot load the C math library (%s) for Kaldi's expf/logf: %s"
+                              % (name, e)) from None
+        expf_, logf_, pow_ = libm.expf, libm.logf, libm.pow
+        expf_.restype, expf_.argtypes = ctypes.c_float, [ctypes.c_float]
+        logf_.restype, logf_.argtypes = ctypes.c_float, [ctypes.c_float]
+        pow_.restype, pow_.argtypes = ctypes.c_double, [ctypes.c_double, ctypes.c_double]
+        _C = (expf_, logf_, pow_)
+    return _C
 
 
 def expf(x):
     """The C library's expf of a float32, as a float32."""
-    return _F32(_EXPF(_F32(x)))
+    return _F32(_c_functions()[0](_F32(x)))
 
 
 def logf(x):
     """The C library's logf of a float32, as a float32."""
-    return _F32(_LOGF(_F32(x)))
+    return _F32(_c_functions()[1](_F32(x)))
 
 
 def exp_rows_py(src, dest):
@@ -128,8 +130,9 @@ def log_vector_py(src, dest):
 def pow_vector_py(src, power, dest):
     """dest = float(pow(double(src), double(power))) element by element
     (Kaldi's VectorBase::Pow)."""
+    c_pow = _c_functions()[2]
     for i in range(src.shape[0]):
-        dest[i] = _F32(_POW(float(src[i]), float(_F32(power))))
+        dest[i] = _F32(c_pow(float(src[i]), float(_F32(power))))
 
 
 def _kaldi_max(row):
