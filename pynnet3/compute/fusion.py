@@ -284,8 +284,6 @@ def _overwriting_run(c, component):
     return run
 
 
-
-
 def _pooled_statistics(fusions, computation, components, i):
     """Statistics pooled straight from the extraction's input (see the
     module docstring), if the extraction at command ``i`` allows it."""
@@ -334,7 +332,9 @@ def _pooled_statistics(fusions, computation, components, i):
     add_row_ranges(ext_counts.reshape(-1, 1).astype(np.float32), pool_ranges, counts)
     f = extraction.input_dim_
     width = pooling.input_dim_ - 1          # f sums (and f sums of squares)
-    pending = [None]                        # the sums, from the extraction to the pooling
+    # the sums, from the extraction to the pooling (a plan runs one
+    # computation at a time: its arena already requires that)
+    pending = [None]
 
     def run_extraction(computer):
         rows = computer._sub(extract.arg3)
