@@ -15,7 +15,9 @@ wxfilename (something to write):
 import mmap
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 from ..errors import KaldiFormatError, PynnetError
 from .mapped import MappedFile
@@ -44,7 +46,6 @@ def read_bytes(rxfilename):
             return sys.stdin.buffer.read(), 0
         if kind == "pipe":
             command = rxfilename.rstrip()[:-1]
-            import subprocess           # here: only pipes need it (and it costs every start)
             proc = subprocess.run(command, shell=True, stdout=subprocess.PIPE)
             if proc.returncode != 0:
                 raise PynnetError("command '%s' exited with status %d while reading %s"
@@ -86,7 +87,6 @@ def write_bytes(wxfilename, data):
         return
     if name.startswith("|"):
         command = name[1:]
-        import subprocess
         proc = subprocess.run(command, shell=True, input=b"".join(chunks))
         if proc.returncode != 0:
             raise PynnetError("command '%s' exited with status %d while writing %s"
@@ -100,7 +100,6 @@ def write_bytes(wxfilename, data):
             raise PynnetError("cannot write %s: %s" % (wxfilename, e.strerror or e)) from None
         return
     directory = os.path.dirname(os.path.abspath(wxfilename))
-    import tempfile                     # here: only files written need it
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=directory)
     except OSError as e:
@@ -230,12 +229,10 @@ class OutputSink:
                                   % (wxfilename, e.strerror or e)) from None
             self._direct = True
         elif name.startswith("|"):
-            import subprocess
             self._proc = subprocess.Popen(name[1:], shell=True, stdin=subprocess.PIPE)
             self._file = self._proc.stdin
         else:
             directory = os.path.dirname(os.path.abspath(wxfilename))
-            import tempfile
             try:
                 fd, self._tmp = tempfile.mkstemp(prefix=".tmp.", dir=directory)
             except OSError as e:

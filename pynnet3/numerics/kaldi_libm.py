@@ -12,6 +12,7 @@ against them. The names without ``_py`` are the kernel's when it is loaded.
 """
 
 import ctypes
+import ctypes.util
 
 import numpy as np
 
@@ -34,7 +35,6 @@ def _c_functions():
     would pay for twins it seldom calls)."""
     global _C
     if _C is None:
-        import ctypes.util
         name = ctypes.util.find_library("m")
         try:
             libm = ctypes.CDLL(name)
