@@ -53,6 +53,11 @@ cdef extern from *:
         for (; c < n; c++)
             d[c] += s[c] * s[c];
     }
+    #if defined(__SSE2__)
+    static inline __m128 pynnet3_square_if(__m128 a, int squared) {
+        return squared ? _mm_mul_ps(a, a) : a;
+    }
+    #endif
     /* d[c] = 0 + s[c] (or 0 + s[c] * s[c]): the first source row of a
        range onto a zeroed row, in one pass instead of zeroing and then
        adding; the same bits (0 + -0 is +0, as after zeroing). */
@@ -60,29 +65,17 @@ cdef extern from *:
         Py_ssize_t c = 0;
     #if defined(__SSE2__)
         const __m128 zero = _mm_setzero_ps();
-        if (squared) {
-            for (; c + 16 <= n; c += 16) {
-                __m128 a = _mm_loadu_ps(s + c), b = _mm_loadu_ps(s + c + 4);
-                __m128 e = _mm_loadu_ps(s + c + 8), f = _mm_loadu_ps(s + c + 12);
-                _mm_storeu_ps(d + c, _mm_add_ps(zero, _mm_mul_ps(a, a)));
-                _mm_storeu_ps(d + c + 4, _mm_add_ps(zero, _mm_mul_ps(b, b)));
-                _mm_storeu_ps(d + c + 8, _mm_add_ps(zero, _mm_mul_ps(e, e)));
-                _mm_storeu_ps(d + c + 12, _mm_add_ps(zero, _mm_mul_ps(f, f)));
-            }
-        } else {
-            for (; c + 16 <= n; c += 16) {
-                __m128 a = _mm_loadu_ps(s + c), b = _mm_loadu_ps(s + c + 4);
-                __m128 e = _mm_loadu_ps(s + c + 8), f = _mm_loadu_ps(s + c + 12);
-                _mm_storeu_ps(d + c, _mm_add_ps(zero, a));
-                _mm_storeu_ps(d + c + 4, _mm_add_ps(zero, b));
-                _mm_storeu_ps(d + c + 8, _mm_add_ps(zero, e));
-                _mm_storeu_ps(d + c + 12, _mm_add_ps(zero, f));
-            }
+        for (; c + 16 <= n; c += 16) {
+            __m128 a = _mm_loadu_ps(s + c), b = _mm_loadu_ps(s + c + 4);
+            __m128 e = _mm_loadu_ps(s + c + 8), f = _mm_loadu_ps(s + c + 12);
+            _mm_storeu_ps(d + c, _mm_add_ps(zero, pynnet3_square_if(a, squared)));
+            _mm_storeu_ps(d + c + 4, _mm_add_ps(zero, pynnet3_square_if(b, squared)));
+            _mm_storeu_ps(d + c + 8, _mm_add_ps(zero, pynnet3_square_if(e, squared)));
+            _mm_storeu_ps(d + c + 12, _mm_add_ps(zero, pynnet3_square_if(f, squared)));
         }
-        for (; c + 4 <= n; c += 4) {
-            __m128 a = _mm_loadu_ps(s + c);
-            _mm_storeu_ps(d + c, _mm_add_ps(zero, squared ? _mm_mul_ps(a, a) : a));
-        }
+        for (; c + 4 <= n; c += 4)
+            _mm_storeu_ps(d + c, _mm_add_ps(zero, pynnet3_square_if(_mm_loadu_ps(s + c),
+                                                                    squared)));
     #endif
         for (; c < n; c++)
             d[c] = 0.0f + (squared ? s[c] * s[c] : s[c]);

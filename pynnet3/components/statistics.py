@@ -464,11 +464,9 @@ class StatisticsPoolingComponent(Component):
         input_dim - 1: the sums, then the sums of squares), float32 as its
         row-range sums give them (the same bits). For the statistics pooled
         straight from the extraction's input (:mod:`pynnet3.compute.fusion`)."""
-        xp = array_module(out)
         nlc = self.num_log_count_features
-        out[...] = 0.0
-        out[:, nlc:nlc + self.input_dim_ - 1] = sums
-        self._statistics_from_sums(xp, counts, out)
+        out[:, nlc:nlc + self.input_dim_ - 1] = sums    # (the log-counts fill the rest)
+        self._statistics_from_sums(array_module(out), counts, out)
 
     def _statistics_from_sums(self, xp, counts, out):
         """``out`` holds the pooled sums after its log-count columns: the

@@ -295,13 +295,15 @@ def _pooled_statistics(fusions, computation, components, i):
         return
     stats_matrix = subs[extract.arg4].matrix_index
     pool, j = None, None
+    zeroings = []               # of E before the extraction (which writes it all)
     for k, c in enumerate(commands):
         if k == i or stats_matrix not in touched_matrices(computation, c):
             continue
         if c.command_type in (T.kAllocMatrix, T.kDeallocMatrix):
             continue
         if c.command_type == T.kSetConst and k < i:
-            continue            # zeroing E before the extraction (which writes it all)
+            zeroings.append(k)
+            continue
         if (k > i and pool is None and _plain_propagate(c) and c.arg3 == extract.arg4
                 and 0 <= c.arg1 < len(components)
                 and components[c.arg1].type_name == "StatisticsPoolingComponent"
@@ -350,6 +352,4 @@ def _pooled_statistics(fusions, computation, components, i):
 
     fusions.ops[i] = run_extraction
     fusions.ops[j] = run_pooling
-    fusions.skip.update(k for k, c in enumerate(commands)
-                        if k < i and c.command_type == T.kSetConst
-                        and stats_matrix in touched_matrices(computation, c))
+    fusions.skip.update(zeroings)
