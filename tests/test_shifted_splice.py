@@ -5,6 +5,7 @@ allocates those matrices only as wide as x, skips the copies, and gives
 the numbers of the unfused commands within float32 rounding."""
 
 import numpy as np
+import pytest
 
 from conftest import TEST_DATA
 from pynnet3.common.index import Index
@@ -12,6 +13,7 @@ from pynnet3.compiler.computation import CommandType as T
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.compute.backend import get_backend
 from pynnet3.compute.computer import NnetComputer
+from pynnet3.compute import shifted_splice
 from pynnet3.compute.plan import ExecutionPlan
 from pynnet3.compute.shifted_splice import find_shifted_splices, shifted_products
 from pynnet3.driver.compile_and_optimize import compile
@@ -71,15 +73,20 @@ def test_fused_numbers_are_the_unfused_ones_within_rounding():
     assert np.array_equal(debugged, plain)
 
 
-def test_shifted_products_sum_the_blocks():
+@pytest.mark.parametrize("out_cols", [5, 1200])
+def test_shifted_products_sum_the_blocks(out_cols):
+    # 1200 output columns: the scratch holds fewer rows than the 600, so the
+    # sums go block by block
+    assert (shifted_splice._SCRATCH_BYTES // (4 * 1200) < 600
+            and shifted_splice._MIN_ROWS_PER_STEP < 600)
     rng = np.random.default_rng(2)
     base = rng.standard_normal((700, 8)).astype(np.float32)
-    params = rng.standard_normal((5, 24)).astype(np.float32)
+    params = rng.standard_normal((out_cols, 24)).astype(np.float32)
 
     class Splice:
         width, row_offset, num_rows, shifts = 8, 3, 600, [0, 40, 97]
 
-    out = np.full((600, 5), np.nan, np.float32)
+    out = np.full((600, out_cols), np.nan, np.float32)
     shifted_products(params, base, Splice, out)
     spliced = np.concatenate([base[3 + s:603 + s] for s in Splice.shifts], axis=1)
     np.testing.assert_allclose(out, spliced.astype(np.float64) @ params.T.astype(np.float64),
