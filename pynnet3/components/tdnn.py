@@ -24,6 +24,7 @@ from ..common.floats import f32, kaldi_str
 from ..common.index import Index, kNoTime
 from ..common.parameter_stats import get_verbose_level, matrix_stats, vector_stats
 from ..errors import ComputationError
+from . import winograd
 from .affine import ParameterArrays
 from .base import (Field, P, PrecomputedIndexes, UpdatableComponent, array_module, read_layout,
                    write_layout)
@@ -310,6 +311,16 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
         rows, out_dim = out.shape
         parts = [_input_part(in_value, rows, indexes.row_stride, row_offset)
                  for row_offset in indexes.row_offsets]
+        offsets = indexes.row_offsets
+        step = offsets[1] - offsets[0] if len(offsets) > 1 else 0
+        if (all(o == offsets[0] + k * step for k, o in enumerate(offsets))
+                and winograd.usable(len(offsets), step, indexes.row_stride, rows, d, out_dim,
+                                    xp)):
+            # three evenly spaced time offsets: fewer products (winograd.py)
+            winograd.convolution_products([params[:, i * d:(i + 1) * d].T
+                                           for i in range(len(offsets))], in_value, offsets[0],
+                                          step, indexes.row_stride, out, accumulate=not overwrite)
+            return
         if len(parts) > 1 and len(parts) * d <= out_dim:
             # Narrow input (a TDNN-F layer's affine part): the parts side by
             # side make one product with the whole weight matrix.

@@ -14,9 +14,11 @@ only d columns wide, skips the copies and runs the product as
 W[:, k d : (k + 1) d]^T``, each block of rows straight from M (the bias is
 left to the caller, as ``propagate_deferring_bias`` leaves it).
 
-Guarantee: the fused product is the same sum of the same products, added
-block by block: within float32 rounding of the unfused one (not bit for
-bit: one product over all K d columns adds its terms in another order).
+Guarantee: the fused product is the same sum, added block by block: within
+float32 rounding of the unfused one (not bit for bit: one product over all
+K d columns adds its terms in another order). Three evenly spaced blocks
+with enough rows go through Winograd's minimal filtering
+(:mod:`pynnet3.components.winograd`: 4 products for 6).
 The pattern is taken only when nothing else can see the difference: the
 wide columns are touched by nothing but those copies and that product,
 nothing touches M between the first copy and the product, and M is not an
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compiler.computation import SUBMATRIX_ARGS, CommandType, multi_submatrices
+from ..components import winograd
 from ..components.affine import AffineTransform
 
 __all__ = ["ShiftedSplice", "find_shifted_splices", "shifted_products"]
@@ -63,8 +66,16 @@ def shifted_products(params, base, splice, out):
     """``out = sum_k base[r + s_k : r + s_k + n] @ params[:, k d:(k+1) d].T``
     (r, n, s_k, d from ``splice``; ``base`` is the matrix's d columns)."""
     d, n, r = splice.width, splice.num_rows, splice.row_offset
+    shifts = splice.shifts
+    spacing = shifts[1] if len(shifts) > 1 else 0
+    if (all(s == k * spacing for k, s in enumerate(shifts))
+            and winograd.usable(len(shifts), spacing, 1, n, d, out.shape[1])):
+        # three evenly spaced offsets (Append(-s, 0, s)): fewer products
+        winograd.convolution_products([params[:, k * d:(k + 1) * d].T
+                                       for k in range(len(shifts))], base, r, spacing, 1, out)
+        return
     blocks = [(base[r + s:r + s + n], params[:, k * d:(k + 1) * d].T)
-              for k, s in enumerate(splice.shifts)]
+              for k, s in enumerate(shifts)]
     np.matmul(blocks[0][0], blocks[0][1], out=out)
     step = max(_MIN_ROWS_PER_STEP, _SCRATCH_BYTES // (4 * out.shape[1]))
     scratch = np.empty((min(n, step), out.shape[1]), dtype=np.float32)
