@@ -16,9 +16,11 @@ built in the same --workdir), with one BLAS thread:
 Printed per case: the products' GFLOP per run, the share of our CPU time
 they take and the rate they run at, the time they would need at the
 measured peak, and the bound on the ratio: Kaldi's CPU time divided by
-that time. A pynnet3 that does the same products as Kaldi cannot be faster
-than the bound (everything else it does only adds time); a target above
-it needs fewer operations, not faster code.
+that time. A pynnet3 that does these products cannot be faster than the
+bound (everything else it does only adds time); a target above it needs
+fewer operations, not faster code. Where a TDNN layer's three time offsets
+go through Winograd's F(2, 3) (pynnet3/components/winograd.py), our
+products are 4 for Kaldi's 6 and the bound counts ours.
 
 --shapes=N adds, per case, the N shapes that take the most product time:
 their rate in the run (wall seconds around each call) beside the rate of
@@ -43,7 +45,7 @@ import bench_compute as bc  # noqa: E402  (cases, models, inputs, the launcher)
 # Run in a child (the BLAS thread count must be set before NumPy loads):
 # our tool in-process with NumPy's matmul timed and counted in the
 # modules that make the products (the affine and TDNN components, the
-# plan's shifted-splice products), then the peak.
+# plan's shifted-splice products, the F(2, 3) products), then the peak.
 _CHILD = r"""
 import sys, time, types, collections, numpy as np
 num_shapes, module, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
@@ -51,6 +53,7 @@ import importlib
 tool = importlib.import_module(module)
 import pynnet3.components.affine as affine, pynnet3.components.tdnn as tdnn
 import pynnet3.compute.shifted_splice as shifted_splice
+import pynnet3.components.winograd as winograd
 seconds, flops = [0.0], [0]
 # (m, k, n, layout of a, of b) -> [calls, wall seconds, flops]
 shapes = collections.defaultdict(lambda: [0, 0.0, 0])
@@ -74,6 +77,7 @@ numpy_timed = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not
 numpy_timed.matmul = timed
 affine.array_module = tdnn.array_module = lambda x: numpy_timed
 shifted_splice.np = numpy_timed  # spliced inputs multiplied from their shifted rows
+winograd.np = numpy_timed        # three-tap layers' products by F(2, 3)
 start = time.process_time()
 status = tool.main(argv)
 total = time.process_time() - start

@@ -313,9 +313,9 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
                  for row_offset in indexes.row_offsets]
         offsets = indexes.row_offsets
         step = offsets[1] - offsets[0] if len(offsets) > 1 else 0
-        if (all(o == offsets[0] + k * step for k, o in enumerate(offsets))
-                and winograd.usable(len(offsets), step, indexes.row_stride, rows, d, out_dim,
-                                    xp)):
+        if (isinstance(in_value, np.ndarray)
+                and all(o == offsets[0] + k * step for k, o in enumerate(offsets))
+                and winograd.usable(len(offsets), step, indexes.row_stride, rows, d, out_dim)):
             # three evenly spaced time offsets: fewer products (winograd.py)
             winograd.convolution_products([params[:, i * d:(i + 1) * d].T
                                            for i in range(len(offsets))], in_value, offsets[0],
