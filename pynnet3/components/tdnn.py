@@ -316,7 +316,8 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
         if (isinstance(in_value, np.ndarray)
                 and all(o == offsets[0] + k * step for k, o in enumerate(offsets))
                 and winograd.usable(len(offsets), step, indexes.row_stride, rows, d, out_dim)):
-            # three evenly spaced time offsets: fewer products (winograd.py)
+            # three evenly spaced time offsets: fewer products (winograd.py);
+            # the parts above checked the input's rows
             winograd.convolution_products([params[:, i * d:(i + 1) * d].T
                                            for i in range(len(offsets))], in_value, offsets[0],
                                           step, indexes.row_stride, out, accumulate=not overwrite)

@@ -118,23 +118,21 @@ def convolution_products(weights, source, first, step, stride, out, accumulate=F
         even = as_strided(base, shape=(tiles, block, out_dim), strides=(2 * block * ors, ors, ocs))
         odd = as_strided(base[block:], shape=(tiles, block, out_dim),
                          strides=(2 * block * ors, ors, ocs))
-        _combine(even, accumulate, m0, m1, m2)
-        np.subtract(m1, m2, out=m1)
-        np.subtract(m1, m3, out=m1)
-        _combine(odd, accumulate, m1)
+        if accumulate:
+            even += m0
+            even += m1
+            even += m2
+            odd += m1
+            odd -= m2
+            odd -= m3
+        else:
+            np.add(m0, m1, out=even)
+            even += m2
+            np.subtract(m1, m2, out=odd)
+            odd -= m3
     done = num_tiles * 2 * block
     if done < rows:
         _direct(weights, source, first + done * stride, step, stride, out[done:], accumulate)
-
-
-def _combine(dest, accumulate, first, *rest):
-    """dest (+)= first + sum(rest)."""
-    if accumulate:
-        dest += first
-    else:
-        dest[...] = first
-    for x in rest:
-        dest += x
 
 
 def _transformed_weights(weights, dtype):

@@ -17,7 +17,7 @@ left to the caller, as ``propagate_deferring_bias`` leaves it).
 Guarantee: the fused product is the same sum, added block by block: within
 float32 rounding of the unfused one (not bit for bit: one product over all
 K d columns adds its terms in another order). Three evenly spaced blocks
-with enough rows go through Winograd's minimal filtering
+go through Winograd's minimal filtering where it gains
 (:mod:`pynnet3.components.winograd`: 4 products for 6).
 The pattern is taken only when nothing else can see the difference: the
 wide columns are touched by nothing but those copies and that product,
@@ -39,8 +39,8 @@ T = CommandType
 # The accumulated products go through a scratch of at most this many bytes
 # (a cache-sized block of output rows, never less than _MIN_ROWS_PER_STEP):
 # each product keeps enough rows for BLAS's full speed. On the x-vector's
-# 512-column layers 1024-row blocks ran 2-3% faster than 256-row ones
-# (AMD EPYC, Zen 4: 103 against 100 GFLOPS).
+# 512-column layers (before they went to F(2, 3)) 1024-row blocks ran 2-3%
+# faster than 256-row ones (AMD EPYC, Zen 4: 103 against 100 GFLOPS).
 _SCRATCH_BYTES = 2 << 20
 _MIN_ROWS_PER_STEP = 256
 
