@@ -16,8 +16,8 @@ computes two output blocks from 4 products instead of 6:
     M2 = (D2 - D1) / 2 (W0 - W1 + W2)          M3 = (D1 - D3) W2
     Y0 = M0 + M1 + M2          Y1 = M1 - M2 - M3
 
-(halving is exact in floating point, so it goes with the inputs' transform,
-and the weights' takes one pass less).
+(halving is exact in floating point, subnormal numbers aside, so it goes
+with the inputs' transform, and the weights' takes one pass less).
 
 Guarantee: in exact arithmetic the same sums; in float32 within rounding of
 the direct products (the transforms add a few roundings of the inputs' and
