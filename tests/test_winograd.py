@@ -36,8 +36,9 @@ def test_products_are_the_direct_sums(step, stride, rows, accumulate):
     holder = np.full((rows, out_dim + 3), np.nan, np.float32)
     out = holder[:, 1:1 + out_dim]
     out[...] = initial
-    assert winograd.usable(3, step, stride, rows, d, out_dim)
-    winograd.convolution_products(weights, source, first, step, stride, out,
+    offsets = [first, first + step, first + 2 * step]
+    assert winograd.usable(offsets, stride, rows, d, out_dim)
+    winograd.convolution_products(weights, source, offsets, stride, out,
                                   accumulate=accumulate)
     expected = _reference(weights, source, first, step, stride, rows,
                           initial if accumulate else None)
@@ -56,7 +57,7 @@ def test_scratch_groups_and_remainder_rows():
     source = rng.standard_normal((2 * step + rows, d)).astype(np.float32)
     weights = [rng.standard_normal((d, out_dim)).astype(np.float32) for _ in range(3)]
     out = np.full((rows, out_dim), np.nan, np.float32)
-    winograd.convolution_products(weights, source, 0, step, 1, out)
+    winograd.convolution_products(weights, source, [0, step, 2 * step], 1, out)
     expected = _reference(weights, source, 0, step, 1, rows)
     assert np.abs(out - expected).max() < 2e-6 * np.abs(expected).max()
 
@@ -69,18 +70,20 @@ def test_float64_operands_stay_float64():
     source = rng.standard_normal((rows + 4, d))
     weights = [rng.standard_normal((d, out_dim)).astype(np.float32) for _ in range(3)]
     out = np.empty((rows, out_dim))
-    winograd.convolution_products(weights, source, 0, 2, 1, out)
+    winograd.convolution_products(weights, source, [0, 2, 4], 1, out)
     expected = _reference(weights, source, 0, 2, 1, rows)
     assert np.abs(out - expected).max() < 1e-12 * np.abs(expected).max()
 
 
 @pytest.mark.parametrize("args,why", [
-    ((2, 1, 1, 1000, 512, 512), "two offsets"),
-    ((3, 3, 2, 1000, 512, 512), "step not a multiple of the stride"),
-    ((3, 0, 1, 1000, 512, 512), "no step"),
-    ((3, 1, 1, 127, 512, 512), "fewer than 64 rows per product"),
-    ((3, 1, 1, 1000, 768, 40), "a narrow product"),
-    ((3, 1, 1, 1000, 1024, 1024), "weight blocks too large to transform per call"),
+    (([0, 1], 1, 1000, 512, 512), "two offsets"),
+    (([0, 1, 3], 1, 1000, 512, 512), "offsets not evenly spaced"),
+    (([4, 2, 0], 1, 1000, 512, 512), "offsets going down"),
+    (([0, 3, 6], 2, 1000, 512, 512), "step not a multiple of the stride"),
+    (([0, 0, 0], 1, 1000, 512, 512), "no step"),
+    (([0, 1, 2], 1, 127, 512, 512), "fewer than 64 rows per product"),
+    (([0, 1, 2], 1, 1000, 768, 40), "a narrow product"),
+    (([0, 1, 2], 1, 1000, 1024, 1024), "weight blocks too large to transform per call"),
 ])
 def test_not_usable(args, why):
     assert not winograd.usable(*args), why

@@ -312,15 +312,13 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
         parts = [_input_part(in_value, rows, indexes.row_stride, row_offset)
                  for row_offset in indexes.row_offsets]
         offsets = indexes.row_offsets
-        step = offsets[1] - offsets[0] if len(offsets) > 1 else 0
         if (isinstance(in_value, np.ndarray)
-                and all(o == offsets[0] + k * step for k, o in enumerate(offsets))
-                and winograd.usable(len(offsets), step, indexes.row_stride, rows, d, out_dim)):
+                and winograd.usable(offsets, indexes.row_stride, rows, d, out_dim)):
             # three evenly spaced time offsets: fewer products (winograd.py);
             # the parts above checked the input's rows
             winograd.convolution_products([params[:, i * d:(i + 1) * d].T
-                                           for i in range(len(offsets))], in_value, offsets[0],
-                                          step, indexes.row_stride, out, accumulate=not overwrite)
+                                           for i in range(len(offsets))], in_value, offsets,
+                                          indexes.row_stride, out, accumulate=not overwrite)
             return
         if len(parts) > 1 and len(parts) * d <= out_dim:
             # Narrow input (a TDNN-F layer's affine part): the parts side by

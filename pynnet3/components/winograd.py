@@ -62,13 +62,16 @@ MAX_WEIGHT_ELEMENTS = 512 * 512
 _SCRATCH_BYTES = 8 << 20
 
 
-def usable(num_offsets, step, stride, num_rows, input_dim, output_dim):
+def usable(offsets, stride, num_rows, input_dim, output_dim):
     """Whether :func:`convolution_products` applies and gains (for NumPy
-    arrays; the caller checks that): 3 offsets ``step`` rows apart (a
-    multiple of ``stride``), wide enough products (:data:`MIN_DIM_RATIO`)
-    with weight blocks that are not too large (:data:`MAX_WEIGHT_ELEMENTS`),
-    and enough rows."""
-    if num_offsets != 3 or step <= 0 or stride <= 0 or step % stride:
+    arrays; the caller checks that): 3 start rows ``offsets`` evenly spaced
+    by ``step`` rows (a multiple of ``stride``), wide enough products
+    (:data:`MIN_DIM_RATIO`) with weight blocks that are not too large
+    (:data:`MAX_WEIGHT_ELEMENTS`), and enough rows."""
+    if len(offsets) != 3:
+        return False
+    step = offsets[1] - offsets[0]
+    if offsets[2] - offsets[1] != step or step <= 0 or stride <= 0 or step % stride:
         return False
     if not (MIN_DIM_RATIO * (input_dim + output_dim) <= input_dim * output_dim
             <= MAX_WEIGHT_ELEMENTS):
@@ -77,11 +80,12 @@ def usable(num_offsets, step, stride, num_rows, input_dim, output_dim):
     return (num_rows // (2 * block)) * block >= MIN_PRODUCT_ROWS
 
 
-def convolution_products(weights, source, first, step, stride, out, accumulate=False):
-    """``out[i] (+)= sum_k source[first + k step + i stride] @ weights[k]``
-    for every row i of ``out`` (``weights``: 3 matrices of input-dim x
+def convolution_products(weights, source, offsets, stride, out, accumulate=False):
+    """``out[i] (+)= sum_k source[offsets[k] + i stride] @ weights[k]`` for
+    every row i of ``out`` (``weights``: 3 matrices of input-dim x
     output-dim; ``accumulate``: add to ``out`` instead of overwriting it).
     Requires :func:`usable`."""
+    first, step = offsets[0], offsets[1] - offsets[0]
     rows, out_dim = out.shape
     d = source.shape[1]
     block = step // stride

@@ -66,16 +66,14 @@ def shifted_products(params, base, splice, out):
     """``out = sum_k base[r + s_k : r + s_k + n] @ params[:, k d:(k+1) d].T``
     (r, n, s_k, d from ``splice``; ``base`` is the matrix's d columns)."""
     d, n, r = splice.width, splice.num_rows, splice.row_offset
-    shifts = splice.shifts
-    spacing = shifts[1] if len(shifts) > 1 else 0
-    if (all(s == k * spacing for k, s in enumerate(shifts))
-            and winograd.usable(len(shifts), spacing, 1, n, d, out.shape[1])):
+    starts = [r + s for s in splice.shifts]
+    if winograd.usable(starts, 1, n, d, out.shape[1]):
         # three evenly spaced offsets (Append(-s, 0, s)): fewer products
         winograd.convolution_products([params[:, k * d:(k + 1) * d].T
-                                       for k in range(len(shifts))], base, r, spacing, 1, out)
+                                       for k in range(len(starts))], base, starts, 1, out)
         return
-    blocks = [(base[r + s:r + s + n], params[:, k * d:(k + 1) * d].T)
-              for k, s in enumerate(shifts)]
+    blocks = [(base[start:start + n], params[:, k * d:(k + 1) * d].T)
+              for k, start in enumerate(starts)]
     np.matmul(blocks[0][0], blocks[0][1], out=out)
     step = max(_MIN_ROWS_PER_STEP, _SCRATCH_BYTES // (4 * out.shape[1]))
     scratch = np.empty((min(n, step), out.shape[1]), dtype=np.float32)
