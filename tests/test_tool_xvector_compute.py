@@ -179,32 +179,25 @@ def test_utterances_of_many_lengths_share_one_arena():
         assert np.array_equal(XvectorComputer(nnet).compute(f), x)
 
 
-def test_xvector_computer_lays_weights_out_for_its_products():
+def test_xvector_computer_lays_weights_out_for_its_products(monkeypatch):
     """The x-vector computer stores the weight matrices column-major, as
     nnet3-compute's computer does (the products' weight operands are then
     plain row-major blocks: 5% less CPU on the x-vector bench model), and
     its x-vectors are those of the network as read, within float rounding."""
+    from pynnet3.compute import xvector
     from pynnet3.compute.utterance import prepare_nnet_for_compute
-    from pynnet3.compute.xvector import XvectorComputer
     from pynnet3.components.affine import AffineComponent
     from pynnet3.nnet.nnet import Nnet
     nnet = prepare_nnet_for_compute(Nnet.read(str(DATA / "xvector" / "extract.raw")))
     plain = nnet.copy()
-    computer = XvectorComputer(nnet)
+    computer = xvector.XvectorComputer(nnet)
     affine = [c for c in nnet.components if isinstance(c, AffineComponent)]
     assert affine and all(c.linear_params.flags.f_contiguous for c in affine)
     rng = np.random.default_rng(1)
     f = rng.standard_normal((150, nnet.input_dim("input"))).astype(np.float32)
-    np.testing.assert_allclose(computer.compute(f), _unlaid_xvector(plain, f), rtol=1e-4,
-                               atol=1e-5)
-
-
-def _unlaid_xvector(nnet, feats):
-    """The x-vector of ``feats`` computed with the weights as read (row-major)."""
-    from pynnet3.compute import xvector
-    laid = xvector.lay_out_for_products
-    xvector.lay_out_for_products = lambda n: 0
-    try:
-        return xvector.XvectorComputer(nnet).compute(feats)
-    finally:
-        xvector.lay_out_for_products = laid
+    # the x-vector with the weights as read (row-major)
+    monkeypatch.setattr(xvector, "lay_out_for_products", lambda n: 0)
+    unlaid = xvector.XvectorComputer(plain).compute(f)
+    assert not all(c.linear_params.flags.f_contiguous for c in plain.components
+                   if isinstance(c, AffineComponent))
+    np.testing.assert_allclose(computer.compute(f), unlaid, rtol=1e-4, atol=1e-5)
