@@ -30,6 +30,7 @@ from .base import (Field, P, PrecomputedIndexes, UpdatableComponent, array_modul
                    write_layout)
 from .convolution_computation import get_computation_io, get_indexes_for_computation
 from .convolution_model import split_ints
+from .products import sum_of_products
 
 
 def _randn(shape, stddev):
@@ -329,15 +330,7 @@ class TdnnComponent(ParameterArrays, UpdatableComponent):
             parts, blocks = [spliced], [params.T]
         else:
             blocks = [params[:, i * d:(i + 1) * d].T for i in range(len(parts))]
-        scratch = None
-        for i, (part, block) in enumerate(zip(parts, blocks)):
-            if i == 0 and overwrite:
-                xp.matmul(part, block, out=out)
-            else:
-                if scratch is None:
-                    scratch = xp.empty_like(out)
-                xp.matmul(part, block, out=scratch)
-                out += scratch
+        sum_of_products(xp, list(zip(parts, blocks)), out, overwrite=overwrite)
 
     kaldi_exact = True
 

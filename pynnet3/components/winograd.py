@@ -37,6 +37,8 @@ another, lost 5% on the 768 <-> 96 chain TDNN-F, and its scratch added
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .products import sum_of_products
+
 __all__ = ["usable", "convolution_products"]
 
 # At least this many rows in each of the 4 products (half the output rows):
@@ -151,14 +153,6 @@ def _transformed_weights(weights, dtype):
 def _direct(weights, source, first, step, stride, out, accumulate):
     """The same products, one per offset (the rows that do not pair up)."""
     rows = out.shape[0]
-    scratch = None
-    for k, w in enumerate(weights):
-        start = first + k * step
-        part = source[start:start + stride * (rows - 1) + 1:stride]
-        if k == 0 and not accumulate:
-            np.matmul(part, w, out=out)
-            continue
-        if scratch is None:
-            scratch = np.empty_like(out)
-        np.matmul(part, w, out=scratch)
-        out += scratch
+    parts = [source[first + k * step:first + k * step + stride * (rows - 1) + 1:stride]
+             for k in range(len(weights))]
+    sum_of_products(np, list(zip(parts, weights)), out, overwrite=not accumulate)

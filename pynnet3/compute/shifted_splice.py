@@ -32,6 +32,7 @@ import numpy as np
 from ..compiler.computation import SUBMATRIX_ARGS, CommandType, multi_submatrices
 from ..components import winograd
 from ..components.affine import AffineTransform
+from ..components.products import sum_of_products
 
 __all__ = ["ShiftedSplice", "find_shifted_splices", "shifted_products"]
 
@@ -72,17 +73,10 @@ def shifted_products(params, base, splice, out):
         winograd.convolution_products([params[:, k * d:(k + 1) * d].T
                                        for k in range(len(starts))], base, starts, 1, out)
         return
-    blocks = [(base[start:start + n], params[:, k * d:(k + 1) * d].T)
-              for k, start in enumerate(starts)]
-    np.matmul(blocks[0][0], blocks[0][1], out=out)
-    step = max(_MIN_ROWS_PER_STEP, _SCRATCH_BYTES // (4 * out.shape[1]))
-    scratch = np.empty((min(n, step), out.shape[1]), dtype=np.float32)
-    for rows, weights in blocks[1:]:
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            part = scratch[:stop - start]
-            np.matmul(rows[start:stop], weights, out=part)
-            out[start:stop] += part
+    pairs = [(base[start:start + n], params[:, k * d:(k + 1) * d].T)
+             for k, start in enumerate(starts)]
+    sum_of_products(np, pairs, out, max_scratch_rows=max(
+        _MIN_ROWS_PER_STEP, _SCRATCH_BYTES // (4 * out.shape[1])))
 
 
 def find_shifted_splices(computation, nnet):

@@ -1,0 +1,36 @@
+"""A sum of matrix products into one output: the direct way to multiply a
+layer's input when its weight matrix is cut into blocks, one per time
+offset or spliced part (a TdnnComponent's offsets, a spliced input
+multiplied without being built, the rows F(2, 3) leaves over).
+
+Guarantee: ``out`` gets the products added in the order given, each made
+in full by one matrix product per block of rows (BLAS sums over the inner
+dimension as it would for the whole product): the same bits whatever the
+scratch size, for NumPy and CuPy arrays alike.
+"""
+
+__all__ = ["sum_of_products"]
+
+
+def sum_of_products(xp, pairs, out, overwrite=True, max_scratch_rows=None):
+    """``out (+)= sum_k rows_k @ weights_k`` for ``pairs`` of ``(rows_k,
+    weights_k)`` (each ``rows_k`` with ``out``'s row count; ``xp``: their
+    array module). ``overwrite``: the first product is written straight
+    into ``out`` (else every product is added to what is there). The
+    others go through one scratch of at most ``max_scratch_rows`` rows
+    (None: all of ``out``'s), a block of rows at a time."""
+    rows = out.shape[0]
+    if overwrite:
+        first_rows, first_weights = pairs[0]
+        xp.matmul(first_rows, first_weights, out=out)
+        pairs = pairs[1:]
+    if not pairs or rows == 0:
+        return
+    step = rows if max_scratch_rows is None else max(1, min(rows, max_scratch_rows))
+    scratch = xp.empty((step, out.shape[1]), dtype=out.dtype)
+    for part, weights in pairs:
+        for start in range(0, rows, step):
+            stop = min(rows, start + step)
+            product = scratch[:stop - start]
+            xp.matmul(part[start:stop], weights, out=product)
+            out[start:stop] += product
