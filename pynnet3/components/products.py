@@ -3,10 +3,10 @@ layer's input when its weight matrix is cut into blocks, one per time
 offset or spliced part (a TdnnComponent's offsets, a spliced input
 multiplied without being built, the rows F(2, 3) leaves over).
 
-Guarantee: ``out`` gets the products added in the order given, each made
-in full by one matrix product per block of rows (BLAS sums over the inner
-dimension as it would for the whole product): the same bits whatever the
-scratch size, for NumPy and CuPy arrays alike.
+Guarantee: ``out`` gets the products added in the order given, for NumPy
+and CuPy arrays alike; each product is BLAS's, one matrix product per block
+of rows, so a different scratch size can change only the last bits (where
+BLAS picks another kernel for a block's shape).
 """
 
 __all__ = ["sum_of_products"]
