@@ -2,6 +2,8 @@
 component cases, batch-norm components with statistics taken from kaldi-ref
 models) and against the math Kaldi documents for them."""
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -218,6 +220,25 @@ def test_batchnorm_test_mode_without_stats_invents_them_like_kaldi():
     out = np.zeros((2, 4), np.float32)
     c.propagate(None, np.ones((2, 4), np.float32), out)
     assert np.isfinite(out).all()
+
+
+def test_batchnorm_invented_stats_do_not_import_numpy_random():
+    """Making up the counts of a 1536-dim batch-norm draws from Python's
+    generator: importing numpy.random would add about 7 MB to the process
+    (a decode with a model fresh from nnet3-init)."""
+    code = ("import sys\n"
+            "from pynnet3.components import kaldi_random\n"
+            "from pynnet3.components import Component\n"
+            "from pynnet3.common.config_line import ConfigLine\n"
+            "line = ConfigLine('component name=x type=BatchNormComponent dim=1536 test-mode=true')\n"
+            "line.get_str('name')\n"
+            "c = Component.from_config_line(line)\n"
+            "kaldi_random.seed(5)\n"
+            "a = kaldi_random.normal_vector(1536)\n"
+            "kaldi_random.seed(5)\n"
+            "assert (a == kaldi_random.normal_vector(1536)).all()\n"
+            "assert c.count == 1.0 and 'numpy.random' not in sys.modules, sorted(sys.modules)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 @pytest.mark.parametrize("count, mean, var", [
