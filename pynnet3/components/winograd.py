@@ -138,7 +138,8 @@ def convolution_products(weights, source, offsets, stride, out, accumulate=False
             odd -= m3
     done = num_tiles * 2 * block
     if done < rows:
-        _direct(weights, source, first + done * stride, step, stride, out[done:], accumulate)
+        _direct(weights, source, [o + done * stride for o in offsets], stride, out[done:],
+                accumulate)
 
 
 def _transformed_weights(weights, dtype):
@@ -150,9 +151,8 @@ def _transformed_weights(weights, dtype):
     return [weights[0], plus, minus, weights[2]]
 
 
-def _direct(weights, source, first, step, stride, out, accumulate):
+def _direct(weights, source, offsets, stride, out, accumulate):
     """The same products, one per offset (the rows that do not pair up)."""
     rows = out.shape[0]
-    parts = [source[first + k * step:first + k * step + stride * (rows - 1) + 1:stride]
-             for k in range(len(weights))]
+    parts = [source[start:start + stride * (rows - 1) + 1:stride] for start in offsets]
     sum_of_products(np, list(zip(parts, weights)), out, overwrite=not accumulate)
