@@ -84,6 +84,22 @@ def multi_submatrices(computation, c):
     return [s for s, _ in computation.indexes_multi[getattr(c, multi)] if 0 < s < num_subs]
 
 
+def command_touches(computation):
+    """{matrix index: [(command index, submatrix index), ...]}: every
+    command naming a submatrix of each matrix, in command order (submatrix
+    -1: named through the command's indexes_multi table)."""
+    subs = computation.submatrices
+    touches = {}
+    for i, c in enumerate(computation.commands):
+        for name in SUBMATRIX_ARGS.get(c.command_type, ()):
+            s = getattr(c, name)
+            if 0 < s < len(subs):
+                touches.setdefault(subs[s].matrix_index, []).append((i, s))
+        for s in multi_submatrices(computation, c):
+            touches.setdefault(subs[s].matrix_index, []).append((i, -1))
+    return touches
+
+
 def touched_matrices(computation, c):
     """The matrices command ``c`` touches, through any submatrix it names
     (its submatrix arguments and the pairs of its indexes_multi table)."""

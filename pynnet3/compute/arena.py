@@ -44,12 +44,14 @@ _ALIGN = 16      # floats (64 bytes)
 class ArenaPlan:
     """``offsets``: command index -> offset (in floats) of the block that
     command allocates; commands not in it allocate a fresh matrix.
+    ``scratch_offsets``: the offset of each scratch block asked for.
     ``size``: floats the arena needs."""
 
-    __slots__ = ("offsets", "size")
+    __slots__ = ("offsets", "scratch_offsets", "size")
 
-    def __init__(self, offsets, size):
+    def __init__(self, offsets, size, scratch_offsets=()):
         self.offsets = offsets
+        self.scratch_offsets = list(scratch_offsets)
         self.size = size
 
 
@@ -95,11 +97,14 @@ def _matrix(computation, s):
     return computation.submatrices[s].matrix_index
 
 
-def plan_arena(computation, outputs_in_arena=False, narrowed=None):
+def plan_arena(computation, outputs_in_arena=False, narrowed=None, scratches=()):
     """The :class:`ArenaPlan` of a computation (see the module docstring);
     None for a computation with loops. ``narrowed``: {matrix index: the
     number of columns to allocate it with} for matrices whose other
-    columns nothing reads or writes (a plan's shifted splices)."""
+    columns nothing reads or writes (a plan's shifted splices).
+    ``scratches``: ``(first command, floats, last command)`` of memory the
+    plan's own operations need from the first command to the last (placed
+    as a matrix allocated at the first command and freed after the last)."""
     commands = computation.commands
     if any(c.command_type == T.kGotoLabel for c in commands):
         return None
@@ -142,6 +147,10 @@ def plan_arena(computation, outputs_in_arena=False, narrowed=None):
             b = owner.get(_matrix(computation, c.arg1))
             if b is not None:
                 external.add(b)
+    first_scratch = len(blocks)
+    for first, floats, last in scratches:
+        # freed after the last command: blocks freed at last + 1 come first
+        blocks.append([first, floats, last + 1])
     # Pass 2: first-fit placement in command order. ``free`` holds
     # (offset, size) holes below ``top``, sorted by offset.
     events = []
@@ -154,6 +163,7 @@ def plan_arena(computation, outputs_in_arena=False, narrowed=None):
     free = []
     top = high = 0
     offsets = {}
+    scratch_offsets = [0] * len(scratches)
     placed = {}
     for _, is_alloc, b in events:
         if not is_alloc:
@@ -177,8 +187,11 @@ def plan_arena(computation, outputs_in_arena=False, narrowed=None):
             top += size
             high = max(high, top)
         placed[b] = (offset, size)
-        offsets[blocks[b][0]] = offset
-    return ArenaPlan(offsets, high)
+        if b < first_scratch:
+            offsets[blocks[b][0]] = offset
+        else:
+            scratch_offsets[b - first_scratch] = offset
+    return ArenaPlan(offsets, high, scratch_offsets)
 
 
 def _release(free, block):

@@ -37,14 +37,19 @@ networks) and returns what to run instead:
 - *spliced products*: the kPropagate of a shifted splice
   (:mod:`pynnet3.compute.shifted_splice`, found by the plan) runs from the
   shifted rows, its copies are skipped; with a bias, ReLU and batch norm
-  after it, it is the product of the first pattern.
+  after it, it is the product of the first pattern;
+- *hoisted products*: the kPropagate of a recurrent step whose input's x
+  part is multiplied ahead (:mod:`pynnet3.compute.hoisted_products`, found
+  by the plan) runs from its block's rows in the plan's scratch plus the
+  product of its other columns.
 
 None of these commands stores statistics or keeps a memo (they would need
 the intermediate values). Guarantee: the fused run computes exactly the
 numbers of the unfused run of the same commands on the default
 arithmetic, bit for bit (the kernels round as the NumPy passes they
 replace), except that a spliced product adds its blocks' products one
-after the other (within float32 rounding; see shifted_splice.py); nothing
+after the other and a hoisted product its two parts (within float32
+rounding; see shifted_splice.py and hoisted_products.py); nothing
 else reads the intermediate values, since each pattern only spans
 commands that overwrite them in place. The Kaldi-exact arithmetic never
 fuses (its roundings are Kaldi's, command by command).
@@ -56,6 +61,7 @@ from ..compiler.computation import CommandType, touched_matrices
 from ..components.base import ComponentProperty
 from ..components.row_ranges import add_row_ranges
 from .fused_elementwise import bias_relu_scale_offset, scaled_copy_add
+from .hoisted_products import run_hoisted_step
 from .shifted_splice import shifted_products
 
 __all__ = ["Fusions", "find_fusions"]
@@ -102,22 +108,31 @@ def _has_bias(component):
             and bias.shape[0] != 0)
 
 
-def find_fusions(computation, nnet, plan, splices=None):
+def find_fusions(computation, nnet, plan, splices=None, hoisted=None):
     """The :class:`Fusions` of a computation (see the module docstring);
     ``plan`` is its ExecutionPlan (row tables, zeroing it already skips);
     ``splices``: its shifted splices ({propagate command index:
     :class:`~pynnet3.compute.shifted_splice.ShiftedSplice`}), whose copies
-    are skipped and whose products run from the shifted rows."""
+    are skipped and whose products run from the shifted rows;
+    ``hoisted``: its hoisted products ({propagate command index:
+    :class:`~pynnet3.compute.hoisted_products.HoistedStep`}), run with
+    their input half multiplied ahead into the plan's scratch."""
     fusions = Fusions()
     commands = computation.commands
     components = nnet.components
     splices = splices or {}
+    hoisted = hoisted or {}
+    for i, step in hoisted.items():
+        fusions.ops[i] = _hoisted_run(commands[i], components[commands[i].arg1], step)
     for splice in splices.values():
         fusions.skip.update(splice.copies)
     num = len(commands)
     i = 0
     while i < num:
         c = commands[i]
+        if i in hoisted:
+            i += 1
+            continue
         if _plain_propagate(c) and 0 <= c.arg1 < len(components):
             length = _bias_relu_batchnorm(fusions, commands, components, i, splices.get(i))
             if length:
@@ -154,6 +169,15 @@ def _spliced_run(c, component, splice):
         bias = _product_deferring_bias(computer, c, component, splice)
         if bias.shape[0] != 0:
             computer._sub(c.arg4)[...] += bias
+    return run
+
+
+def _hoisted_run(c, component, step):
+    """A hoisted step's kPropagate (see hoisted_products.py)."""
+    scratch = step.block.scratch
+
+    def run(computer):
+        run_hoisted_step(computer, step, c, component, computer.plan.scratch(scratch))
     return run
 
 

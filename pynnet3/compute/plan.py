@@ -21,6 +21,10 @@ and reuses for every run of it (every chunk of the same shape).
   (:mod:`pynnet3.compute.shifted_splice`; default arithmetic): their
   matrices are allocated only as wide as the columns anything reads
   (``narrowed``), their copies skipped;
+- which recurrent steps' affine products have their non-recurrent half
+  multiplied ahead for several steps at once
+  (:mod:`pynnet3.compute.hoisted_products`; default arithmetic), and the
+  arena's scratch blocks those products go into;
 - where each matrix lives (:mod:`pynnet3.compute.arena`): one buffer for
   all of them, each matrix at an offset fixed when the plan is made, so a
   run allocates nothing (and faults in no fresh pages) and needs about the
@@ -35,10 +39,11 @@ one network (its component properties) and one backend; it is not
 thread-safe (one NnetComputer at a time per plan).
 """
 
-from ..compiler.computation import CommandType, touched_matrices
+from ..compiler.computation import CommandType, command_touches, touched_matrices
 from ..components.base import ComponentProperty
 from .arena import Workspace, plan_arena
 from .fusion import find_fusions
+from .hoisted_products import find_hoisted_products
 from .shifted_splice import find_shifted_splices
 
 __all__ = ["ExecutionPlan", "MatrixPool"]
@@ -86,8 +91,9 @@ class ExecutionPlan:
     the caller's to keep)."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
-                 "arena", "workspace", "fusions", "narrowed", "_views", "_views_array",
-                 "rows_cache", "multi_cache", "ranges_cache", "__weakref__")
+                 "arena", "workspace", "fusions", "narrowed", "scratches", "_views",
+                 "_views_array", "_scratch_arrays", "rows_cache", "multi_cache", "ranges_cache",
+                 "__weakref__")
 
     def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
                  workspace=None, outputs_in_arena=False):
@@ -102,9 +108,14 @@ class ExecutionPlan:
         fuses = elide_zeroing and getattr(backend, "fuses_elementwise", False)
         # Spliced inputs multiplied without being built (default arithmetic
         # only): their matrices are allocated only as wide as what is read.
-        splices = find_shifted_splices(computation, nnet) if fuses else {}
+        touches = command_touches(computation) if fuses else None
+        splices = find_shifted_splices(computation, nnet, touches) if fuses else {}
         self.narrowed = {sp.matrix: sp.width for sp in splices.values()}
-        self.arena = (plan_arena(computation, outputs_in_arena, self.narrowed)
+        # Recurrent steps whose input's x part is multiplied ahead (likewise).
+        hoisted, self.scratches = (find_hoisted_products(computation, nnet, touches) if fuses
+                                   else ({}, []))
+        self._scratch_arrays = {}
+        self.arena = (plan_arena(computation, outputs_in_arena, self.narrowed, self.scratches)
                       if reuse_matrices else None)
         self.pool = MatrixPool(backend) if reuse_matrices and self.arena is None else None
         self.workspace = None
@@ -119,7 +130,19 @@ class ExecutionPlan:
         # Commands run together (default arithmetic only: see fusion.py).
         self.fusions = None
         if fuses:
-            self.fusions = find_fusions(computation, nnet, self, splices)
+            self.fusions = find_fusions(computation, nnet, self, splices, hoisted)
+
+    def scratch(self, k):
+        """The memory (1-D, float32) of the plan's scratch number ``k``
+        (see ``scratches``): in the arena, or else its own array."""
+        floats = self.scratches[k][1]
+        if self.arena is not None:
+            start = self.arena.scratch_offsets[k]
+            return self.workspace.array(self.arena.size)[start:start + floats]
+        array = self._scratch_arrays.get(k)
+        if array is None:
+            array = self._scratch_arrays[k] = self.backend.empty(1, floats).reshape(-1)
+        return array
 
     def arena_views(self, fused=True):
         """A list, by command index, of the matrix each allocating command

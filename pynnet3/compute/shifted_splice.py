@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compiler.computation import SUBMATRIX_ARGS, CommandType, multi_submatrices
+from ..compiler.computation import CommandType, command_touches
 from ..components import winograd
 from ..components.affine import AffineTransform
 from ..components.products import sum_of_products
@@ -79,23 +79,15 @@ def shifted_products(params, base, splice, out):
         _MIN_ROWS_PER_STEP, _SCRATCH_BYTES // (4 * out.shape[1])))
 
 
-def find_shifted_splices(computation, nnet):
+def find_shifted_splices(computation, nnet, touches=None):
     """``{propagate command index: ShiftedSplice}`` of a computation (see
-    the module docstring); empty for a computation with loops."""
+    the module docstring); empty for a computation with loops.
+    ``touches``: ``command_touches(computation)``, if already made."""
     commands = computation.commands
     if any(c.command_type == T.kGotoLabel for c in commands):
         return {}
-    subs = computation.submatrices
-    # every command index touching each matrix, with the submatrices it names
-    # (-1: through an indexes_multi table)
-    touches = {}
-    for i, c in enumerate(commands):
-        for a in SUBMATRIX_ARGS.get(c.command_type, ()):
-            s = getattr(c, a)
-            if 0 < s < len(subs):
-                touches.setdefault(subs[s].matrix_index, []).append((i, s))
-        for s in multi_submatrices(computation, c):
-            touches.setdefault(subs[s].matrix_index, []).append((i, -1))
+    if touches is None:
+        touches = command_touches(computation)
     found = {}
     for i, c in enumerate(commands):
         if (c.command_type != T.kPropagate or c.arg5 != 0 or c.arg6 != 0
