@@ -30,6 +30,7 @@ from ..common.parameter_stats import get_verbose_level, matrix_stats, vector_sta
 from ..errors import NnetError, PynnetError
 from ..io.files import open_input
 from .base import Component, Field, P, UpdatableComponent, array_module, read_layout, write_layout
+from .products import few_rows_product
 
 # --------------------------------------------------------------------------
 # Shared helpers
@@ -186,7 +187,7 @@ class AffineTransform:
 
     def propagate(self, indexes, in_value, out):
         xp = array_module(in_value)
-        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)   # no temporary
+        few_rows_product(xp, in_value, xp.asarray(self.linear_params).T, out)   # no temporary
         out += xp.asarray(self.bias_params)
         return None
 
@@ -194,7 +195,7 @@ class AffineTransform:
         """Propagate without adding the bias: returns it, for the caller to
         add (fused with what follows)."""
         xp = array_module(in_value)
-        xp.matmul(in_value, xp.asarray(self.linear_params).T, out=out)
+        few_rows_product(xp, in_value, xp.asarray(self.linear_params).T, out)
         return xp.asarray(self.bias_params)
 
     kaldi_exact = True

@@ -52,16 +52,18 @@ import numpy as np
 
 from ..compiler.computation import CommandType, command_touches
 from ..components.affine import AffineTransform
+from ..components.products import few_rows_product
 
 __all__ = ["HoistedBlock", "HoistedStep", "Segment", "find_hoisted_products",
            "run_hoisted_step"]
 
 T = CommandType
 # A block has at most this many rows (but at least one step's), and its
-# scratch (G and P) at most _SCRATCH_BYTES: 128 rows of the bench
-# TDNN-LSTM's 1024 x 4096 x part ran at 116 GFLOPS against 128 for all 408
-# rows of its computation at once (AMD EPYC, Zen 4), for a third of the memory.
-_MAX_ROWS = 128
+# scratch (G and P) at most _SCRATCH_BYTES. On the bench TDNN-LSTM's 1024 x
+# 4096 x part, 60 rows ran at 114 GFLOPS, 126 at 116 and all 408 rows of a
+# computation at once at 128 (AMD EPYC, Zen 4): 64 rows keep nearly all of
+# the gain for half the scratch of 128 (1.3 MB a thread there).
+_MAX_ROWS = 64
 _SCRATCH_BYTES = 3 << 20
 
 # Commands that read their second submatrix argument and write only their first.
@@ -327,7 +329,7 @@ def run_hoisted_step(computer, step, command, component, scratch):
     out = computer._sub(command.arg4)
     mine = hoisted[step.block_row:step.block_row + step.num_rows]
     if width < weights_t.shape[0]:
-        np.matmul(computer._sub(command.arg3)[:, width:], weights_t[width:], out=out)
+        few_rows_product(np, computer._sub(command.arg3)[:, width:], weights_t[width:], out)
         out += mine
     else:
         out[...] = mine
