@@ -297,39 +297,30 @@ def test_chunk_shapes_of_many_lengths_keep_one_arena_array():
         assert np.array_equal(fresh, out)
 
 
-def test_recurrent_networks_batch_only_enough_chunks():
-    """A recurrent network's steps have one row per chunk: chunks go
-    together only 5 or more at a time (BLAS's product of a few rows costs
-    several matrix-vector products), at most 8."""
+def test_recurrent_networks_batch_two_chunks():
+    """A recurrent network's chunks go together two at a time (its steps'
+    non-recurrent products are made ahead, so more chunks gain less than
+    they cost in memory); on 2 threads, as many computations per thread;
+    Kaldi-exact arithmetic one chunk at a time."""
     blstm = KALDI_REF / "models" / "blstm"
     _need(blstm)
     nnet = prepare_nnet_for_compute(Nnet.read(str(blstm / "model.raw")))
     computer = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20))
     plan = computer.chunk_plan(301, 1, 20)
-    assert [computer.chunks_per_computation(plan, n) for n in (1, 3, 4, 6, 9, 16, 17)] == \
-        [1, 1, 1, 6, 5, 8, 6]
+    assert [computer.chunks_per_computation(plan, n) for n in (1, 2, 3, 4, 9, 16, 17)] == \
+        [1, 2, 2, 2, 2, 2, 2]
     exact = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20),
                                backend=KaldiExactBackend(2))
     assert exact.chunks_per_computation(plan, 16) == 1
-
-
-def test_recurrent_networks_keep_enough_chunks_on_threads():
-    """On 2 threads a recurrent network's chunks are cut in two only where
-    each part keeps 5 chunks or more; 6 or 7 chunks stay one computation
-    (one-chunk computations, as the cut into 2 gave them before, cost
-    several times their share)."""
-    blstm = KALDI_REF / "models" / "blstm"
-    _need(blstm)
     from pynnet3.compute import blas_threads
     if not blas_threads.available():
-        pytest.skip("NumPy's BLAS thread count cannot be changed here: no computer threads")
-    nnet = prepare_nnet_for_compute(Nnet.read(str(blstm / "model.raw")))
-    computer = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20),
+        return
+    threaded = SimpleNnetComputer(nnet, SimpleComputationOptions(frames_per_chunk=20),
                                   num_threads=2)
-    assert computer.num_threads == 2
-    plan = computer.chunk_plan(301, 1, 20)
-    assert [computer.chunks_per_computation(plan, n) for n in (1, 4, 6, 7, 9, 10, 16, 17)] == \
-        [1, 1, 6, 7, 5, 5, 8, 5]
+    assert threaded.num_threads == 2
+    # 2 chunks: one computation per thread
+    assert [threaded.chunks_per_computation(plan, n) for n in (1, 2, 3, 5, 9)] == \
+        [1, 1, 2, 2, 2]
 
 
 # -- the computer's own threads -------------------------------------------------------------

@@ -13,6 +13,7 @@ from pynnet3.common.index import Index
 from pynnet3.compiler.computation import CommandType as T
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.components.affine import AffineTransform
+from pynnet3.components.products import GEMM_MIN_ROWS, few_rows_product
 from pynnet3.compute import hoisted_products
 from pynnet3.compute.backend import get_backend
 from pynnet3.compute.computer import NnetComputer
@@ -171,3 +172,37 @@ def test_blocks_hoist_x_and_stop_where_it_changes():
     steps = _steps()
     steps[3:] = _steps(((0, 2), (2, 2)))[3:]
     assert [len(b.steps) for b in _blocks(steps, _FakeWriters(RECURRENT), 100)] == [3, 3]
+
+
+def test_a_plan_like_another_shares_all_but_its_arena():
+    """Plans of one computation for several threads: the second shares the
+    first's submatrices, fusions and scratch layout, has an arena of its
+    own, and gives the same bits."""
+    nnet, computation = _computation()
+    backend = get_backend("numpy")
+    first = ExecutionPlan(computation, nnet, backend, outputs_in_arena=True)
+    second = ExecutionPlan(computation, nnet, backend, like=first)
+    assert second.slices is first.slices and second.fusions is first.fusions
+    assert second.scratches is first.scratches and second.rows_cache is first.rows_cache
+    assert second.workspace is not first.workspace
+    # outputs_in_arena differs: the arenas are planned apart
+    assert second.arena.offsets != first.arena.offsets
+    assert np.array_equal(_run(computation, nnet, first), _run(computation, nnet, second))
+    other, _ = _computation(num_frames=30)
+    with pytest.raises(ValueError):
+        ExecutionPlan(other, nnet, backend, like=first)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 2, 7, 8, 20])
+def test_few_rows_product_is_the_matrix_product(rows):
+    """Under GEMM_MIN_ROWS rows a NumPy product goes row by row (BLAS packs
+    the whole weight matrix for any matrix product); the numbers are the
+    product's within float32 rounding."""
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 300)).astype(np.float32)
+    w = rng.standard_normal((300, 500)).astype(np.float32)
+    out = np.full((rows, 500), np.nan, np.float32)
+    few_rows_product(np, x, w, out)
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w.astype(np.float64),
+                               rtol=1e-4, atol=1e-3)
+    assert 2 < GEMM_MIN_ROWS <= 16

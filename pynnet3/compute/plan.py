@@ -88,7 +88,12 @@ class ExecutionPlan:
     same time as this one (None: the plan's own). ``outputs_in_arena``:
     the outputs live in the arena too, for a caller that copies them out
     before the plan runs again (else each output is a matrix of its own,
-    the caller's to keep)."""
+    the caller's to keep). ``like``: a plan of the same computation,
+    network, backend, ``reuse_matrices`` and ``elide_zeroing``, whose
+    read-only parts (submatrices, fusions, zeroing, index tables) this one
+    shares: plans of one computation for several threads hold them once
+    (on the BLSTM of scripts/bench_compute.py, 5 MB a chunk shape); only
+    the arena and its memory are this plan's."""
 
     __slots__ = ("computation", "backend", "slices", "skip_zeroing", "add_as_copy", "pool",
                  "arena", "workspace", "fusions", "narrowed", "scratches", "_views",
@@ -96,25 +101,19 @@ class ExecutionPlan:
                  "__weakref__")
 
     def __init__(self, computation, nnet, backend, reuse_matrices=True, elide_zeroing=True,
-                 workspace=None, outputs_in_arena=False):
+                 workspace=None, outputs_in_arena=False, like=None):
         self.computation = computation
         self.backend = backend
-        self.slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
-                        slice(s.col_offset, s.col_offset + s.num_cols))
-                       for s in computation.submatrices]
-        self.rows_cache = {}
-        self.multi_cache = {}
-        self.ranges_cache = {}
-        fuses = elide_zeroing and getattr(backend, "fuses_elementwise", False)
-        # Spliced inputs multiplied without being built (default arithmetic
-        # only): their matrices are allocated only as wide as what is read.
-        touches = command_touches(computation) if fuses else None
-        splices = find_shifted_splices(computation, nnet, touches) if fuses else {}
-        self.narrowed = {sp.matrix: sp.width for sp in splices.values()}
-        # Recurrent steps whose input's x part is multiplied ahead (likewise).
-        hoisted, self.scratches = (find_hoisted_products(computation, nnet, touches) if fuses
-                                   else ({}, []))
         self._scratch_arrays = {}
+        if like is not None:
+            if like.computation is not computation or like.backend is not backend:
+                raise ValueError("a plan can share only the parts of a plan of the same "
+                                 "computation and backend")
+            for name in ("slices", "rows_cache", "multi_cache", "ranges_cache", "narrowed",
+                         "scratches", "skip_zeroing", "add_as_copy", "fusions"):
+                setattr(self, name, getattr(like, name))
+        else:
+            self._make_shared_parts(nnet, elide_zeroing)
         self.arena = (plan_arena(computation, outputs_in_arena, self.narrowed, self.scratches)
                       if reuse_matrices else None)
         self.pool = MatrixPool(backend) if reuse_matrices and self.arena is None else None
@@ -123,6 +122,24 @@ class ExecutionPlan:
             self.workspace = workspace if workspace is not None else Workspace(backend)
         self._views = None
         self._views_array = None
+
+    def _make_shared_parts(self, nnet, elide_zeroing):
+        computation = self.computation
+        self.slices = [(s.matrix_index, slice(s.row_offset, s.row_offset + s.num_rows),
+                        slice(s.col_offset, s.col_offset + s.num_cols))
+                       for s in computation.submatrices]
+        self.rows_cache = {}
+        self.multi_cache = {}
+        self.ranges_cache = {}
+        fuses = elide_zeroing and getattr(self.backend, "fuses_elementwise", False)
+        # Spliced inputs multiplied without being built (default arithmetic
+        # only): their matrices are allocated only as wide as what is read.
+        touches = command_touches(computation) if fuses else None
+        splices = find_shifted_splices(computation, nnet, touches) if fuses else {}
+        self.narrowed = {sp.matrix: sp.width for sp in splices.values()}
+        # Recurrent steps whose input's x part is multiplied ahead (likewise).
+        hoisted, self.scratches = (find_hoisted_products(computation, nnet, touches) if fuses
+                                   else ({}, []))
         if elide_zeroing:
             self.skip_zeroing, self.add_as_copy = _unneeded_zeroing(computation, nnet)
         else:

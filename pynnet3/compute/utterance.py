@@ -60,6 +60,7 @@ import collections
 import copy
 import logging
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,9 +100,8 @@ __all__ = ["SimpleComputationOptions", "ChunkPlan", "ChunkLayout", "SimpleNnetCo
 BATCH_OUTPUT_ROWS = 200
 BATCH_MAX_ROWS = 4096
 # ... and for a recurrent network (see chunks_per_computation), chunks at a
-# time: at least the first (else one), at most the second.
-BATCH_RECURRENT_MIN_CHUNKS = 5
-BATCH_RECURRENT_CHUNKS = 8
+# time.
+BATCH_RECURRENT_CHUNKS = 2
 # A chunk-invariant network's consecutive chunks go together as longer
 # chunks (SimpleNnetComputer.merges_chunks) of at most this many input
 # frames and output rows (and at least one chunk): long enough that the
@@ -376,7 +376,8 @@ class SimpleNnetComputer:
     __slots__ = ("nnet", "opts", "log_priors", "nnet_left_context", "nnet_right_context",
                  "output_dim", "input_dim", "ivector_dim", "frames_per_chunk", "backend",
                  "compiler", "debug_computation", "debug", "layout", "max_chunks", "num_threads",
-                 "merges_chunks", "_recurrent", "_cache", "_plans", "_workspaces", "_threads")
+                 "merges_chunks", "_recurrent", "_cache", "_plans", "_shape_plans", "_plan_lock",
+                 "_workspaces", "_threads")
 
     def __init__(self, nnet, opts=None, priors=None, context=None, backend="numpy",
                  compiler=None, debug_computation=False, debug=False, max_chunks=None,
@@ -421,6 +422,8 @@ class SimpleNnetComputer:
                         self.merged_chunk_frames())
         self._cache = {}        # chunk shape -> computation
         self._plans = {}        # (chunk shape, thread) -> execution plan
+        self._shape_plans = {}  # chunk shape -> the first of them (the others share its parts)
+        self._plan_lock = threading.Lock()
         # one arena per thread for the computations of every chunk shape
         # (outputs included): a thread runs them one after the other and
         # their outputs are copied out
@@ -436,7 +439,8 @@ class SimpleNnetComputer:
         other = copy.copy(self)
         other.compiler = compiler
         other.num_threads = 1
-        other._cache, other._plans, other._workspaces = {}, {}, {}
+        other._cache, other._plans, other._shape_plans, other._workspaces = {}, {}, {}, {}
+        other._plan_lock = threading.Lock()
         other._threads = ComputerThreads(1, "pynnet3-compute")
         return other
 
@@ -520,9 +524,20 @@ class SimpleNnetComputer:
                 workspace = self._workspaces[thread] = Workspace(self.backend)
             # A worker's output leaves it (see _run_on_thread): made outside
             # the arena, it is handed over as it is, not copied out of it.
-            exec_plan = self._plans[(key, thread)] = ExecutionPlan(
-                computation, self.nnet, self.backend, workspace=workspace,
-                outputs_in_arena=thread == 0)
+            # the threads' plans of one shape share all but their arenas
+            # (the first is made under the lock, for the others to share)
+            with self._plan_lock:
+                like = self._shape_plans.get(key)
+                if like is None:
+                    like = self._shape_plans[key] = ExecutionPlan(
+                        computation, self.nnet, self.backend, workspace=workspace,
+                        outputs_in_arena=thread == 0)
+                    self._plans[(key, thread)] = like
+            exec_plan = self._plans.get((key, thread))
+            if exec_plan is None:
+                exec_plan = self._plans[(key, thread)] = ExecutionPlan(
+                    computation, self.nnet, self.backend, workspace=workspace,
+                    outputs_in_arena=thread == 0, like=like)
         return computation, exec_plan
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
@@ -569,27 +584,25 @@ class SimpleNnetComputer:
         ``num_chunks`` of them are to be computed: ``max_chunks`` if set,
         else as many as keep the computation near :data:`BATCH_OUTPUT_ROWS`
         output rows (one with Kaldi-exact arithmetic, whose products must be
-        Kaldi's one-chunk products). Then spread evenly: the computations
-        of one batch differ by at most one chunk. A recurrent network's
-        steps are products with one row per chunk: BLAS's matrix product for
-        a few rows costs several matrix-vector products (it copies the whole
-        weight matrix first), so there chunks go together only
-        :data:`BATCH_RECURRENT_MIN_CHUNKS` or more at a time (up to
-        :data:`BATCH_RECURRENT_CHUNKS`). On ``num_threads`` threads the
-        chunks are cut into at least as many computations as threads, except
-        where that leaves a recurrent network's computations under that
-        minimum: there one thread computes them together (a one-chunk
-        recurrent computation costs several times its share: at 2 threads
-        the chain BLSTM of scripts/bench_compute.py took 73 CPU seconds
-        against 42 at one thread), and the threads share the work across
-        utterances instead (:meth:`submit_utterance`)."""
+        Kaldi's one-chunk products), or :data:`BATCH_RECURRENT_CHUNKS` for a
+        recurrent network. Then spread evenly: the computations of one
+        batch differ by at most one chunk. On ``num_threads`` threads the
+        chunks are cut into at least as many computations as threads.
+
+        A recurrent network's steps multiply one row per chunk, and their
+        input's non-recurrent part is multiplied ahead for many steps
+        (:mod:`pynnet3.compute.hoisted_products`), so more chunks at a time
+        gain less there than they cost in memory: on the TDNN-LSTM of
+        scripts/bench_compute.py (1 thread, 2026-11-28) 1, 2 and 4 chunks
+        and the 5-8 of before took 9.0, 7.7, 7.7 and 7.0 s at a peak of 201,
+        203, 207 and 215 MB (Kaldi: 174 MB); on its chain BLSTM 1, 2 and 3
+        chunks and 5-8 16.8, 13.8, 12.5 and 11.1 s, 242, 245, 255 and 263 MB
+        (Kaldi: 218)."""
         limit = self.max_chunks
-        recurrent = False
         if limit is None:
             if isinstance(self.backend, KaldiExactBackend):
                 limit = 1
             elif self._recurrent:
-                recurrent = True
                 limit = BATCH_RECURRENT_CHUNKS
             else:
                 limit = max(1, min(BATCH_OUTPUT_ROWS // plan.num_subsampled_frames,
@@ -598,13 +611,9 @@ class SimpleNnetComputer:
         num_batches = -(-num_chunks // min(limit, num_chunks))
         if self.num_threads > 1:
             # as many computations per thread (as the chunks allow)
-            threaded = min(num_chunks, -(-num_batches // self.num_threads) * self.num_threads)
-            if not recurrent or -(-num_chunks // threaded) >= BATCH_RECURRENT_MIN_CHUNKS:
-                num_batches = threaded
-        per = -(-num_chunks // num_batches)
-        if recurrent and per < BATCH_RECURRENT_MIN_CHUNKS:
-            return 1
-        return per
+            num_batches = min(num_chunks,
+                              -(-num_batches // self.num_threads) * self.num_threads)
+        return -(-num_chunks // num_batches)
 
     def compute_utterances(self, utterances):
         """The outputs of several utterances, each a ``(features, ivector,
