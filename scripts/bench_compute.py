@@ -112,6 +112,19 @@ RECORDED = {("tdnnf_default", 2): 15.24, ("tdnnf_default", 1): 19.54,
 
 # -- the machine -------------------------------------------------------------------------------
 
+def kaldi_kernels():
+    """Which OpenBLAS kernels Kaldi's tools run with here: the runner's
+    choice, or OpenBLAS's own, unless OPENBLAS_CORETYPE forces some (then
+    said, since older kernels make Kaldi slower than it can be here)."""
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:
+        return ("%s, forced by OPENBLAS_CORETYPE in this environment (unset it to let "
+                "Kaldi's OpenBLAS pick its own for this CPU)" % forced)
+    core = subprocess.run([str(KALDI), "--coretype"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    return core or "OpenBLAS's own choice for this CPU"
+
+
 def cpu_model():
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -411,6 +424,8 @@ def main():
         return
     have_kaldi = KALDI.is_file()
     print("Machine: %s" % machine_line())
+    if have_kaldi:
+        print("Kaldi's OpenBLAS kernels: %s" % kaldi_kernels())
     print("Input: %d utterances x %d frames; %d alternating pair(s) per row, medians; "
           "ratio = Kaldi / pynnet3 (> 1: pynnet3 faster)%s\n" % (
               NUM_UTTS, NUM_FRAMES, args.repeat,

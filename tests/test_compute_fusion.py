@@ -7,7 +7,7 @@ together (Kaldi's outputs within float32 tolerance)."""
 import numpy as np
 import pytest
 
-from conftest import KALDI_REF
+from conftest import KALDI_REF, skip_if_blas_kernels_forced
 from pynnet3.compiler.request import ComputationRequest
 from pynnet3.driver.compile_and_optimize import compile
 from pynnet3.compiler.computation import CommandType as T
@@ -363,6 +363,7 @@ def test_a_workers_outputs_stay_out_of_its_arena():
     from pynnet3.compute import blas_threads
     if not blas_threads.available():
         pytest.skip("NumPy's BLAS thread count cannot be changed here: no computer threads")
+    skip_if_blas_kernels_forced()
     nnet = prepare_nnet_for_compute(Nnet.read(str(CHAIN / "model.raw")))
     feats, ivectors = _chain_inputs()
     opts = SimpleComputationOptions(frames_per_chunk=20)

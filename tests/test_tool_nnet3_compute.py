@@ -11,6 +11,7 @@ Plus the tool's own behaviour: usage, bad input as Kaldi handles it, the
 summary lines, i-vectors by speaker (--utt2spk), --use-priors.
 """
 
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 from pynnet3.bin import nnet3_compute
 from pynnet3.io.table import TableWriter, read_table
 
-from conftest import KALDI_REF, TEST_DATA
+from conftest import KALDI_REF, TEST_DATA, describe_difference
 
 DATA = TEST_DATA / "compute"
 
@@ -335,11 +336,20 @@ def test_output_is_written_as_it_is_computed(tmp_path, spec, capsys):
         tracemalloc.stop()
     assert status == 0, err
     nnet = prepare_nnet_for_compute(Nnet.read(str(model)))
-    whole = apply_exp(SimpleNnetComputer(nnet).compute_utterance(
-        feats, online_ivectors=ivectors, online_ivector_period=10))
+    # the tool's threads (OPENBLAS_NUM_THREADS, 2 here), so the same chunks
+    # go into the same computations whatever kernels OpenBLAS runs
+    threads = int(os.environ["OPENBLAS_NUM_THREADS"])
+    computer = SimpleNnetComputer(nnet, num_threads=threads)
+    try:
+        whole = apply_exp(computer.compute_utterance(
+            feats, online_ivectors=ivectors, online_ivector_period=10))
+    finally:
+        computer.close()
     with TableWriter("%s:%s" % (spec, tmp_path / "whole.ark")) as w:
         w.write("long", whole)
-    assert (tmp_path / "o.ark").read_bytes() == (tmp_path / "whole.ark").read_bytes()
+    written, expected = (tmp_path / "o.ark").read_bytes(), (tmp_path / "whole.ark").read_bytes()
+    same = written == expected          # (pytest's own diff of 50 MB would take hours)
+    assert same, describe_difference(written, expected)
     if spec == "ark":
         assert peak < feats.nbytes + whole.nbytes // 2, (peak, feats.nbytes, whole.nbytes)
 
@@ -385,6 +395,7 @@ def test_submitted_utterances_equal_one_at_a_time(lda):
     """Utterances submitted one after the other to a computer's threads, all
     before any block is read, come out as each computed alone on one
     thread (the same computations), bit for bit."""
+    from pynnet3.compute import blas_threads
     from pynnet3.compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
                                            prepare_nnet_for_compute)
     from pynnet3.nnet.nnet import Nnet
@@ -400,8 +411,9 @@ def test_submitted_utterances_equal_one_at_a_time(lda):
     submitted = [threaded.submit_utterance(f, online_ivectors=i, online_ivector_period=10)
                  for f, i in utterances]
     for (feats, ivectors), (num_rows, blocks) in zip(utterances, submitted):
-        expected = one.compute_utterance(feats, online_ivectors=ivectors,
-                                         online_ivector_period=10)
+        with blas_threads.single_threaded():        # as on a worker
+            expected = one.compute_utterance(feats, online_ivectors=ivectors,
+                                             online_ivector_period=10)
         got = np.concatenate([np.array(block) for block in blocks])
         assert num_rows == expected.shape[0]
         np.testing.assert_array_equal(got, expected)
