@@ -267,9 +267,9 @@ def register_chunks_option(parser):
                         "automatic: where the network's outputs do not depend on the chunking "
                         "(not recurrent, no statistics pooling, ...), consecutive chunks with "
                         "the same i-vector as one longer chunk (up to 1024 frames, 400 output "
-                        "rows), without Kaldi's repeated context; else as many as make about "
-                        "200 output rows (1 with --kaldi-exact-arithmetic); 1: one chunk at a "
-                        "time, as Kaldi")
+                        "rows), without Kaldi's repeated context; else 2 for a recurrent "
+                        "network, as many as make about 200 output rows for others (1 with "
+                        "--kaldi-exact-arithmetic); 1: one chunk at a time, as Kaldi")
 
 
 def chunks_per_computation(opts):
