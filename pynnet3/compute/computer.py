@@ -121,6 +121,9 @@ class NnetComputer:
         self.matrices = [None] * len(computation.matrices)
         self.compressed = {}
         self.memos = {}
+        # what a fused command hands to a later one (fusion.py): per computer,
+        # since plans (and their fusions) are shared between threads
+        self.fused_values = {}
         self._empty = self.backend.empty(0, 0)
         if plan is None:
             plan = ExecutionPlan(computation, nnet, self.backend, elide_zeroing=False)

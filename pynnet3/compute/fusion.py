@@ -358,9 +358,8 @@ def _pooled_statistics(fusions, computation, components, i):
     add_row_ranges(ext_counts.reshape(-1, 1).astype(np.float32), pool_ranges, counts)
     f = extraction.input_dim_
     width = pooling.input_dim_ - 1          # f sums (and f sums of squares)
-    # the sums, from the extraction to the pooling (a plan runs one
-    # computation at a time: its arena already requires that)
-    pending = [None]
+    # the sums go from the extraction to the pooling through the computer
+    # (the threads' plans share these functions)
 
     def run_extraction(computer):
         rows = computer._sub(extract.arg3)
@@ -368,10 +367,10 @@ def _pooled_statistics(fusions, computation, components, i):
         add_row_ranges(rows, input_ranges, sums[:, :f], onto_zeros=True)
         if width > f:
             add_row_ranges(rows, input_ranges, sums[:, f:], squared=True, onto_zeros=True)
-        pending[0] = sums
+        computer.fused_values[i] = sums
 
     def run_pooling(computer):
-        sums, pending[0] = pending[0], None
+        sums = computer.fused_values.pop(i)
         pooling.propagate_from_sums(counts, sums, computer._sub(pool.arg4))
 
     fusions.ops[i] = run_extraction
