@@ -41,7 +41,8 @@ under the system's temporary folder; reused while the xconfig is
 unchanged; a few seconds): Kaldi's steps/nnet3/xconfig_to_configs.py and
 utils/mkgraph.sh, from a Kaldi source tree (--kaldi-root, or $KALDI_ROOT:
 the folder with egs/wsj/s5), run in a subshell that sources
-../shared/kaldi-bin/env.sh; Kaldi's nnet3-init initialises the network;
+../shared/kaldi-bin/env.sh (mkgraph.sh also runs OpenFst's own tools,
+such as fstarcsort: Debian's libfst-tools); Kaldi's nnet3-init initialises the network;
 the batch-norm statistics are then set by one training-mode pass of
 pynnet3 over 400 frames of utt1 (test mode with zero statistics would not
 normalize, and the activations of 13 random layers overflow); the .mdl gets
@@ -232,9 +233,18 @@ def build_chain_case(workdir, kaldi_root, feats):
                    os.path.join(model_dir, "final.mdl"), feats)
         shutil.copy(os.path.join(CHAIN_REF, "tree"), os.path.join(model_dir, "tree"))
         shutil.copytree(os.path.join(LARGE, "lang"), os.path.join(workdir, "lang"))
-        subprocess.run(["bash", "-c", ". %s && utils/mkgraph.sh --self-loop-scale 1.0 lang "
-                        "model graph" % shlex.quote(env_sh)], cwd=workdir, check=True,
-                       capture_output=True)
+        made = subprocess.run(["bash", "-c", ". %s && utils/mkgraph.sh --self-loop-scale 1.0 "
+                               "lang model graph" % shlex.quote(env_sh)], cwd=workdir,
+                              capture_output=True, text=True)
+        if made.returncode != 0 or not os.path.isfile(graph):
+            # mkgraph.sh also needs OpenFst's own tools (fstarcsort: Debian's
+            # libfst-tools), which kaldi-bin does not ship
+            raise SystemExit("bench_decode: utils/mkgraph.sh failed in %s (exit %d; it needs "
+                             "OpenFst's tools such as fstarcsort on PATH):\n%s" % (
+                                 workdir, made.returncode,
+                                 "\n".join([line for line in made.stderr.splitlines()
+                                            if "not found" in line or "ERROR" in line][:8]
+                                           or made.stderr.splitlines()[-8:])))
         with open(stamp_file, "w") as f:
             f.write(stamp)
         print("built the chain case in %s (%.1f s)" % (workdir, time.time() - start))
