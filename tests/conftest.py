@@ -14,6 +14,7 @@ import pytest
 
 from pynnet3.common.index import Index
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.compute.computer import NnetComputer
 
 REPO = Path(__file__).resolve().parent.parent
 KALDI_REF = Path(os.environ.get("PYNNET3_KALDI_REF", REPO.parent / "shared" / "kaldi-ref"))
@@ -59,6 +60,16 @@ def skip_if_blas_kernels_forced():
         pytest.skip("OPENBLAS_CORETYPE=%s forces kernels whose rounding of a row depends on "
                     "the rows in its product: N threads' bits are then not one thread's"
                     % os.environ["OPENBLAS_CORETYPE"])
+
+
+def run_with_plan(computation, nnet, plan, features, debug=False):
+    """The output of a computation from node 'input' to node 'output', run
+    with ``plan`` (None: unplanned) and new memory full of NaN, so that a
+    read of a value nothing wrote shows in the output."""
+    computer = NnetComputer(computation, nnet, plan=plan, undefined_fill=np.nan, debug=debug)
+    computer.accept_input("input", features)
+    computer.run()
+    return computer.get_output("output")
 
 
 def example_request(num_frames, num_sequences=1):

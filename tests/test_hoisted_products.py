@@ -8,7 +8,7 @@ unfused commands."""
 import numpy as np
 import pytest
 
-from conftest import TEST_DATA
+from conftest import TEST_DATA, run_with_plan
 from pynnet3.common.index import Index
 from pynnet3.compiler.computation import CommandType as T
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
@@ -16,7 +16,6 @@ from pynnet3.components.affine import AffineTransform
 from pynnet3.components.products import GEMM_MIN_ROWS, few_rows_product
 from pynnet3.compute import hoisted_products
 from pynnet3.compute.backend import get_backend
-from pynnet3.compute.computer import NnetComputer
 from pynnet3.compute.hoisted_products import HoistedStep, Segment, _blocks, find_hoisted_products
 from pynnet3.compute.plan import ExecutionPlan
 from pynnet3.driver.compile_and_optimize import compile
@@ -36,12 +35,10 @@ def _computation(num_frames=60, num_sequences=2):
 
 
 def _run(computation, nnet, plan, debug=False):
+    """The output for the same features (2 sequences of 80 input frames)."""
     features = np.random.default_rng(3).standard_normal(
         (2 * 80, nnet.input_dim("input"))).astype(np.float32)
-    computer = NnetComputer(computation, nnet, plan=plan, undefined_fill=np.nan, debug=debug)
-    computer.accept_input("input", features)
-    computer.run()
-    return computer.get_output("output")
+    return run_with_plan(computation, nnet, plan, features, debug)
 
 
 def test_both_directions_are_found_in_blocks():

@@ -7,12 +7,11 @@ the numbers of the unfused commands within float32 rounding."""
 import numpy as np
 import pytest
 
-from conftest import TEST_DATA
+from conftest import TEST_DATA, run_with_plan
 from pynnet3.common.index import Index
 from pynnet3.compiler.computation import CommandType as T
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.compute.backend import get_backend
-from pynnet3.compute.computer import NnetComputer
 from pynnet3.compute import shifted_splice
 from pynnet3.compute.plan import ExecutionPlan
 from pynnet3.compute.shifted_splice import find_shifted_splices, shifted_products
@@ -26,13 +25,6 @@ def _xvector_computation(num_frames=150):
     request.inputs = [IoSpecification.from_t_range("input", 0, num_frames)]
     request.outputs = [IoSpecification("output", [Index(0, 0, 0)])]
     return nnet, compile(nnet, request)
-
-
-def _run(computation, nnet, plan, features, debug=False):
-    computer = NnetComputer(computation, nnet, plan=plan, undefined_fill=np.nan, debug=debug)
-    computer.accept_input("input", features)
-    computer.run()
-    return computer.get_output("output")
 
 
 def test_splices_are_found_and_their_matrices_narrowed():
@@ -62,13 +54,13 @@ def test_fused_numbers_are_the_unfused_ones_within_rounding():
     features = np.random.default_rng(1).standard_normal(
         (150, nnet.input_dim("input"))).astype(np.float32)
     backend = get_backend("numpy")
-    fused = _run(computation, nnet, ExecutionPlan(computation, nnet, backend), features)
-    unfused = _run(computation, nnet,
+    fused = run_with_plan(computation, nnet, ExecutionPlan(computation, nnet, backend), features)
+    unfused = run_with_plan(computation, nnet,
                    ExecutionPlan(computation, nnet, backend, elide_zeroing=False), features)
     assert np.isfinite(fused).all()
     np.testing.assert_allclose(fused, unfused, rtol=1e-5, atol=1e-5)
-    plain = _run(computation, nnet, None, features)
-    debugged = _run(computation, nnet, ExecutionPlan(computation, nnet, backend), features,
+    plain = run_with_plan(computation, nnet, None, features)
+    debugged = run_with_plan(computation, nnet, ExecutionPlan(computation, nnet, backend), features,
                     debug=True)
     assert np.array_equal(debugged, plain)
 

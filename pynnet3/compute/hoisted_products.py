@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..compiler.computation import CommandType, command_touches
-from ..components.affine import AffineTransform
 from ..components.products import few_rows_product
+from .shifted_splice import affine_propagates
 
 __all__ = ["HoistedBlock", "HoistedStep", "Segment", "find_hoisted_products",
            "run_hoisted_step"]
@@ -127,17 +127,13 @@ def find_hoisted_products(computation, nnet, touches=None):
     if touches is None:
         touches = command_touches(computation)
     subs = computation.submatrices
+    writers = _Writers(computation, touches)
     by_component = {}
-    for p, c in enumerate(commands):
-        if (c.command_type != T.kPropagate or c.arg5 != 0 or c.arg6 != 0
-                or not 0 <= c.arg1 < len(nnet.components)
-                or not isinstance(nnet.components[c.arg1], AffineTransform)):
-            continue
-        segments = _input_segments(computation, touches, p, c)
+    for p, c in affine_propagates(computation, nnet):
+        segments = _input_segments(computation, touches, writers, p, c)
         if segments:
             by_component.setdefault(c.arg1, []).append(
                 HoistedStep(p, subs[c.arg3].num_rows, segments))
-    writers = _Writers(computation, touches)
     steps, scratches = {}, []
     for component, group in by_component.items():
         in_cols = nnet.components[component].input_dim()
@@ -171,7 +167,7 @@ def _reads_only(computation, i, s):
     return False
 
 
-def _input_segments(computation, touches, p, c):
+def _input_segments(computation, touches, writers, p, c):
     """The columns of the kPropagate ``c``'s (command ``p``) input, as
     :class:`Segment` s in column order: those the last copies into it made
     (see the module docstring), and between them M's own."""
@@ -206,8 +202,8 @@ def _input_segments(computation, touches, p, c):
     # M's own columns are cut where the column ranges of its writes start
     # and end (a recurrent state written into some of them by a product)
     cuts = {inp.num_cols}
-    for i, s in touched:
-        if s >= 0 and not _reads_only(computation, i, s):
+    for i, s in writers.writes(m):
+        if s >= 0:
             w = subs[s]
             cuts.update(col - inp.col_offset for col in (w.col_offset, w.col_offset + w.num_cols))
     segments, col = [], 0
@@ -234,13 +230,20 @@ class _Writers:
         self.touches = touches
         self._writes = {}
 
+    def writes(self, m):
+        """``(command index, submatrix)`` of the commands that do more than
+        read matrix ``m``, in command order (submatrix -1: through an
+        indexes_multi table)."""
+        writes = self._writes.get(m)
+        if writes is None:
+            writes = self._writes[m] = [
+                (i, s) for i, s in self.touches.get(m, ())
+                if s < 0 or not _reads_only(self.computation, i, s)]
+        return writes
+
     def between(self, f, first, last):
         """Anything writes what segment ``f`` reads in commands [first, last]."""
-        writes = self._writes.get(f.matrix)
-        if writes is None:
-            writes = self._writes[f.matrix] = sorted(
-                (i, s) for i, s in self.touches.get(f.matrix, ())
-                if s < 0 or not _reads_only(self.computation, i, s))
+        writes = self.writes(f.matrix)
         subs = self.computation.submatrices
         commands = self.computation.commands
         for k in range(bisect.bisect_left(writes, (first, -2)), len(writes)):
@@ -281,11 +284,11 @@ def _blocks(group, writers, max_rows):
     many with the same copies' layout, and the rows stay within
     ``max_rows`` (or one step's)."""
     blocks = []
-    block = first_width = None
+    block = None
     for step in group:
         if block is not None and block.num_rows + step.num_rows <= max_rows:
             held = _hoistable_width(step, block.first, writers)
-            width = block.width if block.steps[1:] else min(first_width, held)
+            width = block.width if block.steps[1:] else min(block.width, held)
             if (width > 0 and held >= width
                     and _layout(step, width) == _layout(block.steps[0], width)):
                 block.width = width
@@ -294,8 +297,8 @@ def _blocks(group, writers, max_rows):
                 block.num_rows += step.num_rows
                 continue
         # the first step's rows are gathered from its own input, all of it
-        first_width = sum(f.width for f in step.segments)
-        block = HoistedBlock(step.propagate, first_width, step.num_rows)
+        block = HoistedBlock(step.propagate, sum(f.width for f in step.segments),
+                             step.num_rows)
         step.block, step.block_row = block, 0
         block.steps.append(step)
         blocks.append(block)
@@ -326,10 +329,8 @@ def run_hoisted_step(computer, step, command, component, scratch):
         bias = np.asarray(component.bias_params)
         if bias.shape[0] != 0:
             hoisted += bias
+    # (a block always leaves some columns: find_hoisted_products makes none
+    # of all of them)
     out = computer._sub(command.arg4)
-    mine = hoisted[step.block_row:step.block_row + step.num_rows]
-    if width < weights_t.shape[0]:
-        few_rows_product(np, computer._sub(command.arg3)[:, width:], weights_t[width:], out)
-        out += mine
-    else:
-        out[...] = mine
+    few_rows_product(np, computer._sub(command.arg3)[:, width:], weights_t[width:], out)
+    out += hoisted[step.block_row:step.block_row + step.num_rows]

@@ -34,7 +34,7 @@ from ..components import winograd
 from ..components.affine import AffineTransform
 from ..components.products import sum_of_products
 
-__all__ = ["ShiftedSplice", "find_shifted_splices", "shifted_products"]
+__all__ = ["ShiftedSplice", "affine_propagates", "find_shifted_splices", "shifted_products"]
 
 T = CommandType
 # The accumulated products go through a scratch of at most this many bytes
@@ -89,15 +89,23 @@ def find_shifted_splices(computation, nnet, touches=None):
     if touches is None:
         touches = command_touches(computation)
     found = {}
-    for i, c in enumerate(commands):
-        if (c.command_type != T.kPropagate or c.arg5 != 0 or c.arg6 != 0
-                or not 0 <= c.arg1 < len(nnet.components)
-                or not isinstance(nnet.components[c.arg1], AffineTransform)):
-            continue
+    for i, c in affine_propagates(computation, nnet):
         splice = _splice_of(computation, touches, i, c)
         if splice is not None:
             found[i] = splice
     return found
+
+
+def affine_propagates(computation, nnet):
+    """``(command index, command)`` of each kPropagate of an affine
+    component (:class:`~pynnet3.components.affine.AffineTransform`) that
+    stores no stats and keeps no memo: the products the plan may rewrite."""
+    components = nnet.components
+    for i, c in enumerate(computation.commands):
+        if (c.command_type == T.kPropagate and c.arg5 == 0 and c.arg6 == 0
+                and 0 <= c.arg1 < len(components)
+                and isinstance(components[c.arg1], AffineTransform)):
+            yield i, c
 
 
 def _splice_of(computation, touches, p, c):
