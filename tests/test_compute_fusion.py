@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import KALDI_REF, skip_if_blas_kernels_forced
-from pynnet3.compiler.request import ComputationRequest
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.driver.compile_and_optimize import compile
 from pynnet3.compiler.computation import CommandType as T
 from pynnet3.compute import fused_elementwise as fused_kernels
@@ -174,6 +174,66 @@ def test_statistics_pooled_from_their_input_give_the_unfused_bits(period, varian
     assert np.isfinite(outputs[0]).all()
     for other in outputs[1:]:
         assert outputs[0].tobytes() == other.tobytes()
+
+
+def test_threads_sharing_a_plan_pool_their_own_statistics():
+    """Two threads' plans of one computation share their fusions: the sums
+    a fused extraction hands to its pooling belong to each thread's computer.
+    Both threads extract before either pools (a barrier in the shared
+    extraction), and each gets the output it gets alone."""
+    import threading
+    from pynnet3.compute.computer import NnetComputer
+    nnet = Nnet.from_config(_STATS_NET.format(period=1, variance="true", left=0, nlc=0,
+                                              pool_dim=13))
+    rng = np.random.default_rng(7)
+    nnet.components[0].linear_params[...] = rng.standard_normal((6, 5))
+    nnet.components[0].bias_params[...] = rng.standard_normal(6)
+    request = ComputationRequest()
+    request.inputs = [IoSpecification.from_t_range("input", 0, 50)]
+    request.outputs = [IoSpecification.from_t_range("output", 0, 20)]
+    computation = compile(nnet, request)
+    first = ExecutionPlan(computation, nnet, Backend())
+    plans = (first, ExecutionPlan(computation, nnet, first.backend, like=first))
+    features = [rng.standard_normal((50, 5)).astype(np.float32) for _ in plans]
+
+    def output(plan, feats):
+        computer = NnetComputer(computation, nnet, plan=plan)
+        computer.accept_input("input", feats)
+        computer.run()
+        return computer.get_output("output").copy()
+
+    alone = [output(plan, feats) for plan, feats in zip(plans, features)]
+    assert not np.array_equal(alone[0], alone[1])
+    ops = first.fusions.ops
+    (i, extraction), = [(i, op) for i, op in ops.items()
+                        if getattr(op, "__name__", "") == "run_extraction"]
+    both_extracted = threading.Barrier(len(plans), timeout=30)
+
+    def extract_then_wait(computer):
+        extraction(computer)
+        both_extracted.wait()
+
+    ops[i] = extract_then_wait
+    together, errors = [None] * len(plans), []
+
+    def worker(k):
+        try:
+            together[k] = output(plans[k], features[k])
+        except Exception as e:  # reported below, not lost in the thread
+            errors.append(e)
+            both_extracted.abort()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(plans))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        ops[i] = extraction
+    assert not errors, errors
+    for a, b in zip(alone, together):
+        assert a.tobytes() == b.tobytes()
 
 
 def test_kaldi_exact_and_unplanned_runs_fuse_nothing():

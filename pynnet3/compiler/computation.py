@@ -74,6 +74,12 @@ INDEXES_RANGES_ARG = {_T.kAddRowRanges: "arg3"}
 del _T
 
 
+def has_loops(computation):
+    """Whether the computation jumps back (a kGotoLabel: a looped
+    computation, whose commands run more than once)."""
+    return any(c.command_type == CommandType.kGotoLabel for c in computation.commands)
+
+
 def multi_submatrices(computation, c):
     """The submatrices the pairs of command ``c``'s indexes_multi table name
     (none for a command without one)."""

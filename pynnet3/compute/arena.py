@@ -33,7 +33,7 @@ is alive however many shapes share it.
 
 import weakref
 
-from ..compiler.computation import CommandType
+from ..compiler.computation import CommandType, has_loops
 
 __all__ = ["ArenaPlan", "Workspace", "plan_arena"]
 
@@ -106,7 +106,7 @@ def plan_arena(computation, outputs_in_arena=False, narrowed=None, scratches=())
     plan's own operations need from the first command to the last (placed
     as a matrix allocated at the first command and freed after the last)."""
     commands = computation.commands
-    if any(c.command_type == T.kGotoLabel for c in commands):
+    if has_loops(computation):
         return None
     matrices = computation.matrices
     # Pass 1: the blocks, as (allocating command, floats, end command),

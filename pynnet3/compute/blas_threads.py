@@ -20,7 +20,8 @@ threads.
 import contextlib
 import ctypes
 import threading
-import numpy
+
+import numpy  # noqa: F401  (loads NumPy's OpenBLAS, which _loaded_libraries finds in /proc/self/maps)
 
 __all__ = ["available", "get_threads", "set_threads", "single_threaded"]
 

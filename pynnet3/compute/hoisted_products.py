@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..compiler.computation import CommandType, command_touches
+from ..compiler.computation import CommandType, command_touches, has_loops
 from ..components.products import few_rows_product
 from .shifted_splice import affine_propagates
 
@@ -121,8 +121,7 @@ def find_hoisted_products(computation, nnet, touches=None):
     and, for each scratch, ``(first command, floats, last command)`` (the
     commands between which it is alive). Empty for a computation with
     loops. ``touches``: ``command_touches(computation)``, if already made."""
-    commands = computation.commands
-    if any(c.command_type == T.kGotoLabel for c in commands):
+    if has_loops(computation):
         return {}, []
     if touches is None:
         touches = command_touches(computation)

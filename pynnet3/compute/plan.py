@@ -39,7 +39,7 @@ one network (its component properties) and one backend; it is not
 thread-safe (one NnetComputer at a time per plan).
 """
 
-from ..compiler.computation import CommandType, command_touches, touched_matrices
+from ..compiler.computation import CommandType, command_touches, has_loops, touched_matrices
 from ..components.base import ComponentProperty
 from .arena import Workspace, plan_arena
 from .fusion import find_fusions
@@ -255,7 +255,7 @@ def _unneeded_zeroing(computation, nnet):
     """(kSetConst(0) commands that can be skipped, kMatrixAdd / kAddRows
     commands to run as copies because their zeroing is skipped)."""
     commands = computation.commands
-    if any(c.command_type == T.kGotoLabel for c in commands):
+    if has_loops(computation):
         return frozenset(), frozenset()
     add_as_copy = set()
     subs = computation.submatrices

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compiler.computation import CommandType, command_touches
+from ..compiler.computation import CommandType, command_touches, has_loops
 from ..components import winograd
 from ..components.affine import AffineTransform
 from ..components.products import sum_of_products
@@ -83,8 +83,7 @@ def find_shifted_splices(computation, nnet, touches=None):
     """``{propagate command index: ShiftedSplice}`` of a computation (see
     the module docstring); empty for a computation with loops.
     ``touches``: ``command_touches(computation)``, if already made."""
-    commands = computation.commands
-    if any(c.command_type == T.kGotoLabel for c in commands):
+    if has_loops(computation):
         return {}
     if touches is None:
         touches = command_touches(computation)
