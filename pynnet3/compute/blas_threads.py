@@ -21,7 +21,9 @@ import contextlib
 import ctypes
 import threading
 
-import numpy  # noqa: F401  (loads NumPy's OpenBLAS, which _loaded_libraries finds in /proc/self/maps)
+# imported for its side effect: it loads NumPy's OpenBLAS, which _loaded_libraries
+# then finds in /proc/self/maps
+import numpy  # noqa: F401
 
 __all__ = ["available", "get_threads", "set_threads", "single_threaded"]
 
