@@ -7,7 +7,7 @@ together (Kaldi's outputs within float32 tolerance)."""
 import numpy as np
 import pytest
 
-from conftest import KALDI_REF, skip_if_blas_kernels_forced
+from conftest import KALDI_REF, run_with_plan, skip_if_blas_kernels_forced
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.driver.compile_and_optimize import compile
 from pynnet3.compiler.computation import CommandType as T
@@ -134,6 +134,16 @@ output-node name=output input=p
 """
 
 
+def _stats_nnet(rng, period, variance, left, nlc):
+    """The network of _STATS_NET, its affine's parameters drawn from ``rng``."""
+    pool_dim = 1 + 6 * (2 if variance == "true" else 1)
+    nnet = Nnet.from_config(_STATS_NET.format(period=period, variance=variance, left=left,
+                                              nlc=nlc, pool_dim=pool_dim))
+    nnet.components[0].linear_params[...] = rng.standard_normal((6, 5))
+    nnet.components[0].bias_params[...] = rng.standard_normal(6)
+    return nnet
+
+
 @pytest.mark.parametrize("period,variance,left,nlc,fused", [
     (1, "true", 0, 0, True), (1, "true", 6, 1, True), (1, "false", 3, 0, True),
     (2, "true", 0, 0, False)])
@@ -147,12 +157,8 @@ def test_statistics_pooled_from_their_input_give_the_unfused_bits(period, varian
     from pynnet3.common.index import Index
     from pynnet3.compiler.request import IoSpecification
     from pynnet3.compute.computer import NnetComputer
-    pool_dim = 1 + 6 * (2 if variance == "true" else 1)
-    nnet = Nnet.from_config(_STATS_NET.format(period=period, variance=variance, left=left,
-                                              nlc=nlc, pool_dim=pool_dim))
     rng = np.random.default_rng(period * 10 + left)
-    nnet.components[0].linear_params[...] = rng.standard_normal((6, 5))
-    nnet.components[0].bias_params[...] = rng.standard_normal(6)
+    nnet = _stats_nnet(rng, period, variance, left, nlc)
     request = ComputationRequest()
     request.inputs = [IoSpecification.from_t_range("input", 0, 50)]
     request.outputs = [IoSpecification("output", [Index(0, t, 0)
@@ -182,12 +188,8 @@ def test_threads_sharing_a_plan_pool_their_own_statistics():
     Both threads extract before either pools (a barrier in the shared
     extraction), and each gets the output it gets alone."""
     import threading
-    from pynnet3.compute.computer import NnetComputer
-    nnet = Nnet.from_config(_STATS_NET.format(period=1, variance="true", left=0, nlc=0,
-                                              pool_dim=13))
     rng = np.random.default_rng(7)
-    nnet.components[0].linear_params[...] = rng.standard_normal((6, 5))
-    nnet.components[0].bias_params[...] = rng.standard_normal(6)
+    nnet = _stats_nnet(rng, period=1, variance="true", left=0, nlc=0)
     request = ComputationRequest()
     request.inputs = [IoSpecification.from_t_range("input", 0, 50)]
     request.outputs = [IoSpecification.from_t_range("output", 0, 20)]
@@ -196,13 +198,10 @@ def test_threads_sharing_a_plan_pool_their_own_statistics():
     plans = (first, ExecutionPlan(computation, nnet, first.backend, like=first))
     features = [rng.standard_normal((50, 5)).astype(np.float32) for _ in plans]
 
-    def output(plan, feats):
-        computer = NnetComputer(computation, nnet, plan=plan)
-        computer.accept_input("input", feats)
-        computer.run()
-        return computer.get_output("output").copy()
+    def output(k):
+        return run_with_plan(computation, nnet, plans[k], features[k])
 
-    alone = [output(plan, feats) for plan, feats in zip(plans, features)]
+    alone = [output(k) for k in range(len(plans))]
     assert not np.array_equal(alone[0], alone[1])
     ops = first.fusions.ops
     (i, extraction), = [(i, op) for i, op in ops.items()
@@ -218,7 +217,7 @@ def test_threads_sharing_a_plan_pool_their_own_statistics():
 
     def worker(k):
         try:
-            together[k] = output(plans[k], features[k])
+            together[k] = output(k)
         except Exception as e:  # reported below, not lost in the thread
             errors.append(e)
             both_extracted.abort()

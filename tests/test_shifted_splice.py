@@ -56,12 +56,13 @@ def test_fused_numbers_are_the_unfused_ones_within_rounding():
     backend = get_backend("numpy")
     fused = run_with_plan(computation, nnet, ExecutionPlan(computation, nnet, backend), features)
     unfused = run_with_plan(computation, nnet,
-                   ExecutionPlan(computation, nnet, backend, elide_zeroing=False), features)
+                            ExecutionPlan(computation, nnet, backend, elide_zeroing=False),
+                            features)
     assert np.isfinite(fused).all()
     np.testing.assert_allclose(fused, unfused, rtol=1e-5, atol=1e-5)
     plain = run_with_plan(computation, nnet, None, features)
-    debugged = run_with_plan(computation, nnet, ExecutionPlan(computation, nnet, backend), features,
-                    debug=True)
+    debugged = run_with_plan(computation, nnet, ExecutionPlan(computation, nnet, backend),
+                             features, debug=True)
     assert np.array_equal(debugged, plain)
 
 

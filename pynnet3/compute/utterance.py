@@ -524,20 +524,14 @@ class SimpleNnetComputer:
                 workspace = self._workspaces[thread] = Workspace(self.backend)
             # A worker's output leaves it (see _run_on_thread): made outside
             # the arena, it is handed over as it is, not copied out of it.
-            # the threads' plans of one shape share all but their arenas
-            # (the first is made under the lock, for the others to share)
+            # The threads' plans of one shape share all but their arenas: the
+            # first one made (under the lock) is the one the others share.
             with self._plan_lock:
-                like = self._shape_plans.get(key)
-                if like is None:
-                    like = self._shape_plans[key] = ExecutionPlan(
-                        computation, self.nnet, self.backend, workspace=workspace,
-                        outputs_in_arena=thread == 0)
-                    self._plans[(key, thread)] = like
-            exec_plan = self._plans.get((key, thread))
-            if exec_plan is None:
-                exec_plan = self._plans[(key, thread)] = ExecutionPlan(
-                    computation, self.nnet, self.backend, workspace=workspace,
-                    outputs_in_arena=thread == 0, like=like)
+                exec_plan = ExecutionPlan(computation, self.nnet, self.backend,
+                                          workspace=workspace, outputs_in_arena=thread == 0,
+                                          like=self._shape_plans.get(key))
+                self._shape_plans.setdefault(key, exec_plan)
+            self._plans[(key, thread)] = exec_plan
         return computation, exec_plan
 
     def run_computation(self, plan, features, ivectors, num_sequences=1):
