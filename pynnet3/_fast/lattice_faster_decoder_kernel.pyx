@@ -14,7 +14,9 @@ cache misses, not on arithmetic):
 
 - tokens, forward links and hash elements are C structs in growing arrays
   (one cache line brings a whole link or token, where parallel per-field
-  arrays needed one line per field);
+  arrays needed one line per field); a link's labels, which only the
+  lattice needs, lie in an array beside the links, so the pruning walks
+  read 16-byte links (a link's input-epsilon bit rides on its token number);
 - a freed token or link slot is reused lowest address first (a bitmap of
   free slots, :func:`pool_add`), so the links a token gets together lie
   side by side and the live ones crowd the low end of the array: the
@@ -98,12 +100,16 @@ cdef struct Token:
     int next         # next token of the same frame (NONE: last)
 
 cdef struct Link:
-    int next_tok
-    int ilabel
-    int olabel
+    int tok_eps      # next token * 2, + 1 for an input-epsilon link
     float graph_cost
     float acoustic_cost
     int next         # next link of the same token
+
+# A link's labels, kept beside the links (same index): the pruning walks
+# read only the 16-byte links, four to a cache line.
+cdef struct LinkLabels:
+    int ilabel
+    int olabel
 
 ctypedef fused PoolItem:
     Token
@@ -182,6 +188,7 @@ cdef class LatticeFasterDecoderCore:
     cdef FreeSlots tok_free
     cdef vector[float] tok_final
     cdef vector[Link] links
+    cdef vector[LinkLabels] link_labels
     cdef FreeSlots link_free
     # per frame
     cdef vector[int] frame_head
@@ -327,13 +334,19 @@ cdef class LatticeFasterDecoderCore:
     cdef inline int new_link(self, int next_tok, int il, int ol, float g, float ac,
                              int nxt) noexcept nogil:
         cdef Link link
-        link.next_tok = next_tok
-        link.ilabel = il
-        link.olabel = ol
+        cdef LinkLabels labels
+        link.tok_eps = next_tok * 2 + (il == 0)
         link.graph_cost = g
         link.acoustic_cost = ac
         link.next = nxt
-        return pool_add(self.links, self.link_free, link)
+        labels.ilabel = il
+        labels.olabel = ol
+        cdef int k = pool_add(self.links, self.link_free, link)
+        if <size_t>k == self.link_labels.size():
+            self.link_labels.push_back(labels)
+        else:
+            self.link_labels[k] = labels
+        return k
 
     cdef void delete_links(self, int t) noexcept nogil:
         cdef int k = self.toks[t].links
@@ -421,6 +434,7 @@ cdef class LatticeFasterDecoderCore:
         slots_clear(self.tok_free)
         self.tok_final.clear()
         self.links.clear()
+        self.link_labels.clear()
         slots_clear(self.link_free)
         self.frame_head.clear()
         self.must_prune_fl.clear()
@@ -622,7 +636,7 @@ cdef class LatticeFasterDecoderCore:
             nxt = link.next
             if nxt != NONE:
                 prefetch(&links[nxt])
-            nt = &toks[link.next_tok]
+            nt = &toks[link.tok_eps >> 1]
             x = tt + link.acoustic_cost
             x = x + link.graph_cost
             x = x - nt.tot_cost
@@ -639,7 +653,7 @@ cdef class LatticeFasterDecoderCore:
                     link_extra = zero
                 if link_extra < tok_extra:
                     tok_extra = link_extra
-                if link.ilabel == 0:
+                if link.tok_eps & 1:
                     has_epsilon[0] = True
                 prev = k
             k = nxt
@@ -803,6 +817,7 @@ cdef class LatticeFasterDecoderCore:
         cdef vector[int] index
         cdef const Token *toks = self.toks.data()
         cdef const Link *links = self.links.data()
+        cdef const LinkLabels *labels = self.link_labels.data()
         cdef vector[int64_t] frame_sizes = vector[int64_t](nframes, 0)
         with nogil:
             index.assign(self.toks.size(), -1)
@@ -839,9 +854,9 @@ cdef class LatticeFasterDecoderCore:
                 p_fc[i] = self.tok_final[t] if <size_t>t < nfinal else INFINITY
                 k = toks[t].links
                 while k != NONE:
-                    p_nt[j] = index[links[k].next_tok]
-                    p_il[j] = links[k].ilabel
-                    p_ol[j] = links[k].olabel
+                    p_nt[j] = index[links[k].tok_eps >> 1]
+                    p_il[j] = labels[k].ilabel
+                    p_ol[j] = labels[k].olabel
                     p_gc[j] = links[k].graph_cost
                     p_ac[j] = links[k].acoustic_cost
                     j += 1
