@@ -147,17 +147,24 @@ cdef inline int pool_add(vector[PoolItem] &items, FreeSlots &free,
     cdef size_t w
     cdef uint64_t word
     cdef int k
-    if free.count != 0:
-        w = free.lowest_word
-        while free.bits[w] == 0:
-            w += 1
-        word = free.bits[w]
-        k = <int>((w << 6) + <size_t>count_trailing_zeros(word))
-        free.bits[w] = word & (word - 1)
-        free.lowest_word = w
-        free.count -= 1
-        items[k] = item
-        return k
+    if free.count == 0:
+        return pool_append(items, free, item)
+    w = free.lowest_word
+    while free.bits[w] == 0:
+        w += 1
+    word = free.bits[w]
+    k = <int>((w << 6) + <size_t>count_trailing_zeros(word))
+    free.bits[w] = word & (word - 1)
+    free.lowest_word = w
+    free.count -= 1
+    items[k] = item
+    return k
+
+
+cdef int pool_append(vector[PoolItem] &items, FreeSlots &free,
+                     PoolItem item) noexcept nogil:
+    """:func:`pool_add` where no slot is free: at the end (kept out of line,
+    so that the common case is small enough to inline)."""
     items.push_back(item)
     if items.size() > (free.bits.size() << 6):
         free.bits.push_back(0)
