@@ -16,6 +16,7 @@ from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_co
                                       transition_id_to_pdf_table)
 from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoder
 from pynnet3.decoding.lattice_faster_decoder import LatticeFasterDecoderPy
+from pynnet3.decoding.lattice_faster_decoder import _kernel as _decoder_kernel
 from pynnet3.decoding.fst import StdFst, read_fst
 from pynnet3.decoding import lattice_holders  # noqa: F401  (the lattice table kinds)
 from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader, read_table
@@ -103,6 +104,30 @@ def test_cython_decoder_equals_python_twin(setup, options):
         for field in a.__slots__:
             assert np.array_equal(getattr(a, field), getattr(b, field)), field
         assert twin.reached_final() == fast.reached_final()
+
+
+@pytest.mark.skipif(_decoder_kernel is None, reason="the compiled kernels are not built")
+def test_cutoff_selection_is_the_exact_order_statistic():
+    """The max-active and min-active cutoffs' selection (counting in buckets,
+    then nth_element within one) gives the k-th smallest cost exactly, as a
+    full sort does: ties, one far outlier, negative costs, an infinite one,
+    all equal, short arrays (nth_element alone)."""
+    rng = np.random.default_rng(7)
+    arrays = [rng.normal(100.0, 3.0, 5000).astype(np.float32),
+              np.round(rng.uniform(-20.0, 20.0, 3000), 1).astype(np.float32),
+              np.append(rng.uniform(0.0, 1.0, 4000), 1e30).astype(np.float32),
+              np.append(rng.uniform(5.0, 6.0, 700), np.inf).astype(np.float32),
+              np.full(1000, 3.25, dtype=np.float32),
+              rng.uniform(0.0, 1.0, 100).astype(np.float32),
+              np.nextafter(np.float32(1), np.float32(2)) * np.ones(300, np.float32)
+              + np.arange(300, dtype=np.float32) * np.float32(1e-7)]
+    for costs in arrays:
+        ranks = sorted({0, 1, len(costs) // 3, len(costs) // 2, len(costs) - 2,
+                        len(costs) - 1})
+        for k in ranks:
+            expected = np.partition(costs, k)[k]
+            got = _decoder_kernel.kth_smallest_value(costs, k)
+            assert np.float32(got) == expected, (len(costs), k, got, expected)
 
 
 def _run_tool(argv):

@@ -65,6 +65,9 @@ cdef extern from *:
 cdef enum:
     NONE = -1
     INT32_MAX = 2147483647
+    # how many list elements ahead the walks over a frame's tokens ask for
+    # the memory they will read
+    LOOKAHEAD = 4
 
 # warning codes (messages in WARNING_TEXT)
 cdef enum:
@@ -171,6 +174,82 @@ cdef int pool_append(vector[PoolItem] &items, FreeSlots &free,
     return <int>items.size() - 1
 
 
+# Order statistics of the tokens' costs (the max-active and min-active
+# cutoffs), by counting: one pass puts each cost in one of SELECT_BUCKETS
+# equal-width buckets between the smallest and the largest, a second keeps
+# the costs of the bucket that holds the k-th, and nth_element finishes on
+# those few. The bucket of a cost is a non-decreasing function of the cost
+# (a subtraction and a multiplication, each rounded, then truncated), so the
+# k-th smallest lies in the bucket where the running count passes k: the
+# value is exactly the k-th smallest, as nth_element over all the costs
+# gives it, in two cache-friendly passes instead of nth_element's
+# unpredictable partitioning of the whole array.
+cdef enum:
+    SELECT_BUCKETS = 1024
+    # below this many costs, nth_element alone
+    SELECT_MIN_COSTS = 256
+
+
+cdef float kth_smallest(vector[float] &costs, size_t k, float lowest, float highest,
+                        vector[int] &counts, vector[float] &bucket) noexcept nogil:
+    """The k-th smallest (from 0) of ``costs`` (k < its size), whose smallest
+    and largest are ``lowest`` and ``highest``; ``costs`` keeps its values
+    (reordered only on the short path), ``counts`` and ``bucket`` are
+    scratch."""
+    cdef size_t n = costs.size(), i
+    cdef float span = highest - lowest, scale
+    cdef const float *c = costs.data()
+    cdef int b, below = 0, want
+    if n < SELECT_MIN_COSTS or not (span > 0 and span < INFINITY):
+        nth_element(costs.begin(), costs.begin() + k, costs.end())
+        return costs[k]
+    scale = <float>(SELECT_BUCKETS - 1) / span
+    counts.assign(SELECT_BUCKETS, 0)
+    for i in range(n):
+        b = <int>((c[i] - lowest) * scale)
+        if b > SELECT_BUCKETS - 1:
+            b = SELECT_BUCKETS - 1
+        elif b < 0:         # not a number: anywhere, but in bounds
+            b = 0
+        counts[b] += 1
+    want = 0
+    while below + counts[want] <= <int>k:
+        below += counts[want]
+        want += 1
+    bucket.clear()
+    for i in range(n):
+        b = <int>((c[i] - lowest) * scale)
+        if b > SELECT_BUCKETS - 1:
+            b = SELECT_BUCKETS - 1
+        elif b < 0:
+            b = 0
+        if b == want:
+            bucket.push_back(c[i])
+    nth_element(bucket.begin(), bucket.begin() + (k - below), bucket.end())
+    return bucket[k - below]
+
+
+def kth_smallest_value(costs, size_t k):
+    """:func:`kth_smallest` of a float32 vector (a copy of it), for checking
+    it against a full sort: the value the decoder's cutoffs would get."""
+    cdef cnp.ndarray a = np.ascontiguousarray(costs, dtype=np.float32)
+    if a.ndim != 1 or k >= <size_t>a.shape[0]:
+        raise ValueError("need a vector with more than k elements")
+    cdef vector[float] values
+    cdef vector[int] counts
+    cdef vector[float] bucket
+    cdef const float *p = <const float *>cnp.PyArray_DATA(a)
+    cdef size_t i, n = <size_t>a.shape[0]
+    cdef float lowest = INFINITY, highest = -INFINITY
+    for i in range(n):
+        values.push_back(p[i])
+        if p[i] < lowest:
+            lowest = p[i]
+        if p[i] > highest:
+            highest = p[i]
+    return kth_smallest(values, k, lowest, highest, counts, bucket)
+
+
 cdef struct Elem:
     int key          # graph state
     int val          # token
@@ -208,7 +287,8 @@ cdef class LatticeFasterDecoderCore:
     cdef uint32_t hash_size
     cdef uint64_t hash_m
     # scratch
-    cdef vector[float] tmp_array
+    cdef vector[float] tmp_array, select_bucket
+    cdef vector[int] select_counts
     cdef vector[int] queue, eps_toks
     # state and results
     cdef bint warned, decoding_finalized, has_final
@@ -463,7 +543,7 @@ cdef class LatticeFasterDecoderCore:
 
     cdef float get_cutoff(self, int list_head, size_t *tok_count, float *adaptive_beam,
                           int *best_elem) noexcept nogil:
-        cdef float best_weight = INFINITY, w
+        cdef float best_weight = INFINITY, worst_weight = -INFINITY, w
         cdef size_t count = 0
         cdef int e = list_head
         cdef const Elem *elems = self.elems.data()
@@ -481,22 +561,36 @@ cdef class LatticeFasterDecoderCore:
             adaptive_beam[0] = self.beam
             return best_weight + self.beam
         self.tmp_array.clear()
+        # the tokens lie anywhere in their array: load a few ahead
+        cdef int ahead = e, i
+        for i in range(LOOKAHEAD):
+            if ahead == NONE:
+                break
+            prefetch(&toks[elems[ahead].val])
+            ahead = elems[ahead].tail
         while e != NONE:
+            if ahead != NONE:
+                prefetch(&toks[elems[ahead].val])
+                ahead = elems[ahead].tail
             w = toks[elems[e].val].tot_cost
             self.tmp_array.push_back(w)
             if w < best_weight:
                 best_weight = w
                 best_elem[0] = e
+            if w > worst_weight:
+                worst_weight = w
             e = elems[e].tail
             count += 1
         tok_count[0] = count
         cdef float beam_cutoff = best_weight + self.beam
         cdef float min_active_cutoff = INFINITY, max_active_cutoff = INFINITY
         cdef size_t n = self.tmp_array.size()
+        # Kaldi's nth_element calls; their values, which are all that is
+        # used, from kth_smallest
         if n > <size_t>self.max_active:
-            nth_element(self.tmp_array.begin(), self.tmp_array.begin() + self.max_active,
-                        self.tmp_array.end())
-            max_active_cutoff = self.tmp_array[self.max_active]
+            max_active_cutoff = kth_smallest(self.tmp_array, self.max_active, best_weight,
+                                             worst_weight, self.select_counts,
+                                             self.select_bucket)
         if max_active_cutoff < beam_cutoff:
             adaptive_beam[0] = max_active_cutoff - best_weight + self.beam_delta
             return max_active_cutoff
@@ -504,15 +598,11 @@ cdef class LatticeFasterDecoderCore:
             if self.min_active == 0:
                 min_active_cutoff = best_weight
             else:
-                if n > <size_t>self.max_active:
-                    nth_element(self.tmp_array.begin(),
-                                self.tmp_array.begin() + self.min_active,
-                                self.tmp_array.begin() + self.max_active)
-                else:
-                    nth_element(self.tmp_array.begin(),
-                                self.tmp_array.begin() + self.min_active,
-                                self.tmp_array.end())
-                min_active_cutoff = self.tmp_array[self.min_active]
+                # (Kaldi selects among the max_active smallest when there
+                # are more: the same value)
+                min_active_cutoff = kth_smallest(self.tmp_array, self.min_active, best_weight,
+                                                 worst_weight, self.select_counts,
+                                                 self.select_bucket)
         if min_active_cutoff > beam_cutoff:
             adaptive_beam[0] = min_active_cutoff - best_weight + self.beam_delta
             return min_active_cutoff
@@ -558,8 +648,25 @@ cdef class LatticeFasterDecoderCore:
                         next_cutoff = new_weight + adaptive_beam
                 arc += 1
         self.cost_offsets.push_back(cost_offset)
+        cdef const Elem *elems
+        cdef int e_ahead
         e = final_toks
+        if e != NONE:
+            prefetch(&self.states[self.elems[e].key])
         while e != NONE:
+            # The graph's states and arcs are read in no order: ask for the
+            # next token's arcs (its state was asked for one token ago) and
+            # the state of the one after, while this one's arcs are walked.
+            # (The tokens ahead are the last frame's, which nothing below
+            # changes; the array may move as tokens are added.)
+            elems = self.elems.data()
+            e_ahead = elems[e].tail
+            if e_ahead != NONE:
+                prefetch(self.arcs + self.states[elems[e_ahead].key].pos)
+                e_ahead = elems[e_ahead].tail
+                if e_ahead != NONE:
+                    prefetch(&self.states[elems[e_ahead].key])
+                    prefetch(&self.toks[elems[e_ahead].val])
             t = self.elems[e].val
             cur = self.toks[t].tot_cost
             if cur <= cur_cutoff:
@@ -599,10 +706,21 @@ cdef class LatticeFasterDecoderCore:
             self.warned = True
             self.warn(W_NO_SURVIVING, frame)
         self.queue.clear()
+        # the states lie anywhere in the graph: load a few ahead
+        cdef const Elem *elems = self.elems.data()
+        cdef int ahead = e, i
+        for i in range(LOOKAHEAD):
+            if ahead == NONE:
+                break
+            prefetch(&self.states[elems[ahead].key])
+            ahead = elems[ahead].tail
         while e != NONE:
-            if self.states[self.elems[e].key].niepsilons != 0:
+            if ahead != NONE:
+                prefetch(&self.states[elems[ahead].key])
+                ahead = elems[ahead].tail
+            if self.states[elems[e].key].niepsilons != 0:
                 self.queue.push_back(e)
-            e = self.elems[e].tail
+            e = elems[e].tail
         while not self.queue.empty():
             e = self.queue.back()
             self.queue.pop_back()
