@@ -190,6 +190,17 @@ cdef enum:
     SELECT_MIN_COSTS = 256
 
 
+cdef inline int cost_bucket(float cost, float lowest, float scale) noexcept nogil:
+    """The bucket of ``cost`` (see above): the same for the same cost in
+    both passes, never outside [0, SELECT_BUCKETS)."""
+    cdef int b = <int>((cost - lowest) * scale)
+    if b > SELECT_BUCKETS - 1:
+        return SELECT_BUCKETS - 1
+    if b < 0:           # not a number: anywhere, but in bounds
+        return 0
+    return b
+
+
 cdef float kth_smallest(vector[float] &costs, size_t k, float lowest, float highest,
                         vector[int] &counts, vector[float] &bucket) noexcept nogil:
     """The k-th smallest (from 0) of ``costs`` (k < its size), whose smallest
@@ -199,31 +210,21 @@ cdef float kth_smallest(vector[float] &costs, size_t k, float lowest, float high
     cdef size_t n = costs.size(), i
     cdef float span = highest - lowest, scale
     cdef const float *c = costs.data()
-    cdef int b, below = 0, want
+    cdef int below = 0, want
     if n < SELECT_MIN_COSTS or not (span > 0 and span < INFINITY):
         nth_element(costs.begin(), costs.begin() + k, costs.end())
         return costs[k]
     scale = <float>(SELECT_BUCKETS - 1) / span
     counts.assign(SELECT_BUCKETS, 0)
     for i in range(n):
-        b = <int>((c[i] - lowest) * scale)
-        if b > SELECT_BUCKETS - 1:
-            b = SELECT_BUCKETS - 1
-        elif b < 0:         # not a number: anywhere, but in bounds
-            b = 0
-        counts[b] += 1
+        counts[cost_bucket(c[i], lowest, scale)] += 1
     want = 0
     while below + counts[want] <= <int>k:
         below += counts[want]
         want += 1
     bucket.clear()
     for i in range(n):
-        b = <int>((c[i] - lowest) * scale)
-        if b > SELECT_BUCKETS - 1:
-            b = SELECT_BUCKETS - 1
-        elif b < 0:
-            b = 0
-        if b == want:
+        if cost_bucket(c[i], lowest, scale) == want:
             bucket.push_back(c[i])
     nth_element(bucket.begin(), bucket.begin() + (k - below), bucket.end())
     return bucket[k - below]
