@@ -108,11 +108,6 @@ cdef struct Link:
     float acoustic_cost
     int next         # next link of the same token
 
-# A link's labels, kept beside the links (same index): the pruning walks
-# read only the 16-byte links, four to a cache line.
-cdef struct LinkLabels:
-    int ilabel
-    int olabel
 
 ctypedef fused PoolItem:
     Token
@@ -275,7 +270,10 @@ cdef class LatticeFasterDecoderCore:
     cdef FreeSlots tok_free
     cdef vector[float] tok_final
     cdef vector[Link] links
-    cdef vector[LinkLabels] link_labels
+    # the graph arc each link was made from (same index as the links), for
+    # its labels: the pruning walks read only the 16-byte links, four to a
+    # cache line
+    cdef vector[uint32_t] link_arcs
     cdef FreeSlots link_free
     # per frame
     cdef vector[int] frame_head
@@ -419,21 +417,19 @@ cdef class LatticeFasterDecoderCore:
         tok.next = next_tok
         return pool_add(self.toks, self.tok_free, tok)
 
-    cdef inline int new_link(self, int next_tok, int il, int ol, float g, float ac,
+    cdef inline int new_link(self, int next_tok, const FstArc *arc, float g, float ac,
                              int nxt) noexcept nogil:
         cdef Link link
-        cdef LinkLabels labels
-        link.tok_eps = next_tok * 2 + (il == 0)
+        link.tok_eps = next_tok * 2 + (arc.ilabel == 0)
         link.graph_cost = g
         link.acoustic_cost = ac
         link.next = nxt
-        labels.ilabel = il
-        labels.olabel = ol
         cdef int k = pool_add(self.links, self.link_free, link)
-        if <size_t>k == self.link_labels.size():
-            self.link_labels.push_back(labels)
+        cdef uint32_t arc_index = <uint32_t>(arc - self.arcs)
+        if <size_t>k == self.link_arcs.size():
+            self.link_arcs.push_back(arc_index)
         else:
-            self.link_labels[k] = labels
+            self.link_arcs[k] = arc_index
         return k
 
     cdef void delete_links(self, int t) noexcept nogil:
@@ -522,7 +518,7 @@ cdef class LatticeFasterDecoderCore:
         slots_clear(self.tok_free)
         self.tok_final.clear()
         self.links.clear()
-        self.link_labels.clear()
+        self.link_arcs.clear()
         slots_clear(self.link_free)
         self.frame_head.clear()
         self.must_prune_fl.clear()
@@ -687,8 +683,7 @@ cdef class LatticeFasterDecoderCore:
                             e_next = self.find_or_add_token(arc.nextstate, frame + 1, tot,
                                                             &changed)
                             self.toks[t].links = self.new_link(
-                                self.elems[e_next].val, il, arc.olabel, g, ac,
-                                self.toks[t].links)
+                                self.elems[e_next].val, arc, g, ac, self.toks[t].links)
                     arc += 1
             e_tail = self.elems[e].tail
             self.delete_elem(e)
@@ -740,8 +735,7 @@ cdef class LatticeFasterDecoderCore:
                     if tot < cutoff:
                         next_state = arc.nextstate
                         e_new = self.find_or_add_token(next_state, frame + 1, tot, &changed)
-                        self.toks[t].links = self.new_link(self.elems[e_new].val, 0,
-                                                           arc.olabel, g, 0,
+                        self.toks[t].links = self.new_link(self.elems[e_new].val, arc, g, 0,
                                                            self.toks[t].links)
                         if changed and self.states[next_state].niepsilons != 0:
                             self.queue.push_back(e_new)
@@ -943,7 +937,7 @@ cdef class LatticeFasterDecoderCore:
         cdef vector[int] index
         cdef const Token *toks = self.toks.data()
         cdef const Link *links = self.links.data()
-        cdef const LinkLabels *labels = self.link_labels.data()
+        cdef const uint32_t *link_arcs = self.link_arcs.data()
         cdef vector[int64_t] frame_sizes = vector[int64_t](nframes, 0)
         with nogil:
             index.assign(self.toks.size(), -1)
@@ -981,8 +975,8 @@ cdef class LatticeFasterDecoderCore:
                 k = toks[t].links
                 while k != NONE:
                     p_nt[j] = index[links[k].tok_eps >> 1]
-                    p_il[j] = labels[k].ilabel
-                    p_ol[j] = labels[k].olabel
+                    p_il[j] = self.arcs[link_arcs[k]].ilabel
+                    p_ol[j] = self.arcs[link_arcs[k]].olabel
                     p_gc[j] = links[k].graph_cost
                     p_ac[j] = links[k].acoustic_cost
                     j += 1
