@@ -256,6 +256,17 @@ cdef struct Bucket:
     int prev         # the bucket used before this one (NONE: first)
 
 
+cdef inline int list_ahead(const Elem *elems, int e, int steps) noexcept nogil:
+    """The element ``steps`` places after ``e`` in a hash list (NONE past
+    its end): where a walk that loads memory ahead starts its second cursor."""
+    cdef int i
+    for i in range(steps):
+        if e == NONE:
+            break
+        e = elems[e].tail
+    return e
+
+
 cdef class LatticeFasterDecoderCore:
     # graph (pointers into the StdFst's record arrays, kept alive by self.fst)
     cdef object fst
@@ -559,12 +570,7 @@ cdef class LatticeFasterDecoderCore:
             return best_weight + self.beam
         self.tmp_array.clear()
         # the tokens lie anywhere in their array: load a few ahead
-        cdef int ahead = e, i
-        for i in range(LOOKAHEAD):
-            if ahead == NONE:
-                break
-            prefetch(&toks[elems[ahead].val])
-            ahead = elems[ahead].tail
+        cdef int ahead = list_ahead(elems, e, LOOKAHEAD)
         while e != NONE:
             if ahead != NONE:
                 prefetch(&toks[elems[ahead].val])
@@ -704,12 +710,7 @@ cdef class LatticeFasterDecoderCore:
         self.queue.clear()
         # the states lie anywhere in the graph: load a few ahead
         cdef const Elem *elems = self.elems.data()
-        cdef int ahead = e, i
-        for i in range(LOOKAHEAD):
-            if ahead == NONE:
-                break
-            prefetch(&self.states[elems[ahead].key])
-            ahead = elems[ahead].tail
+        cdef int ahead = list_ahead(elems, e, LOOKAHEAD)
         while e != NONE:
             if ahead != NONE:
                 prefetch(&self.states[elems[ahead].key])
@@ -938,6 +939,7 @@ cdef class LatticeFasterDecoderCore:
         cdef const Token *toks = self.toks.data()
         cdef const Link *links = self.links.data()
         cdef const uint32_t *link_arcs = self.link_arcs.data()
+        cdef const FstArc *arc
         cdef vector[int64_t] frame_sizes = vector[int64_t](nframes, 0)
         with nogil:
             index.assign(self.toks.size(), -1)
@@ -974,9 +976,10 @@ cdef class LatticeFasterDecoderCore:
                 p_fc[i] = self.tok_final[t] if <size_t>t < nfinal else INFINITY
                 k = toks[t].links
                 while k != NONE:
+                    arc = &self.arcs[link_arcs[k]]
                     p_nt[j] = index[links[k].tok_eps >> 1]
-                    p_il[j] = self.arcs[link_arcs[k]].ilabel
-                    p_ol[j] = self.arcs[link_arcs[k]].olabel
+                    p_il[j] = arc.ilabel
+                    p_ol[j] = arc.olabel
                     p_gc[j] = links[k].graph_cost
                     p_ac[j] = links[k].acoustic_cost
                     j += 1
