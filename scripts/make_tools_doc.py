@@ -95,7 +95,7 @@ cmp words.txt "$ex/words.narrow.txt" && cmp ali.txt "$ex/ali.narrow.txt" && echo
         ("nnet3-latgen-faster-parallel",
          "`--num-threads` runs that many worker threads (Kaldi's TaskSequencer design: the "
          "search, raw-lattice and determinization kernels release the GIL); as Kaldi's, it "
-         "decodes every utterance with a new decoder, so the outputs, in input order, do not "
+         "decodes every utterance as a new decoder does, so the outputs, in input order, do not "
          "depend on the thread count: each utterance's are what nnet3-latgen-faster gives "
          "for it on its own (nnet3-latgen-faster keeps one decoder, whose hash table size, "
          "carried from one utterance to the next, orders tokens of equal cost: the two "

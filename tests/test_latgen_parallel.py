@@ -1,7 +1,7 @@
 """nnet3-latgen-faster-parallel: with worker threads, the same bytes as
 nnet3-latgen-faster (lattices, words, alignments, in input order) and the
 same per-utterance log lines where the serial tool's decoder history does not
-matter (these 4 utterances); each utterance decoded by a new decoder, as
+matter (these 4 utterances); each utterance decoded as by a new decoder, as
 Kaldi's parallel tool does; errors in a worker stop the tool cleanly; the
 task sequencer keeps order, bounds what is pending, runs jobs at once and
 never waits forever."""
@@ -14,6 +14,7 @@ import threading
 import time
 from contextlib import redirect_stderr
 
+import numpy as np
 import pytest
 
 from pynnet3.bin import nnet3_latgen_faster, nnet3_latgen_faster_parallel
@@ -66,34 +67,90 @@ def test_parallel_equals_sequential(tmp_path, threads):
 
 
 @pytest.mark.parametrize("threads", ["--num-threads=2", "--num-threads=1"])
-def test_every_utterance_gets_a_new_decoder(tmp_path, threads, monkeypatch):
-    """As Kaldi's nnet3-latgen-faster-parallel: a decoder per utterance, so
-    that an utterance's result depends neither on the utterances decoded
-    before it nor on which thread took it (a decoder's hash table keeps the
-    largest size it needed, and that size orders tokens of equal cost)."""
+def test_every_utterance_is_decoded_as_by_a_new_decoder(tmp_path, threads, monkeypatch):
+    """As Kaldi's nnet3-latgen-faster-parallel: every utterance is decoded
+    by a decoder that is new or renewed (the same, see the next test), so
+    that its result depends neither on the utterances decoded before it nor
+    on which thread took it; each thread keeps one decoder object."""
     from pynnet3.bin import _latgen
-    decoded_by = []
+    decodes = []        # (decoder, whether it was new or renewed)
+    made = []           # kept alive, so that ids are not reused
     make = _latgen.make_decoder
 
-    def counting_make_decoder(fst, config):
+    def recording_make_decoder(fst, config):
         decoder = make(fst, config)
-        decode = decoder.decode
+        state = {"as_new": True}
+        decode, renew = decoder.decode, decoder.renew
 
         def recording_decode(loglikes, tid_to_pdf):
-            decoded_by.append(id(decoder))
+            decodes.append((id(decoder), state["as_new"]))
+            state["as_new"] = False
             return decode(loglikes, tid_to_pdf)
 
-        decoder.decode = recording_decode
-        made.append(decoder)    # kept alive, so that ids are not reused
+        def recording_renew():
+            state["as_new"] = True
+            renew()
+
+        decoder.decode, decoder.renew = recording_decode, recording_renew
+        made.append(decoder)
         return decoder
 
-    made = []
-    monkeypatch.setattr(_latgen, "make_decoder", counting_make_decoder)
+    monkeypatch.setattr(_latgen, "make_decoder", recording_make_decoder)
     status, log = run(nnet3_latgen_faster_parallel, argv(tmp_path, "par", *threads.split()))
     assert status == 0, log
-    assert len(decoded_by) == 4 and len(set(decoded_by)) == 4, decoded_by
+    assert len(decodes) == 4 and all(as_new for _, as_new in decodes), decodes
+    assert len(made) <= int(threads.split("=")[1]), len(made)
     assert (tmp_path / "words.par.txt").read_text() == \
         open(os.path.join(DATA, "words.narrow.txt")).read()
+
+
+def test_renewed_decoder_decodes_as_a_new_one(kaldi_ref):
+    """LatticeFasterDecoder.renew: after decoding one utterance, a renewed
+    decoder gives the token lattice (tokens, links and their order) that a
+    new decoder gives for the next, where a decoder merely kept gives
+    another order (its hash table kept the size the first utterance needed;
+    decode/large's graph has 142,458 states, so the size matters)."""
+    from pynnet3.decoding.config import LatticeFasterDecoderConfig
+    from pynnet3.decoding.decodable import (DecodableAmNnetSimple, decodable_nnet_computer,
+                                            transition_id_to_pdf_table)
+    from pynnet3.decoding.fst import read_fst
+    from pynnet3.decoding.lattice_faster_decoder import make_decoder
+    from pynnet3.io.table import RandomAccessTableReader, SequentialTableReader
+    from pynnet3.model.am import read_mdl
+    large = os.path.join(str(kaldi_ref), "decode", "large")
+    trans_model, am_nnet = read_mdl(os.path.join(large, "model", "final.mdl"))
+    computer = decodable_nnet_computer(am_nnet)
+    tid_to_pdf = transition_id_to_pdf_table(trans_model)
+    fst = read_fst(os.path.join(large, "graph", "HCLG.fst"))
+    ivectors = RandomAccessTableReader("ark:" + os.path.join(large, "online-ivectors.ark"))
+    scores = []
+    for utt, feats in SequentialTableReader("ark:" + os.path.join(large, "feats.ark")):
+        decodable = DecodableAmNnetSimple(computer, tid_to_pdf, feats[:300],
+                                          online_ivectors=ivectors.value(utt),
+                                          online_ivector_period=10)
+        scores.append(decodable.loglikes * np.float32(0.1))
+        if len(scores) == 2:
+            break
+    config = LatticeFasterDecoderConfig(beam=11, lattice_beam=6, max_active=3000)
+
+    def token_lattice(decoder):
+        lattice = decoder.token_lattice()
+        return [getattr(lattice, field) for field in lattice.__slots__]
+
+    new = make_decoder(fst, config)
+    new.decode(scores[1], tid_to_pdf)
+    expected = token_lattice(new)
+    used = make_decoder(fst, config)
+    used.decode(scores[0], tid_to_pdf)
+    used.decode(scores[1], tid_to_pdf)
+    kept = token_lattice(used)
+    assert not all(np.array_equal(a, b) for a, b in zip(kept, expected))
+    used.decode(scores[0], tid_to_pdf)
+    used.renew()
+    used.decode(scores[1], tid_to_pdf)
+    renewed = token_lattice(used)
+    for field, a, b in zip(new.token_lattice().__slots__, renewed, expected):
+        assert np.array_equal(a, b), field
 
 
 def test_bad_thread_options(tmp_path):

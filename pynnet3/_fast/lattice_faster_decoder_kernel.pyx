@@ -68,6 +68,8 @@ cdef enum:
     # how many list elements ahead the walks over a frame's tokens ask for
     # the memory they will read
     LOOKAHEAD = 4
+    # the size of a new decoder's hash table (Kaldi's decoder constructor)
+    INITIAL_HASH_SIZE = 1000
 
 # warning codes (messages in WARNING_TEXT)
 cdef enum:
@@ -334,7 +336,19 @@ cdef class LatticeFasterDecoderCore:
         self.list_head = NONE
         self.bucket_list_tail = NONE
         self.hash_size = 0
-        self.set_size(1000)
+        self.set_size(INITIAL_HASH_SIZE)
+
+    def renew(self):
+        """Puts the decoder in the state of one just made over the same graph
+        and options, keeping its memory: the hash table goes back to its
+        first size (the size decides the order of equal-cost tokens, see
+        :meth:`LatticeFasterDecoder.renew`) and its elements are numbered
+        afresh, as a new decoder's would be. The next :meth:`decode` then
+        gives what a new decoder gives, without growing its arrays again."""
+        self.delete_elems(self.clear_hash())
+        self.elems.clear()
+        self.e_free = NONE
+        self.set_size(INITIAL_HASH_SIZE)
 
     # -- hash list ---------------------------------------------------------------------
     cdef void set_size(self, size_t size) noexcept nogil:

@@ -98,14 +98,20 @@ class LatgenSetup:
         return worker
 
     def decode_alone(self, utt, features, ivector, online):
-        """:meth:`decode` with a new decoder, as Kaldi's
+        """:meth:`decode` as with a new decoder, as Kaldi's
         nnet3-latgen-faster-parallel makes one for every utterance: the
         result does not depend on the utterances decoded before. (A decoder
         kept from one utterance to the next, as nnet3-latgen-faster keeps
         it, keeps its hash table at the largest size it needed; that size
         decides the order in which tokens of equal cost meet, and so,
-        rarely, the words: Kaldi's two tools differ in the same way.)"""
-        self.decoder = make_decoder(self.fst, self.config)
+        rarely, the words: Kaldi's two tools differ in the same way.) The
+        decoder object is kept and renewed (:meth:`LatticeFasterDecoder.renew`),
+        so that its arrays are not allocated and grown again for every
+        utterance."""
+        if self.decoder is None:
+            self.decoder = make_decoder(self.fst, self.config)
+        else:
+            self.decoder.renew()
         return self.decode(utt, features, ivector, online)
 
     def decode(self, utt, features, ivector, online):
@@ -214,7 +220,7 @@ def parse_latgen_args(args):
 def decode_in_order(setup, inputs, write, alone=False):
     """Decodes the utterances one after another on this thread (a
     ``decode_all`` for :func:`run_latgen`): with the setup's one decoder, or,
-    ``alone``, each with a new decoder (:meth:`LatgenSetup.decode_alone`)."""
+    ``alone``, each as a new decoder would (:meth:`LatgenSetup.decode_alone`)."""
     decode = setup.decode_alone if alone else setup.decode
     for utt, features, ivector, online in inputs:
         write(utt, decode(utt, features, ivector, online))

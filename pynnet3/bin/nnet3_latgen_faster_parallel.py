@@ -10,7 +10,8 @@ design). The search, lattice and determinization kernels and NumPy's BLAS
 release the GIL, so the threads run at once; what still holds it (the
 network interpreter's Python loop, the Python side of each utterance) is
 what keeps the speed-up under the thread count. As Kaldi's, it decodes
-every utterance with a new decoder (:meth:`LatgenSetup.decode_alone`), so
+every utterance as a new decoder does (:meth:`LatgenSetup.decode_alone`:
+each thread renews its one decoder between utterances), so
 its output does not depend on the thread count or on which thread took
 which utterance: each utterance's lattice, words and alignment are those
 nnet3-latgen-faster gives for that utterance on its own. nnet3-latgen-faster
@@ -87,7 +88,7 @@ def main(argv=None):
 class _DecodeJob:
     """One utterance, on a worker thread: (utt, DecodeResult or None). The
     ``num_threads`` thread workers (a network computer each, see
-    LatgenSetup.thread_worker; a new decoder for every utterance) are made
+    LatgenSetup.thread_worker; a decoder renewed for every utterance) are made
     here, in the main thread, and lent to one job at a time; no more jobs
     than that run at once, so a free one is always there."""
 

@@ -55,6 +55,17 @@ class LatticeFasterDecoder:
         self.config.check()
         self._core = _kernel.LatticeFasterDecoderCore(fst, self.config)
 
+    def renew(self):
+        """Makes this decoder behave as a new one over the same graph and
+        options, keeping its memory. A decoder kept from one utterance to
+        the next (as nnet3-latgen-faster keeps it) keeps its hash table at
+        the largest size it needed; that size decides the order in which
+        tokens of equal cost meet, and so, rarely, the words. After
+        ``renew`` the next :meth:`decode` gives exactly what a new decoder
+        gives (nnet3-latgen-faster-parallel's output must not depend on
+        which utterances a thread decoded before)."""
+        self._core.renew()
+
     def decode(self, loglikes, tid_to_pdf):
         return self._core.decode(np.ascontiguousarray(loglikes, dtype=np.float32),
                                  np.ascontiguousarray(tid_to_pdf, dtype=np.int32))
@@ -146,6 +157,10 @@ class LatticeFasterDecoderPy:
         self._final = fst.final
         # Kaldi's decoder keeps its hash size (it only grows) across utterances,
         # and the size decides the order of the token list.
+        self._hash_size = 1000
+
+    def renew(self):
+        """See :meth:`LatticeFasterDecoder.renew`."""
         self._hash_size = 1000
 
     # -- Kaldi's Decode ---------------------------------------------------------------------
