@@ -801,7 +801,7 @@ cdef class LatticeFasterDecoderCore:
         if self.frame_head[fpo] == NONE and not self.warned:
             self.warned = True
             self.warn(W_NO_ALIVE_PRUNING_FIRST, fpo)
-        cdef int t, nxt
+        cdef int t
         cdef size_t i
         cdef float tok_extra
         cdef bint has_epsilon
@@ -813,13 +813,23 @@ cdef class LatticeFasterDecoderCore:
         # the same values and prunings as recomputing every token.
         self.eps_toks.clear()
         cdef bint changed = False
+        # The walk waits on memory: it asks for the first link of the token
+        # two places ahead in the list (whose record was asked for one turn
+        # before) and for the record of the token three places ahead.
+        cdef int next1 = NONE, next2 = NONE, next3
         t = self.frame_head[fpo]
+        if t != NONE:
+            next1 = self.toks[t].next
+            if next1 != NONE:
+                next2 = self.toks[next1].next
         while t != NONE:
-            # the walk waits on memory: start loading the next token's first
-            # link while this token's links are pruned
-            nxt = self.toks[t].next
-            if nxt != NONE and self.toks[nxt].links != NONE:
-                prefetch(&self.links[self.toks[nxt].links])
+            next3 = NONE
+            if next2 != NONE:
+                next3 = self.toks[next2].next
+                if next3 != NONE:
+                    prefetch(&self.toks[next3])
+                if self.toks[next2].links != NONE:
+                    prefetch(&self.links[self.toks[next2].links])
             has_epsilon = False
             tok_extra = self.prune_links_of(t, links_pruned, &has_epsilon)
             if fabsf(tok_extra - self.toks[t].extra_cost) > delta:
@@ -827,7 +837,9 @@ cdef class LatticeFasterDecoderCore:
             self.toks[t].extra_cost = tok_extra
             if has_epsilon:
                 self.eps_toks.push_back(t)
-            t = nxt
+            t = next1
+            next1 = next2
+            next2 = next3
         if changed:
             extra_changed[0] = True
         while changed:
