@@ -345,8 +345,8 @@ cdef class LatticeFasterDecoderCore:
         :meth:`LatticeFasterDecoder.renew`) and its elements are numbered
         afresh, as a new decoder's would be. The next :meth:`decode` then
         gives what a new decoder gives, without growing its arrays again."""
-        self.delete_elems(self.clear_hash())
-        self.elems.clear()
+        self.clear_hash()       # empties every bucket in use
+        self.elems.clear()      # the elements, free or not, are numbered afresh
         self.e_free = NONE
         self.set_size(INITIAL_HASH_SIZE)
 
