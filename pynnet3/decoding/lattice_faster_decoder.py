@@ -155,12 +155,12 @@ class LatticeFasterDecoderPy:
         self._arcs = [fst.arcs(s) for s in range(fst.num_states)]
         self._neps = fst.num_input_epsilons()
         self._final = fst.final
-        # Kaldi's decoder keeps its hash size (it only grows) across utterances,
-        # and the size decides the order of the token list.
-        self._hash_size = 1000
+        self.renew()
 
     def renew(self):
         """See :meth:`LatticeFasterDecoder.renew`."""
+        # Kaldi's decoder keeps its hash size (it only grows) across utterances,
+        # and the size decides the order of the token list; a new one starts here.
         self._hash_size = 1000
 
     # -- Kaldi's Decode ---------------------------------------------------------------------
