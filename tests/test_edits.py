@@ -13,7 +13,11 @@ from pynnet3.bin import nnet3_copy
 from pynnet3.errors import ConfigError, PynnetError
 from pynnet3.nnet import component_ops as utils
 from pynnet3.nnet.graph import nnet_is_recurrent
-from pynnet3.nnet.nnet import find_orphan_components
+from pynnet3.common.index import Index
+from pynnet3.compiler.computation_io import print_computation
+from pynnet3.compiler.request import ComputationRequest, IoSpecification
+from pynnet3.driver.compile_and_optimize import compile as compile_computation
+from pynnet3.nnet.nnet import find_orphan_components, keep_only_output
 from pynnet3.nnet.edits import apply_edits_string, read_edit_config
 from pynnet3.nnet.nnet import Nnet
 
@@ -102,6 +106,37 @@ def test_remove_orphans_keeps_inputs_unless_asked(nnet):
     assert "lsm" in nnet.component_names     # orphan components not removed yet
     apply_edits_string(nnet, "remove-orphan-components")
     assert nnet.component_names == ["a1", "r1", "xent"]
+
+
+def test_keep_only_output_is_kaldis_remove_xent(kaldi_ref, tmp_path):
+    """What nnet3-compute and the decoders drop after reading a model equals
+    Kaldi's nnet3-copy --edits='remove-output-nodes name=output-xent;remove-orphans'."""
+    d = kaldi_ref / "models" / "tdnn_lstm"
+    nnet = Nnet.read(str(d / "model.raw"))
+    assert keep_only_output(nnet, "output")
+    nnet.write(str(tmp_path / "copy.txt"), binary=False)
+    assert (tmp_path / "copy.txt").read_bytes() == (d / "copy.edits_remove_xent.txt").read_bytes()
+    assert not keep_only_output(nnet, "output")       # nothing more to drop
+
+
+def _output_computation_text(nnet):
+    request = ComputationRequest(
+        inputs=[IoSpecification("input", [Index(0, t, 0) for t in range(5)]),
+                IoSpecification("ivector", [Index(0, 0, 0)])],
+        outputs=[IoSpecification("output", [Index(0, t, 0) for t in range(5)])])
+    return print_computation(compile_computation(nnet, request), nnet)
+
+
+def test_keep_only_output_keeps_inputs_and_the_computation(nnet):
+    before = _output_computation_text(nnet)
+    assert not keep_only_output(nnet, "r1")           # not an output node
+    assert not keep_only_output(nnet, "nope")
+    assert len(nnet.node_names) == 14 and len(nnet.component_names) == 6
+    assert keep_only_output(nnet, "output")
+    assert nnet.component_names == ["a1", "r1", "a2", "lsm"]
+    assert "xent" not in nnet.node_names and "output-xent" not in nnet.node_names
+    assert nnet.get_node_index("input") >= 0 and nnet.get_node_index("ivector") >= 0
+    assert _output_computation_text(nnet) == before
 
 
 def test_dropout_and_fixed_affine():

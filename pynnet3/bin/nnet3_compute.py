@@ -33,7 +33,7 @@ from ..compute.utterance import SimpleNnetComputer, apply_exp, prepare_nnet_for_
 from ..errors import UsageError
 from ..io.matrix_rows import MatrixRows
 from ..model.am import read_mdl
-from ..nnet.nnet import Nnet
+from ..nnet.nnet import Nnet, keep_only_output
 from ._cli import ToolParser, kaldi_tool
 from ._compute_threads import network_threads, running
 from ._option_groups import (chunks_per_computation, compute_backend, open_ivector_readers,
@@ -89,6 +89,8 @@ def main(argv=None):
     nnet, priors = read_network(nnet_rxfilename, opts.use_priors)
     # CollapseModel's products in the OpenBLAS order of the exact arithmetic's threads
     prepare_nnet_for_compute(nnet, getattr(backend, "blas_threads", None))
+    # only "output" is computed: other outputs' parameters need no memory
+    keep_only_output(nnet, "output")
     compute_opts = simple_computation_options(opts)
 
     ivector_reader, online_ivector_reader = open_ivector_readers(opts)

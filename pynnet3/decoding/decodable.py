@@ -24,6 +24,7 @@ import numpy as np
 from ..compute.utterance import (SimpleComputationOptions, SimpleNnetComputer,
                                  prepare_nnet_for_compute)
 from ..errors import UsageError
+from ..nnet.nnet import keep_only_output
 
 __all__ = ["DecodableAmNnetSimple", "DecodableMatrix", "transition_id_to_pdf_table",
            "decodable_nnet_computer"]
@@ -48,6 +49,9 @@ def decodable_nnet_computer(am_nnet, opts=None, **computer_options):
     # collapsed in the OpenBLAS order of Kaldi-exact arithmetic's threads
     prepare_nnet_for_compute(am_nnet.nnet,
                              getattr(computer_options.get("backend"), "blas_threads", None))
+    # decoding computes only "output": other outputs' parameters (a chain
+    # model's cross-entropy branch) need no memory
+    keep_only_output(am_nnet.nnet, "output")
     return SimpleNnetComputer(am_nnet.nnet, opts, priors=am_nnet.priors, **computer_options)
 
 

@@ -651,15 +651,17 @@ def find_orphan_components(nnet):
     return [c for c, u in enumerate(used) if not u]
 
 
-def find_orphan_nodes(nnet):
-    """Indexes of nodes not needed to compute any output (Kaldi's FindOrphanNodes)."""
+def find_orphan_nodes(nnet, outputs=None):
+    """Indexes of nodes not needed to compute any output (Kaldi's
+    FindOrphanNodes), or any of the output nodes ``outputs`` (indexes)."""
     depend_on = nnet_to_directed_graph(nnet)
     dependencies = [[] for _ in depend_on]
     for n, users in enumerate(depend_on):
         for u in users:
             dependencies[u].append(n)
     required = [False] * nnet.num_nodes()
-    queue = [n for n in range(nnet.num_nodes()) if nnet.is_output_node(n)]
+    queue = (list(outputs) if outputs is not None
+             else [n for n in range(nnet.num_nodes()) if nnet.is_output_node(n)])
     while queue:
         i = queue.pop()
         if not required[i]:
@@ -717,6 +719,32 @@ def remove_orphan_components(nnet):
     """Kaldi's Nnet::RemoveOrphanComponents."""
     orphans = find_orphan_components(nnet)
     logger.info("Removing %d orphan components.", len(orphans))
+    _remove_components(nnet, orphans)
+
+
+def keep_only_output(nnet, name="output"):
+    """Drops every output node but ``name`` and every node and component
+    that only the others need (Kaldi's ``remove-output-nodes`` edit, then
+    its orphan removal, without their log lines). A tool that computes only
+    ``name`` then holds no other output's parameters: a chain model's
+    cross-entropy branch is 3-4 MB of a 22-35 MB model. The computations
+    for ``name`` are the same (its nodes keep their order and names).
+    Input nodes stay. Returns whether anything was dropped; nothing is when
+    ``name`` is not an output node (the caller's own check reports that)."""
+    index = nnet.get_node_index(name)
+    if index < 0 or not nnet.is_output_node(index):
+        return False
+    unneeded = [n for n in find_orphan_nodes(nnet, [index]) if not nnet.is_input_node(n)]
+    if not unneeded:
+        return False
+    remove_some_nodes(nnet, unneeded)
+    _remove_components(nnet, find_orphan_components(nnet))
+    return True
+
+
+def _remove_components(nnet, orphans):
+    """Drops the components ``orphans`` (indexes no node uses) and renumbers
+    the nodes' component indexes."""
     if not orphans:
         return
     drop = set(orphans)
@@ -767,4 +795,5 @@ def read_am_nnet_simple(stream):
 
 __all__ = ["Nnet", "is_simple_nnet", "num_input_nodes", "num_output_nodes",
            "find_orphan_components", "find_orphan_nodes", "remove_some_nodes",
-           "remove_orphan_nodes", "remove_orphan_components", "read_am_nnet_simple"]
+           "remove_orphan_nodes", "remove_orphan_components", "keep_only_output",
+           "read_am_nnet_simple"]
