@@ -21,7 +21,7 @@ from ..compute.compilation import log_compiler_summary, make_compiler
 from ..compute.utterance import prepare_nnet_for_compute
 from ..compute.xvector import XvectorComputer
 from ..driver.caching import CachingOptimizingCompilerOptions
-from ..nnet.nnet import Nnet, keep_only_output
+from ..nnet.nnet import Nnet
 from ._cli import ToolParser, kaldi_tool
 from ._compute_threads import network_threads, running
 from ._option_groups import (compute_backend, optimize_options, options_from,
@@ -62,8 +62,6 @@ def main(argv=None):
 
     nnet = Nnet.read(nnet_rxfilename)
     prepare_nnet_for_compute(nnet, getattr(backend, "blas_threads", None))
-    # only "output" is computed: other outputs' parameters need no memory
-    keep_only_output(nnet, "output")
     compiler = make_compiler(nnet, optimize_options(opts),
                              options_from(opts, "", CachingOptimizingCompilerOptions()))
     if opts.cached_compiler_in:

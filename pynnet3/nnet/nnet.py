@@ -731,7 +731,9 @@ def keep_only_output(nnet, name="output"):
     a TDNN-F of 83 MB). The computations for ``name`` are the same (its
     nodes keep their order and names). Input nodes stay. Returns whether
     anything was dropped; nothing is when ``name`` is not an output node
-    (the caller's own check reports that)."""
+    (the caller's own check reports that). Not for a model whose compiled
+    computations are read from or written to a cache file: theirs use the
+    whole model's component numbers, as Kaldi's do."""
     index = nnet.get_node_index(name)
     if index < 0 or not nnet.is_output_node(index):
         return False
