@@ -332,11 +332,9 @@ cdef class LatticeFasterDecoderCore:
         self.max_active = config.max_active
         self.min_active = config.min_active
         self.prune_interval = config.prune_interval
-        self.e_free = NONE
         self.list_head = NONE
         self.bucket_list_tail = NONE
-        self.hash_size = 0
-        self.set_size(INITIAL_HASH_SIZE)
+        self.renew()            # the hash table's first state, set in one place
 
     def renew(self):
         """Puts the decoder in the state of one just made over the same graph
