@@ -10,16 +10,15 @@ import pytest
 
 from conftest import KALDI_REF, TEST_DATA
 from pynnet3.bin import nnet3_copy
-from pynnet3.errors import ConfigError, PynnetError
-from pynnet3.nnet import component_ops as utils
-from pynnet3.nnet.graph import nnet_is_recurrent
 from pynnet3.common.index import Index
 from pynnet3.compiler.computation_io import print_computation
 from pynnet3.compiler.request import ComputationRequest, IoSpecification
 from pynnet3.driver.compile_and_optimize import compile as compile_computation
-from pynnet3.nnet.nnet import find_orphan_components, keep_only_output
+from pynnet3.errors import ConfigError, PynnetError
+from pynnet3.nnet import component_ops as utils
 from pynnet3.nnet.edits import apply_edits_string, read_edit_config
-from pynnet3.nnet.nnet import Nnet
+from pynnet3.nnet.graph import nnet_is_recurrent
+from pynnet3.nnet.nnet import Nnet, find_orphan_components, keep_only_output
 
 
 def copy_variants():
