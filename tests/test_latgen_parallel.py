@@ -153,6 +153,19 @@ def test_renewed_decoder_decodes_as_a_new_one(kaldi_ref):
         assert np.array_equal(a, b), field
 
 
+@pytest.mark.parametrize("threads, expected", [("--num-threads=2", 1), ("--num-threads=1", 0)])
+def test_decoding_threads_share_one_malloc_arena(tmp_path, threads, expected, monkeypatch):
+    """With decoding threads the tool asks for one malloc arena, before any
+    of them starts; decoding in the main thread leaves the allocator alone."""
+    calls = []
+    monkeypatch.setattr(nnet3_latgen_faster_parallel, "share_one_malloc_arena",
+                        lambda: calls.append(threading.active_count()))
+    before = threading.active_count()
+    status, log = run(nnet3_latgen_faster_parallel, argv(tmp_path, "par", threads))
+    assert status == 0, log
+    assert calls == [before] * expected
+
+
 def test_bad_thread_options(tmp_path):
     status, log = run(nnet3_latgen_faster_parallel,
                       argv(tmp_path, "x", "--num-threads=4", "--num-threads-total=2"))

@@ -23,6 +23,8 @@ utterances of 20 here, 6 between Kaldi's two tools; on that model the
 words also change with the BLAS kernels that compute the network).
 With ``--num-threads=0`` or 1 the decoding runs in the main thread.
 
+The decoding threads share one malloc heap (:mod:`pynnet3.bin._malloc_arenas`).
+
 A job that fails (a bad utterance, a bug) stops the tool when its turn
 comes: the jobs not started are dropped, the running ones finish, and the
 tool exits with the error (Kaldi's ERROR line and exit status) and leaves no
@@ -39,8 +41,9 @@ import sys
 
 from ..errors import UsageError
 from ._cli import ToolParser, kaldi_tool
-from ._task_sequencer import TaskSequencer
 from ._latgen import decode_in_order, register_latgen_options, run_latgen
+from ._malloc_arenas import share_one_malloc_arena
+from ._task_sequencer import TaskSequencer
 
 logger = logging.getLogger("pynnet3")
 
@@ -72,6 +75,8 @@ def main(argv=None):
             return decode_in_order(setup, inputs, write, alone=True)
         total = (opts.num_threads_total if opts.num_threads_total > 0
                  else opts.num_threads + 20)
+        # before the decoding threads start (see _malloc_arenas)
+        share_one_malloc_arena()
         job = _DecodeJob(setup, opts.num_threads)
         with TaskSequencer(opts.num_threads, total) as sequencer:
             for utterance in inputs:
